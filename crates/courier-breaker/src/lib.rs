@@ -1,0 +1,1 @@
+//! CircuitBreakerLayer: per-host closed / open / half-open.

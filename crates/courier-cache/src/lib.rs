@@ -1,0 +1,1 @@
+//! EtagCacheLayer: conditional requests, 304s served from memory, bounded.

@@ -1,0 +1,3 @@
+//! The `courier` command line.
+
+fn main() {}

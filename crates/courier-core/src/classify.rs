@@ -1,0 +1,363 @@
+//! Did it work, and may asking again change the answer?
+//!
+//! Two questions, one per kind of answer:
+//!
+//! - A **status**: 408, 429, 500, 502, 503 and 504 may change if asked again; 501 and every other
+//!   status is final. A 403 counts as a rate limit (and so may change) only when it carries
+//!   `Retry-After` or says the quota is spent ([`may_change`]).
+//! - A **failure**: [`classify_error`] walks the error's `source()` chain and names its
+//!   [`FailureKind`]: connect (nothing was sent, so any method may be retried), timeout or read
+//!   (the request may have run: idempotent methods only), tls or local (never retried), other.
+//!
+//! It recognises hyper-util's legacy client error, `hyper::Error`, `std::io::Error` kinds,
+//! tokio's and tower's `Elapsed`, courier's own refusals, and `reqwest::Error` behind the
+//! `reqwest` feature.
+
+use crate::error::{AttemptTimedOut, CircuitOpen, DeadlineExceeded, RateLimited};
+use http::{HeaderMap, StatusCode};
+use std::error::Error;
+use std::fmt;
+use std::io;
+
+/// The statuses that may change if the same request is asked again.
+pub const RETRYABLE_STATUSES: [StatusCode; 6] = [
+    StatusCode::REQUEST_TIMEOUT,
+    StatusCode::TOO_MANY_REQUESTS,
+    StatusCode::INTERNAL_SERVER_ERROR,
+    StatusCode::BAD_GATEWAY,
+    StatusCode::SERVICE_UNAVAILABLE,
+    StatusCode::GATEWAY_TIMEOUT,
+];
+
+/// Whether `status` is one of [`RETRYABLE_STATUSES`].
+pub fn is_retryable_status(status: StatusCode) -> bool {
+    RETRYABLE_STATUSES.contains(&status)
+}
+
+/// Whether a 403 is a rate limit: it carries a `Retry-After` or says the quota is spent.
+pub fn is_rate_limit_403(status: StatusCode, headers: &HeaderMap) -> bool {
+    status == StatusCode::FORBIDDEN
+        && (headers.contains_key(http::header::RETRY_AFTER)
+            || crate::hints::quota_exhausted(headers))
+}
+
+/// Whether asking again may change this answer: a retryable status, or a rate-limiting 403.
+pub fn may_change(status: StatusCode, headers: &HeaderMap) -> bool {
+    is_retryable_status(status) || is_rate_limit_403(status, headers)
+}
+
+/// What kind of failure an error is, for deciding whether to try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FailureKind {
+    /// The connection was never made: nothing was sent. Safe to retry for any method.
+    Connect,
+    /// No answer in time. The request may have run.
+    Timeout,
+    /// The connection broke while sending or reading (reset, closed, incomplete message). The
+    /// request may have run.
+    Read,
+    /// The TLS handshake or certificate check failed. Retrying will not help.
+    Tls,
+    /// One of our own refusals (open circuit, rate limited, deadline spent). Never retried.
+    Local,
+    /// Anything else.
+    Other,
+}
+
+impl FailureKind {
+    /// A short snake_case name for logs.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Connect => "connect",
+            Self::Timeout => "timeout",
+            Self::Read => "read",
+            Self::Tls => "tls",
+            Self::Local => "local",
+            Self::Other => "other",
+        }
+    }
+
+    /// Whether the request certainly did not reach the server.
+    pub const fn nothing_sent(&self) -> bool {
+        matches!(self, Self::Connect)
+    }
+
+    /// Whether this kind may be retried at all (for a retry-safe request).
+    pub const fn is_retryable(&self) -> bool {
+        matches!(self, Self::Connect | Self::Timeout | Self::Read)
+    }
+}
+
+impl fmt::Display for FailureKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Names the kind of failure by walking `err`'s `source()` chain, outermost first.
+///
+/// ```
+/// use courier_core::classify::{FailureKind, classify_error};
+/// use std::io;
+///
+/// let refused = io::Error::from(io::ErrorKind::ConnectionRefused);
+/// assert_eq!(classify_error(&refused), FailureKind::Connect);
+/// let reset = io::Error::from(io::ErrorKind::ConnectionReset);
+/// assert_eq!(classify_error(&reset), FailureKind::Read);
+/// ```
+pub fn classify_error(err: &(dyn Error + 'static)) -> FailureKind {
+    let mut next: Option<&(dyn Error + 'static)> = Some(err);
+    while let Some(e) = next {
+        if let Some(kind) = classify_one(e) {
+            return kind;
+        }
+        next = e.source();
+    }
+    FailureKind::Other
+}
+
+fn classify_one(e: &(dyn Error + 'static)) -> Option<FailureKind> {
+    if e.is::<DeadlineExceeded>() || e.is::<CircuitOpen>() || e.is::<RateLimited>() {
+        return Some(FailureKind::Local);
+    }
+    if e.is::<AttemptTimedOut>()
+        || e.is::<tokio::time::error::Elapsed>()
+        || e.is::<tower::timeout::error::Elapsed>()
+    {
+        return Some(FailureKind::Timeout);
+    }
+    if let Some(err) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
+        if err.is_connect() {
+            return Some(if chain_has_tls(e) {
+                FailureKind::Tls
+            } else {
+                FailureKind::Connect
+            });
+        }
+        return None;
+    }
+    if let Some(err) = e.downcast_ref::<hyper::Error>() {
+        if err.is_timeout() {
+            return Some(FailureKind::Timeout);
+        }
+        if err.is_incomplete_message()
+            || err.is_canceled()
+            || err.is_closed()
+            || err.is_body_write_aborted()
+            || err.is_parse()
+        {
+            return Some(FailureKind::Read);
+        }
+        return None;
+    }
+    #[cfg(feature = "reqwest")]
+    if let Some(err) = e.downcast_ref::<reqwest::Error>() {
+        if err.is_builder() {
+            return Some(FailureKind::Local);
+        }
+        if err.is_connect() {
+            return Some(if chain_has_tls(e) {
+                FailureKind::Tls
+            } else {
+                FailureKind::Connect
+            });
+        }
+        if err.is_timeout() {
+            return Some(FailureKind::Timeout);
+        }
+        return None;
+    }
+    if let Some(err) = e.downcast_ref::<io::Error>() {
+        return classify_io(err);
+    }
+    None
+}
+
+fn classify_io(err: &io::Error) -> Option<FailureKind> {
+    use io::ErrorKind::*;
+    // io::Error's own source() skips the payload; look at it directly.
+    if let Some(inner) = err.get_ref() {
+        if let Some(kind) = classify_one(inner) {
+            return Some(kind);
+        }
+        if looks_like_tls(inner) {
+            return Some(FailureKind::Tls);
+        }
+    }
+    match err.kind() {
+        ConnectionRefused | AddrNotAvailable | HostUnreachable | NetworkUnreachable
+        | NotConnected => Some(FailureKind::Connect),
+        TimedOut => Some(FailureKind::Timeout),
+        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => Some(FailureKind::Read),
+        _ => None,
+    }
+}
+
+fn chain_has_tls(err: &(dyn Error + 'static)) -> bool {
+    let mut next: Option<&(dyn Error + 'static)> = Some(err);
+    while let Some(e) = next {
+        if looks_like_tls(e) {
+            return true;
+        }
+        if let Some(io) = e.downcast_ref::<io::Error>() {
+            if io.get_ref().is_some_and(|inner| looks_like_tls(inner)) {
+                return true;
+            }
+        }
+        next = e.source();
+    }
+    false
+}
+
+/// TLS stacks are not dependencies of this crate; their errors are recognised by the type name
+/// they print in `Debug` (`rustls::Error` prints its variants, native-tls its `ssl` errors), or
+/// by [`TlsError`], which adapters can wrap a TLS failure in.
+fn looks_like_tls(e: &(dyn Error + 'static)) -> bool {
+    if e.is::<TlsError>() {
+        return true;
+    }
+    let debug = format!("{e:?}");
+    [
+        "InvalidCertificate",
+        "AlertReceived",
+        "PeerIncompatible",
+        "PeerMisbehaved",
+        "NoCertificatesPresented",
+        "UnsupportedNameType",
+        "HandshakeFailure",
+        "CERTIFICATE_VERIFY_FAILED",
+        "certificate verify failed",
+    ]
+    .iter()
+    .any(|needle| debug.contains(needle))
+}
+
+/// A TLS failure, for transports that want to mark one explicitly (classified as
+/// [`FailureKind::Tls`]).
+#[derive(Debug)]
+pub struct TlsError(pub Box<dyn Error + Send + Sync + 'static>);
+
+impl fmt::Display for TlsError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "tls failure: {}; check the certificate and the server name",
+            self.0
+        )
+    }
+}
+
+impl Error for TlsError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&*self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn hm(pairs: &[(&str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(
+                http::HeaderName::from_bytes(k.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn statuses() {
+        for s in [408, 429, 500, 502, 503, 504] {
+            assert!(
+                may_change(StatusCode::from_u16(s).unwrap(), &HeaderMap::new()),
+                "{s}"
+            );
+        }
+        for s in [
+            200, 201, 204, 301, 304, 400, 401, 403, 404, 409, 422, 501, 505,
+        ] {
+            assert!(
+                !may_change(StatusCode::from_u16(s).unwrap(), &HeaderMap::new()),
+                "{s}"
+            );
+        }
+        assert!(may_change(
+            StatusCode::FORBIDDEN,
+            &hm(&[("retry-after", "5")])
+        ));
+        assert!(may_change(
+            StatusCode::FORBIDDEN,
+            &hm(&[("x-ratelimit-remaining", "0")])
+        ));
+        assert!(!may_change(
+            StatusCode::FORBIDDEN,
+            &hm(&[("x-ratelimit-remaining", "10")])
+        ));
+    }
+
+    #[derive(Debug)]
+    struct Wrap(Box<dyn Error + Send + Sync>);
+    impl fmt::Display for Wrap {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("wrap")
+        }
+    }
+    impl Error for Wrap {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&*self.0)
+        }
+    }
+
+    #[test]
+    fn io_kinds() {
+        use io::ErrorKind::*;
+        for (kind, want) in [
+            (ConnectionRefused, FailureKind::Connect),
+            (TimedOut, FailureKind::Timeout),
+            (ConnectionReset, FailureKind::Read),
+            (UnexpectedEof, FailureKind::Read),
+            (BrokenPipe, FailureKind::Read),
+            (PermissionDenied, FailureKind::Other),
+        ] {
+            let err = Wrap(Box::new(io::Error::from(kind)));
+            assert_eq!(classify_error(&err), want, "{kind:?}");
+        }
+    }
+
+    #[test]
+    fn our_refusals_are_local_and_timeouts_are_timeouts() {
+        let err = Wrap(Box::new(CircuitOpen::new(Duration::from_secs(1))));
+        assert_eq!(classify_error(&err), FailureKind::Local);
+        let err = Wrap(Box::new(DeadlineExceeded::new(
+            Duration::ZERO,
+            Duration::ZERO,
+        )));
+        assert_eq!(classify_error(&err), FailureKind::Local);
+        let err = Wrap(Box::new(AttemptTimedOut::new(Duration::from_secs(1))));
+        assert_eq!(classify_error(&err), FailureKind::Timeout);
+        let err = Wrap(Box::new(tower::timeout::error::Elapsed::new()));
+        assert_eq!(classify_error(&err), FailureKind::Timeout);
+        // A refusal wrapped in an io::Error payload is still ours.
+        let err = io::Error::other(RateLimited::new(Duration::from_secs(1)));
+        assert_eq!(classify_error(&err), FailureKind::Local);
+    }
+
+    #[test]
+    fn tls_marker() {
+        let err = io::Error::new(io::ErrorKind::InvalidData, TlsError("bad cert".into()));
+        assert_eq!(classify_error(&Wrap(Box::new(err))), FailureKind::Tls);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn tokio_elapsed() {
+        let err = tokio::time::timeout(Duration::from_millis(1), std::future::pending::<()>())
+            .await
+            .unwrap_err();
+        assert_eq!(classify_error(&err), FailureKind::Timeout);
+    }
+}

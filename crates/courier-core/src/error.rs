@@ -1,0 +1,212 @@
+//! The refusals that courier's layers add, and helpers over `source()` chains.
+//!
+//! Layers that can fail on their own return [`BoxError`]; callers test the cause with
+//! [`is_caused_by`] or `err.is::<CircuitOpen>()`. An HTTP status is never turned into an error.
+
+use std::error::Error;
+use std::fmt;
+use std::time::Duration;
+
+/// The error type of layers that add failures of their own.
+pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
+
+/// Returns the first error in `err`'s `source()` chain (`err` itself included) that is an `E`.
+///
+/// ```
+/// use courier_core::{BoxError, RateLimited, cause_ref};
+/// use std::time::Duration;
+///
+/// let err: BoxError = Box::new(RateLimited::new(Duration::from_secs(2)));
+/// assert_eq!(cause_ref::<RateLimited>(&*err).unwrap().retry_in(), Duration::from_secs(2));
+/// ```
+pub fn cause_ref<'a, E: Error + 'static>(err: &'a (dyn Error + 'static)) -> Option<&'a E> {
+    let mut next: Option<&'a (dyn Error + 'static)> = Some(err);
+    while let Some(e) = next {
+        if let Some(found) = e.downcast_ref::<E>() {
+            return Some(found);
+        }
+        next = e.source();
+    }
+    None
+}
+
+/// Whether an `E` stands anywhere in `err`'s `source()` chain, `err` itself included.
+pub fn is_caused_by<E: Error + 'static>(err: &(dyn Error + 'static)) -> bool {
+    cause_ref::<E>(err).is_some()
+}
+
+/// The call's total budget was spent: by waiting, by attempts, or while reading the body.
+///
+/// Never retried.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeadlineExceeded {
+    budget: Duration,
+    elapsed: Duration,
+}
+
+impl DeadlineExceeded {
+    /// A deadline of `budget` was passed after `elapsed`.
+    pub const fn new(budget: Duration, elapsed: Duration) -> Self {
+        Self { budget, elapsed }
+    }
+
+    /// The budget the call had in all.
+    pub const fn budget(&self) -> Duration {
+        self.budget
+    }
+
+    /// How long the call had run when the deadline fired.
+    pub const fn elapsed(&self) -> Duration {
+        self.elapsed
+    }
+}
+
+impl fmt::Display for DeadlineExceeded {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "deadline exceeded: the call's budget of {} ms was spent after {} ms; raise the deadline or make the upstream faster",
+            self.budget.as_millis(),
+            self.elapsed.as_millis()
+        )
+    }
+}
+
+impl Error for DeadlineExceeded {}
+
+/// One attempt took longer than its attempt timeout. The retry layer may try again.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct AttemptTimedOut {
+    timeout: Duration,
+}
+
+impl AttemptTimedOut {
+    /// An attempt was bounded to `timeout` and did not finish in it.
+    pub const fn new(timeout: Duration) -> Self {
+        Self { timeout }
+    }
+
+    /// The bound the attempt had.
+    pub const fn timeout(&self) -> Duration {
+        self.timeout
+    }
+}
+
+impl fmt::Display for AttemptTimedOut {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "attempt timed out after {} ms; the request may have reached the server",
+            self.timeout.as_millis()
+        )
+    }
+}
+
+impl Error for AttemptTimedOut {}
+
+/// The circuit for this host is open: the call failed at once, without touching the network.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitOpen {
+    retry_in: Duration,
+}
+
+impl CircuitOpen {
+    /// The circuit lets a trial call through in `retry_in`.
+    pub const fn new(retry_in: Duration) -> Self {
+        Self { retry_in }
+    }
+
+    /// How long until the circuit lets a trial call through.
+    pub const fn retry_in(&self) -> Duration {
+        self.retry_in
+    }
+}
+
+impl fmt::Display for CircuitOpen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "circuit open: the host failed repeatedly; try again in {} ms",
+            self.retry_in.as_millis()
+        )
+    }
+}
+
+impl Error for CircuitOpen {}
+
+/// The rate limiter refused the call: no slot was free soon enough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RateLimited {
+    retry_in: Duration,
+}
+
+impl RateLimited {
+    /// A slot frees up in `retry_in`.
+    pub const fn new(retry_in: Duration) -> Self {
+        Self { retry_in }
+    }
+
+    /// How long until a slot frees up.
+    pub const fn retry_in(&self) -> Duration {
+        self.retry_in
+    }
+}
+
+impl fmt::Display for RateLimited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "rate limited: no slot for this host; try again in {} ms",
+            self.retry_in.as_millis()
+        )
+    }
+}
+
+impl Error for RateLimited {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug)]
+    struct Wrap(BoxError);
+    impl fmt::Display for Wrap {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("wrapped")
+        }
+    }
+    impl Error for Wrap {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            Some(&*self.0)
+        }
+    }
+
+    #[test]
+    fn cause_ref_walks_the_chain() {
+        let err = Wrap(Box::new(Wrap(Box::new(CircuitOpen::new(
+            Duration::from_secs(3),
+        )))));
+        let found = cause_ref::<CircuitOpen>(&err).expect("circuit open is in the chain");
+        assert_eq!(found.retry_in(), Duration::from_secs(3));
+        assert!(is_caused_by::<CircuitOpen>(&err));
+        assert!(!is_caused_by::<RateLimited>(&err));
+    }
+
+    #[test]
+    fn display_is_lowercase_and_says_what_next() {
+        let texts = [
+            DeadlineExceeded::new(Duration::from_secs(1), Duration::from_secs(1)).to_string(),
+            CircuitOpen::new(Duration::from_secs(1)).to_string(),
+            RateLimited::new(Duration::from_secs(1)).to_string(),
+            AttemptTimedOut::new(Duration::from_secs(1)).to_string(),
+        ];
+        for t in texts {
+            assert!(t.chars().next().unwrap().is_lowercase(), "{t}");
+        }
+        assert!(
+            CircuitOpen::new(Duration::from_millis(1500))
+                .to_string()
+                .contains("1500 ms")
+        );
+    }
+}

@@ -1,0 +1,311 @@
+//! What layers tell each other through request and response extensions.
+
+use crate::classify::FailureKind;
+use http::{Extensions, StatusCode};
+use std::fmt;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// The absolute moment by which the whole call must be done, as a request extension.
+///
+/// Set by the deadline layer (or by a server-side layer from an incoming request); read by retry
+/// (never sleeps past it), the rate limiter (never waits past it) and the attempt timeout
+/// (`min(per_attempt, left)`). A deadline only ever shrinks: [`Deadline::shrink`] keeps the
+/// earlier of the two.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Deadline {
+    at: Instant,
+}
+
+impl Deadline {
+    /// A deadline at `at`.
+    pub const fn at(at: Instant) -> Self {
+        Self { at }
+    }
+
+    /// A deadline `budget` from now, saturating at the far future.
+    pub fn after(budget: Duration) -> Self {
+        let now = Instant::now();
+        Self {
+            at: now.checked_add(budget).unwrap_or_else(far_future),
+        }
+    }
+
+    /// The moment itself.
+    pub const fn instant(&self) -> Instant {
+        self.at
+    }
+
+    /// Time left from now; zero once passed.
+    pub fn remaining(&self) -> Duration {
+        self.at.saturating_duration_since(Instant::now())
+    }
+
+    /// Whether the deadline has passed.
+    pub fn is_expired(&self) -> bool {
+        Instant::now() >= self.at
+    }
+
+    /// Whether waiting `wait` from now would end after the deadline.
+    pub fn would_pass(&self, wait: Duration) -> bool {
+        match Instant::now().checked_add(wait) {
+            Some(end) => end > self.at,
+            None => true,
+        }
+    }
+
+    /// The deadline carried by `ext`, if any.
+    pub fn get(ext: &Extensions) -> Option<Self> {
+        ext.get::<Self>().copied()
+    }
+
+    /// Puts `self` into `ext` unless an earlier deadline is there already; returns the one in
+    /// force.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
+    /// use courier_core::Deadline;
+    /// use std::time::Duration;
+    ///
+    /// let mut ext = http::Extensions::new();
+    /// let outer = Deadline::after(Duration::from_secs(5)).shrink(&mut ext);
+    /// let inner = Deadline::after(Duration::from_secs(30)).shrink(&mut ext);
+    /// assert_eq!(inner, outer, "a nested deadline never extends an earlier one");
+    /// # }
+    /// ```
+    pub fn shrink(self, ext: &mut Extensions) -> Self {
+        let effective = match ext.get::<Self>() {
+            Some(existing) if existing.at <= self.at => *existing,
+            _ => self,
+        };
+        ext.insert(effective);
+        effective
+    }
+}
+
+fn far_future() -> Instant {
+    // About thirty years: far enough to be "never", near enough not to overflow.
+    Instant::now() + Duration::from_secs(86_400 * 365 * 30)
+}
+
+/// Where a wait between attempts came from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum WaitSource {
+    /// Our own backoff (full jitter).
+    Backoff,
+    /// The server's `Retry-After`.
+    RetryAfter,
+    /// The IETF `RateLimit` field (remaining 0 until its reset).
+    RateLimit,
+    /// `x-ratelimit-remaining: 0` with `x-ratelimit-reset`.
+    QuotaReset,
+}
+
+impl WaitSource {
+    /// A short snake_case name for logs.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Backoff => "backoff",
+            Self::RetryAfter => "retry_after",
+            Self::RateLimit => "ratelimit",
+            Self::QuotaReset => "quota_reset",
+        }
+    }
+}
+
+impl fmt::Display for WaitSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What one attempt ended with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AttemptOutcome {
+    /// A response with this status.
+    Status(StatusCode),
+    /// A failure of this kind.
+    Failure(FailureKind),
+}
+
+impl fmt::Display for AttemptOutcome {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Status(s) => write!(f, "{}", s.as_u16()),
+            Self::Failure(k) => write!(f, "{k}"),
+        }
+    }
+}
+
+/// What was decided after an attempt.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// Another attempt follows after `wait`.
+    Retry,
+    /// The call ends with this attempt's answer.
+    Stop,
+}
+
+impl Decision {
+    /// `"retry"` or `"stop"`.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Retry => "retry",
+            Self::Stop => "stop",
+        }
+    }
+}
+
+/// Why a decision was taken.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Reason {
+    /// The status cannot change by asking again (2xx, 3xx, most 4xx, 501).
+    FinalStatus,
+    /// The status may change by asking again.
+    RetryableStatus,
+    /// The failure may not happen again (a connect error, a timeout, a reset).
+    RetryableFailure,
+    /// A failure that is never retried: tls, or one of our own refusals.
+    NeverRetried,
+    /// The request may have run and repeating it is not safe (no idempotent method, no key).
+    NotRetrySafe,
+    /// Every allowed attempt was used.
+    AttemptsExhausted,
+    /// The server asked for a wait longer than `max_wait`.
+    HintTooLong,
+    /// The wait would end past the call's deadline.
+    PastDeadline,
+    /// The retry budget refused another retry.
+    BudgetExhausted,
+    /// The request body could not be replayed (streaming and over the replay cap).
+    BodyNotReplayable,
+}
+
+impl Reason {
+    /// A short snake_case name for logs.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::FinalStatus => "final_status",
+            Self::RetryableStatus => "retryable_status",
+            Self::RetryableFailure => "retryable_failure",
+            Self::NeverRetried => "never_retried",
+            Self::NotRetrySafe => "not_retry_safe",
+            Self::AttemptsExhausted => "attempts_exhausted",
+            Self::HintTooLong => "hint_exceeds_max_wait",
+            Self::PastDeadline => "past_deadline",
+            Self::BudgetExhausted => "retry_budget_exhausted",
+            Self::BodyNotReplayable => "body_not_replayable",
+        }
+    }
+}
+
+impl fmt::Display for Reason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One attempt of a call, as the retry layer saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttemptRecord {
+    /// 1 for the first attempt.
+    pub attempt: u32,
+    /// Status or failure kind.
+    pub outcome: AttemptOutcome,
+    /// Retry or stop.
+    pub decision: Decision,
+    /// Why.
+    pub reason: Reason,
+    /// The wait before the next attempt (zero when stopping).
+    pub wait: Duration,
+    /// Where that wait came from; `None` when there is no wait.
+    pub wait_source: Option<WaitSource>,
+    /// Time since the call started, when this attempt ended.
+    pub elapsed: Duration,
+}
+
+/// Every attempt of a call, as a response extension set by the retry layer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Attempts(pub Vec<AttemptRecord>);
+
+impl Attempts {
+    /// How many attempts were made.
+    pub fn count(&self) -> usize {
+        self.0.len()
+    }
+
+    /// The last record, which holds the reason the call stopped.
+    pub fn last(&self) -> Option<&AttemptRecord> {
+        self.0.last()
+    }
+}
+
+/// How the cache answered, as a response extension set by the cache layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum CacheStatus {
+    /// Served from the cache without a request: the entry was fresh.
+    Hit,
+    /// The server answered 304; the stored body was served.
+    Revalidated,
+    /// Not in the cache (or not usable); the server's answer was passed on.
+    Miss,
+    /// The upstream failed and a stored entry within its stale-if-error window was served.
+    Stale,
+    /// The cache was not consulted (a method or directive the cache does not handle).
+    Bypass,
+}
+
+impl CacheStatus {
+    /// A short snake_case name for logs.
+    pub const fn as_str(&self) -> &'static str {
+        match self {
+            Self::Hit => "hit",
+            Self::Revalidated => "revalidated",
+            Self::Miss => "miss",
+            Self::Stale => "stale",
+            Self::Bypass => "bypass",
+        }
+    }
+
+    /// Whether the response came out of the store rather than fresh from the server; server
+    /// hints on such a response are old news and must be ignored.
+    pub const fn is_from_cache(&self) -> bool {
+        matches!(self, Self::Hit | Self::Revalidated | Self::Stale)
+    }
+}
+
+impl fmt::Display for CacheStatus {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn nested_deadline_only_shrinks() {
+        let mut ext = Extensions::new();
+        let d1 = Deadline::after(Duration::from_secs(10)).shrink(&mut ext);
+        let d2 = Deadline::after(Duration::from_secs(20)).shrink(&mut ext);
+        assert_eq!(d1, d2);
+        let d3 = Deadline::after(Duration::from_secs(2)).shrink(&mut ext);
+        assert!(d3 < d1);
+        assert_eq!(Deadline::get(&ext), Some(d3));
+        assert_eq!(d3.remaining(), Duration::from_secs(2));
+        tokio::time::advance(Duration::from_secs(3)).await;
+        assert!(d3.is_expired());
+        assert_eq!(d3.remaining(), Duration::ZERO);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn huge_budget_saturates() {
+        let d = Deadline::after(Duration::MAX);
+        assert!(d.remaining() > Duration::from_secs(86_400 * 365));
+        assert!(d.would_pass(Duration::MAX));
+    }
+}

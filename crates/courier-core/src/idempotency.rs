@@ -1,0 +1,59 @@
+//! Which requests may be sent more than once.
+//!
+//! RFC 9110 section 9.2.2: GET, HEAD, OPTIONS, TRACE, PUT and DELETE are idempotent; sending them
+//! twice has the intended effect of sending them once. POST and PATCH are not, unless the request
+//! carries an `Idempotency-Key` that the server uses to replay the first result.
+
+use http::{HeaderMap, HeaderName, Method};
+
+/// The `Idempotency-Key` request header (draft-ietf-httpapi-idempotency-key-header).
+pub const IDEMPOTENCY_KEY: HeaderName = HeaderName::from_static("idempotency-key");
+
+/// Whether RFC 9110 calls `method` idempotent.
+pub fn is_idempotent(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::GET | Method::HEAD | Method::OPTIONS | Method::TRACE | Method::PUT | Method::DELETE
+    )
+}
+
+/// Whether the headers carry a usable (non-empty) `Idempotency-Key`.
+pub fn has_idempotency_key(headers: &HeaderMap) -> bool {
+    headers
+        .get(&IDEMPOTENCY_KEY)
+        .is_some_and(|v| !v.as_bytes().iter().all(u8::is_ascii_whitespace))
+}
+
+/// Whether a request may be repeated after it may have reached the server: its method is
+/// idempotent, or it carries an `Idempotency-Key`.
+pub fn is_retry_safe(method: &Method, headers: &HeaderMap) -> bool {
+    is_idempotent(method) || has_idempotency_key(headers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc_9110_methods() {
+        for m in ["GET", "HEAD", "OPTIONS", "TRACE", "PUT", "DELETE"] {
+            assert!(is_idempotent(&m.parse().unwrap()), "{m}");
+        }
+        for m in ["POST", "PATCH", "CONNECT", "PURGE"] {
+            assert!(!is_idempotent(&m.parse().unwrap()), "{m}");
+        }
+    }
+
+    #[test]
+    fn key_makes_post_safe() {
+        let mut h = HeaderMap::new();
+        assert!(!is_retry_safe(&Method::POST, &h));
+        h.insert(IDEMPOTENCY_KEY, "k-1".parse().unwrap());
+        assert!(is_retry_safe(&Method::POST, &h));
+        h.insert(IDEMPOTENCY_KEY, " ".parse().unwrap());
+        assert!(
+            !is_retry_safe(&Method::PATCH, &h),
+            "a blank key identifies nothing"
+        );
+    }
+}

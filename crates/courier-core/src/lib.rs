@@ -1,0 +1,39 @@
+//! The shared vocabulary of courier's layers.
+//!
+//! Every courier layer depends on this crate and on nothing of the others, so the contracts
+//! between layers live here:
+//!
+//! - [`hints`]: what the server asks for (`Retry-After`, `x-ratelimit-*`, the IETF `RateLimit`
+//!   fields), turned into one wait. Retry and the rate limiter read the same parsed hint.
+//! - [`classify`]: which statuses may change if asked again, and what kind of failure an error
+//!   chain is (connect, timeout, read, tls, local, other).
+//! - [`idempotency`]: which requests may be sent again.
+//! - [`link`]: an RFC 8288 `Link` parser for pagination.
+//! - [`cache_control`]: `Cache-Control` directives and entity tags.
+//! - [`extensions`]: the request and response extensions layers pass to each other: the
+//!   [`Deadline`](extensions::Deadline), the attempt records and the cache status.
+//! - [`error`]: the refusals every layer and the facade agree on, and helpers that walk
+//!   `source()` chains.
+//! - [`clock`]: the injectable wall clock, the one place `SystemTime` is read.
+//! - [`host`]: the per-host key the stateful layers use.
+//!
+//! Nothing here panics on header input: garbage counts as absent.
+
+pub mod cache_control;
+pub mod classify;
+pub mod clock;
+pub mod error;
+pub mod extensions;
+pub mod hints;
+pub mod host;
+pub mod idempotency;
+pub mod link;
+
+pub use classify::FailureKind;
+pub use clock::{ManualClock, SystemClock, WallClock};
+pub use error::{
+    AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, RateLimited, cause_ref, is_caused_by,
+};
+pub use extensions::{AttemptRecord, Attempts, CacheStatus, Deadline, WaitSource};
+pub use hints::{HintConfig, ResetFormat, ServerHint};
+pub use host::HostKey;

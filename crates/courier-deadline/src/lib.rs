@@ -1,0 +1,1 @@
+//! DeadlineLayer and AttemptTimeoutLayer: one time budget for the whole call, body included.

@@ -1,0 +1,1 @@
+//! TokenBucketRateLimitLayer: per-host pacing, wait or reject, obeying the server's quota.

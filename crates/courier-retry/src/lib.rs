@@ -1,0 +1,1 @@
+//! RetryLayer: retry only what is safe, wait as long as the server asks.
