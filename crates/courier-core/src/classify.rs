@@ -200,10 +200,10 @@ fn chain_has_tls(err: &(dyn Error + 'static)) -> bool {
         if looks_like_tls(e) {
             return true;
         }
-        if let Some(io) = e.downcast_ref::<io::Error>() {
-            if io.get_ref().is_some_and(|inner| looks_like_tls(inner)) {
-                return true;
-            }
+        if let Some(io) = e.downcast_ref::<io::Error>()
+            && io.get_ref().is_some_and(|inner| looks_like_tls(inner))
+        {
+            return true;
         }
         next = e.source();
     }

@@ -137,10 +137,10 @@ impl HintConfig {
     /// `x-ratelimit-*`.
     pub fn parse(&self, headers: &HeaderMap) -> Option<ServerHint> {
         let now = || server_now(headers, &*self.clock);
-        if let Some(v) = headers.get(http::header::RETRY_AFTER) {
-            if let Some(wait) = parse_retry_after(v, now()) {
-                return Some(ServerHint::new(wait, WaitSource::RetryAfter));
-            }
+        if let Some(v) = headers.get(http::header::RETRY_AFTER)
+            && let Some(wait) = parse_retry_after(v, now())
+        {
+            return Some(ServerHint::new(wait, WaitSource::RetryAfter));
         }
         if let Some(wait) = parse_ratelimit(headers) {
             return Some(ServerHint::new(wait, WaitSource::RateLimit));
@@ -222,10 +222,10 @@ pub fn quota_exhausted(headers: &HeaderMap) -> bool {
 /// (`limit=10, remaining=0, reset=10`), and the separate `RateLimit-Remaining` /
 /// `RateLimit-Reset` fields of early drafts.
 pub fn parse_ratelimit(headers: &HeaderMap) -> Option<Duration> {
-    if let Some(text) = headers.get(RATELIMIT).and_then(|v| v.to_str().ok()) {
-        if let Some(wait) = ratelimit_list(text).or_else(|| ratelimit_dict(text)) {
-            return Some(wait);
-        }
+    if let Some(text) = headers.get(RATELIMIT).and_then(|v| v.to_str().ok())
+        && let Some(wait) = ratelimit_list(text).or_else(|| ratelimit_dict(text))
+    {
+        return Some(wait);
     }
     if digits_header(headers, &RATELIMIT_REMAINING)? == 0 {
         let reset = digits_header(headers, &RATELIMIT_RESET)?;

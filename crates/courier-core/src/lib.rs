@@ -11,7 +11,7 @@
 //! - [`link`]: an RFC 8288 `Link` parser for pagination.
 //! - [`cache_control`]: `Cache-Control` directives and entity tags.
 //! - [`extensions`]: the request and response extensions layers pass to each other: the
-//!   [`Deadline`](extensions::Deadline), the attempt records and the cache status.
+//!   [`Deadline`], the attempt records and the cache status.
 //! - [`error`]: the refusals every layer and the facade agree on, and helpers that walk
 //!   `source()` chains.
 //! - [`clock`]: the injectable wall clock, the one place `SystemTime` is read.
