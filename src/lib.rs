@@ -1,5 +1,10 @@
 //! courier: a Tower middleware stack for service-to-service HTTP calls.
-//!
-//! For now the facade re-exports the shared vocabulary of [`courier_core`].
 
 pub use courier_core as core;
+
+mod error;
+#[cfg(feature = "paginate")]
+pub mod paginate;
+pub mod transport;
+
+pub use error::Error;

@@ -1,0 +1,180 @@
+//! One matchable error for everything the stack can fail with.
+
+use courier_core::classify::{FailureKind, classify_error};
+use courier_core::{
+    AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, RateLimited, cause_ref,
+};
+use std::error::Error as StdError;
+use std::fmt;
+use std::time::Duration;
+
+/// Every failure a courier stack can produce, as one enum to `match` on.
+///
+/// Layers fail with [`BoxError`]; `Error::from(box_error)` finds the courier refusal in its
+/// `source()` chain, or else classifies the transport failure. HTTP statuses are never errors:
+/// a 503 comes back as a response.
+///
+/// ```
+/// use courier::Error;
+/// use courier::core::{BoxError, CircuitOpen};
+/// use std::time::Duration;
+///
+/// let err: BoxError = Box::new(CircuitOpen::new(Duration::from_secs(3)));
+/// match Error::from(err) {
+///     Error::CircuitOpen(open) => assert_eq!(open.retry_in(), Duration::from_secs(3)),
+///     other => panic!("unexpected {other}"),
+/// }
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// The call's total budget was spent.
+    DeadlineExceeded(DeadlineExceeded),
+    /// The last attempt timed out.
+    AttemptTimedOut(AttemptTimedOut),
+    /// The host's circuit is open.
+    CircuitOpen(CircuitOpen),
+    /// The rate limiter refused the call.
+    RateLimited(RateLimited),
+    /// The transport failed: connect, timeout, read, tls or other.
+    Transport {
+        /// What kind of failure it was.
+        kind: FailureKind,
+        /// The transport's own error.
+        source: BoxError,
+    },
+    /// A pagination stream met a page it had visited already, or a page it could not read.
+    Pagination(String),
+}
+
+impl Error {
+    /// The failure kind, as the retry layer classifies it.
+    pub fn kind(&self) -> FailureKind {
+        match self {
+            Self::DeadlineExceeded(_) | Self::CircuitOpen(_) | Self::RateLimited(_) => {
+                FailureKind::Local
+            }
+            Self::AttemptTimedOut(_) => FailureKind::Timeout,
+            Self::Transport { kind, .. } => *kind,
+            Self::Pagination(_) => FailureKind::Other,
+        }
+    }
+
+    /// How long the refusing layer says to wait before calling again, if it said.
+    pub fn retry_in(&self) -> Option<Duration> {
+        match self {
+            Self::CircuitOpen(e) => Some(e.retry_in()),
+            Self::RateLimited(e) => Some(e.retry_in()),
+            _ => None,
+        }
+    }
+
+    /// Whether nothing reached the network: a local refusal or a failed connect.
+    pub fn nothing_sent(&self) -> bool {
+        matches!(self.kind(), FailureKind::Local | FailureKind::Connect)
+    }
+}
+
+impl From<BoxError> for Error {
+    fn from(err: BoxError) -> Self {
+        match err.downcast::<Self>() {
+            Ok(err) => *err,
+            Err(err) => classify_box(err),
+        }
+    }
+}
+
+fn classify_box(err: BoxError) -> Error {
+    let e: &(dyn StdError + 'static) = &*err;
+    // The outermost refusal wins: a deadline that fired while the breaker was open is a
+    // deadline.
+    if let Some(d) = cause_ref::<DeadlineExceeded>(e) {
+        return Error::DeadlineExceeded(*d);
+    }
+    if let Some(c) = cause_ref::<CircuitOpen>(e) {
+        return Error::CircuitOpen(*c);
+    }
+    if let Some(r) = cause_ref::<RateLimited>(e) {
+        return Error::RateLimited(*r);
+    }
+    if let Some(t) = cause_ref::<AttemptTimedOut>(e) {
+        return Error::AttemptTimedOut(*t);
+    }
+    let kind = classify_error(e);
+    Error::Transport { kind, source: err }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::DeadlineExceeded(e) => e.fmt(f),
+            Self::AttemptTimedOut(e) => e.fmt(f),
+            Self::CircuitOpen(e) => e.fmt(f),
+            Self::RateLimited(e) => e.fmt(f),
+            Self::Transport { kind, source } => {
+                write!(f, "{kind} failure: {source}")?;
+                let mut next = source.source();
+                while let Some(cause) = next {
+                    write!(f, ": {cause}")?;
+                    next = cause.source();
+                }
+                Ok(())
+            }
+            Self::Pagination(msg) => write!(f, "pagination stopped: {msg}"),
+        }
+    }
+}
+
+impl StdError for Error {
+    fn source(&self) -> Option<&(dyn StdError + 'static)> {
+        match self {
+            Self::DeadlineExceeded(e) => Some(e),
+            Self::AttemptTimedOut(e) => Some(e),
+            Self::CircuitOpen(e) => Some(e),
+            Self::RateLimited(e) => Some(e),
+            Self::Transport { source, .. } => Some(&**source),
+            Self::Pagination(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io;
+
+    #[test]
+    fn classifies_refusals_and_transport_failures() {
+        let e = Error::from(BoxError::from(RateLimited::new(Duration::from_secs(1))));
+        assert!(matches!(e, Error::RateLimited(_)));
+        assert_eq!(e.retry_in(), Some(Duration::from_secs(1)));
+        assert!(e.nothing_sent());
+
+        let e = Error::from(BoxError::from(io::Error::from(
+            io::ErrorKind::ConnectionReset,
+        )));
+        assert!(matches!(
+            e,
+            Error::Transport {
+                kind: FailureKind::Read,
+                ..
+            }
+        ));
+        assert!(!e.nothing_sent());
+
+        let wrapped = io::Error::other(DeadlineExceeded::new(
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        ));
+        assert!(matches!(
+            Error::from(BoxError::from(wrapped)),
+            Error::DeadlineExceeded(_)
+        ));
+    }
+
+    #[test]
+    fn converting_twice_keeps_the_variant() {
+        let e: BoxError = Box::new(Error::Pagination("loop".into()));
+        assert!(matches!(Error::from(e), Error::Pagination(_)));
+    }
+}

@@ -1,0 +1,452 @@
+//! Pagination as a `Stream` of pages, every page sent through the whole stack.
+//!
+//! The server owns pagination: a client follows what it is given and never computes page
+//! numbers. Two shapes are common:
+//!
+//! - [`links`]: RFC 8288 `Link: <...>; rel="next"` headers (GitHub and most REST APIs). The stream
+//!   follows `rel="next"` until there is none, refuses a `next` it has already visited, and stops
+//!   at a maximum number of pages.
+//! - [`cursor`]: a JSON body field (`next_cursor` by default) passed back as a query parameter
+//!   (`cursor` by default). The cursor is opaque: it is never decoded, only echoed.
+//!
+//! Both streams expose their position ([`LinkPages::position`], [`CursorPages::position`]),
+//! which serializes with serde and can be handed back to `resume` to continue where a crashed
+//! run stopped.
+//!
+//! ```no_run
+//! # async fn run() -> Result<(), courier::Error> {
+//! use futures_util::TryStreamExt;
+//!
+//! let client = courier::transport::hyper_client::<http_body_util::Empty<bytes::Bytes>>();
+//! let start = url::Url::parse("http://127.0.0.1:8080/items?per_page=10").unwrap();
+//! let mut pages = courier::paginate::links(client, start).max_pages(100);
+//! while let Some(page) = pages.try_next().await? {
+//!     for item in page.json_items(None)? {
+//!         println!("{item}");
+//!     }
+//! }
+//! # Ok(()) }
+//! ```
+
+use crate::Error;
+use bytes::Bytes;
+use courier_core::link::{next_link, parse_link_headers};
+use courier_core::{Attempts, BoxError};
+use futures_core::Stream;
+use http::{HeaderMap, StatusCode};
+use http_body_util::BodyExt;
+use serde::{Deserialize, Serialize};
+use std::fmt;
+use std::future::Future;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use tower::ServiceExt;
+use tower_service::Service;
+use url::Url;
+
+/// One page: where it came from, its status and headers, and its whole body.
+#[derive(Debug, Clone)]
+pub struct Page {
+    url: Url,
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Bytes,
+    attempts: Option<Attempts>,
+}
+
+impl Page {
+    /// The URL the page was fetched from.
+    pub fn url(&self) -> &Url {
+        &self.url
+    }
+
+    /// The page's status. A stream ends after the first page whose status is not 2xx.
+    pub fn status(&self) -> StatusCode {
+        self.status
+    }
+
+    /// The page's headers.
+    pub fn headers(&self) -> &HeaderMap {
+        &self.headers
+    }
+
+    /// The page's body.
+    pub fn body(&self) -> &Bytes {
+        &self.body
+    }
+
+    /// The attempt records the retry layer left on the page's response, if it ran.
+    pub fn attempts(&self) -> Option<&Attempts> {
+        self.attempts.as_ref()
+    }
+
+    /// The page's items: the body's top-level JSON array, or the array under `field`.
+    ///
+    /// # Errors
+    ///
+    /// [`Error::Pagination`] when the body is not JSON or holds no such array.
+    pub fn json_items(&self, field: Option<&str>) -> Result<Vec<serde_json::Value>, Error> {
+        let value: serde_json::Value = serde_json::from_slice(&self.body)
+            .map_err(|e| Error::Pagination(format!("page {} is not JSON: {e}", self.url)))?;
+        let value = match field {
+            Some(f) => value.get(f).cloned().unwrap_or(serde_json::Value::Null),
+            None => value,
+        };
+        match value {
+            serde_json::Value::Array(items) => Ok(items),
+            _ => Err(Error::Pagination(format!(
+                "page {} holds no array{}",
+                self.url,
+                field.map(|f| format!(" under {f:?}")).unwrap_or_default()
+            ))),
+        }
+    }
+}
+
+/// Where a [`LinkPages`] stream stands: the next URL to fetch and every URL fetched so far.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LinkPosition {
+    /// The next page to fetch; `None` when the stream has ended.
+    pub next: Option<Url>,
+    /// Pages fetched so far, in order.
+    pub visited: Vec<Url>,
+}
+
+/// Where a [`CursorPages`] stream stands.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CursorPosition {
+    /// The URL every page is fetched from, with the cursor parameter set on it.
+    pub url: Url,
+    /// The cursor for the next page: `None` before the first page.
+    pub cursor: Option<String>,
+    /// Pages fetched so far.
+    pub pages: u64,
+    /// Whether the last page had no next cursor.
+    pub done: bool,
+    /// Cursors already used, to refuse a loop.
+    pub seen: Vec<String>,
+}
+
+/// Follows `Link: rel="next"` from `start` through `service`.
+pub fn links<S, B>(service: S, start: Url) -> LinkPages<S, B> {
+    LinkPages::resume(
+        service,
+        LinkPosition {
+            next: Some(start),
+            visited: Vec::new(),
+        },
+    )
+}
+
+/// Follows a JSON cursor from `start` through `service`: the cursor is read from the body's
+/// `next_cursor` field and sent back as the `cursor` query parameter (both configurable).
+pub fn cursor<S, B>(service: S, start: Url) -> CursorPages<S, B> {
+    CursorPages::resume(
+        service,
+        CursorPosition {
+            url: start,
+            cursor: None,
+            pages: 0,
+            done: false,
+            seen: Vec::new(),
+        },
+    )
+}
+
+type PageFuture = Pin<Box<dyn Future<Output = Result<Page, Error>> + Send>>;
+
+fn fetch<S, B, RB>(service: S, url: Url) -> PageFuture
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>> + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Default + Send + 'static,
+    RB: http_body::Body + Send + 'static,
+    RB::Data: Send,
+    RB::Error: Into<BoxError>,
+{
+    Box::pin(async move {
+        let uri: http::Uri = url
+            .as_str()
+            .parse()
+            .map_err(|e| Error::Pagination(format!("{url} is not a valid request URI: {e}")))?;
+        let req = http::Request::get(uri)
+            .body(B::default())
+            .map_err(|e| Error::Pagination(e.to_string()))?;
+        let resp = service
+            .oneshot(req)
+            .await
+            .map_err(|e| Error::from(e.into()))?;
+        let (parts, body) = resp.into_parts();
+        let body = body
+            .collect()
+            .await
+            .map_err(|e| Error::from(e.into()))?
+            .to_bytes();
+        Ok(Page {
+            url,
+            status: parts.status,
+            attempts: parts.extensions.get::<Attempts>().cloned(),
+            headers: parts.headers,
+            body,
+        })
+    })
+}
+
+/// A stream of pages linked by `rel="next"`. Made by [`links`].
+#[must_use = "streams do nothing unless polled"]
+pub struct LinkPages<S, B> {
+    service: S,
+    position: LinkPosition,
+    max_pages: Option<usize>,
+    in_flight: Option<PageFuture>,
+    _body: PhantomData<fn() -> B>,
+}
+
+impl<S, B> LinkPages<S, B> {
+    /// Continues from a saved position.
+    pub fn resume(service: S, position: LinkPosition) -> Self {
+        Self {
+            service,
+            position,
+            max_pages: None,
+            in_flight: None,
+            _body: PhantomData,
+        }
+    }
+
+    /// Stops after `n` pages in all (counting pages fetched before a resume). Defaults to no
+    /// limit.
+    pub fn max_pages(mut self, n: usize) -> Self {
+        self.max_pages = Some(n);
+        self
+    }
+
+    /// Where the stream stands; save it to resume later.
+    pub fn position(&self) -> &LinkPosition {
+        &self.position
+    }
+}
+
+impl<S, B> fmt::Debug for LinkPages<S, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LinkPages")
+            .field("position", &self.position)
+            .field("max_pages", &self.max_pages)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B> Unpin for LinkPages<S, B> {}
+
+impl<S, B, RB> Stream for LinkPages<S, B>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Default + Send + 'static,
+    RB: http_body::Body + Send + 'static,
+    RB::Data: Send,
+    RB::Error: Into<BoxError>,
+{
+    type Item = Result<Page, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.in_flight.is_none() {
+            let Some(next) = this.position.next.clone() else {
+                return Poll::Ready(None);
+            };
+            if this
+                .max_pages
+                .is_some_and(|max| this.position.visited.len() >= max)
+            {
+                return Poll::Ready(None);
+            }
+            this.in_flight = Some(fetch(this.service.clone(), next));
+        }
+        let fut = this.in_flight.as_mut().expect("a fetch is in flight");
+        let result = ready!(fut.as_mut().poll(cx));
+        this.in_flight = None;
+        let page = match result {
+            Ok(page) => page,
+            // The position still names the page that failed: resuming asks for it again.
+            Err(e) => return Poll::Ready(Some(Err(e))),
+        };
+        this.position.visited.push(page.url.clone());
+        if !page.status.is_success() {
+            this.position.next = None;
+            return Poll::Ready(Some(Ok(page)));
+        }
+        let links = parse_link_headers(&page.headers, &page.url);
+        let next = next_link(&links).cloned();
+        this.position.next = match next {
+            Some(n) if this.position.visited.contains(&n) => {
+                this.position.next = None;
+                return Poll::Ready(Some(Err(Error::Pagination(format!(
+                    "{} links back to {n}, which was already visited",
+                    page.url
+                )))));
+            }
+            other => other,
+        };
+        Poll::Ready(Some(Ok(page)))
+    }
+}
+
+/// A stream of pages linked by an opaque cursor. Made by [`cursor`].
+#[must_use = "streams do nothing unless polled"]
+pub struct CursorPages<S, B> {
+    service: S,
+    position: CursorPosition,
+    field: String,
+    param: String,
+    max_pages: Option<u64>,
+    in_flight: Option<PageFuture>,
+    _body: PhantomData<fn() -> B>,
+}
+
+impl<S, B> CursorPages<S, B> {
+    /// Continues from a saved position.
+    pub fn resume(service: S, position: CursorPosition) -> Self {
+        Self {
+            service,
+            position,
+            field: "next_cursor".to_owned(),
+            param: "cursor".to_owned(),
+            max_pages: None,
+            in_flight: None,
+            _body: PhantomData,
+        }
+    }
+
+    /// The body field holding the next cursor. Defaults to `next_cursor`.
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.field = field.into();
+        self
+    }
+
+    /// The query parameter the cursor is sent back in. Defaults to `cursor`.
+    pub fn param(mut self, param: impl Into<String>) -> Self {
+        self.param = param.into();
+        self
+    }
+
+    /// Stops after `n` pages in all. Defaults to no limit.
+    pub fn max_pages(mut self, n: u64) -> Self {
+        self.max_pages = Some(n);
+        self
+    }
+
+    /// Where the stream stands; save it to resume later.
+    pub fn position(&self) -> &CursorPosition {
+        &self.position
+    }
+
+    fn page_url(&self) -> Url {
+        let mut url = self.position.url.clone();
+        let kept: Vec<(String, String)> = url
+            .query_pairs()
+            .filter(|(k, _)| *k != self.param)
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        {
+            let mut q = url.query_pairs_mut();
+            q.clear();
+            for (k, v) in &kept {
+                q.append_pair(k, v);
+            }
+            if let Some(c) = &self.position.cursor {
+                q.append_pair(&self.param, c);
+            }
+        }
+        if url.query() == Some("") {
+            url.set_query(None);
+        }
+        url
+    }
+}
+
+impl<S, B> fmt::Debug for CursorPages<S, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CursorPages")
+            .field("position", &self.position)
+            .field("field", &self.field)
+            .field("param", &self.param)
+            .field("max_pages", &self.max_pages)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B> Unpin for CursorPages<S, B> {}
+
+impl<S, B, RB> Stream for CursorPages<S, B>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Default + Send + 'static,
+    RB: http_body::Body + Send + 'static,
+    RB::Data: Send,
+    RB::Error: Into<BoxError>,
+{
+    type Item = Result<Page, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = &mut *self;
+        if this.in_flight.is_none() {
+            if this.position.done || this.max_pages.is_some_and(|m| this.position.pages >= m) {
+                return Poll::Ready(None);
+            }
+            let url = this.page_url();
+            this.in_flight = Some(fetch(this.service.clone(), url));
+        }
+        let fut = this.in_flight.as_mut().expect("a fetch is in flight");
+        let result = ready!(fut.as_mut().poll(cx));
+        this.in_flight = None;
+        let page = match result {
+            Ok(page) => page,
+            Err(e) => return Poll::Ready(Some(Err(e))),
+        };
+        this.position.pages += 1;
+        if !page.status.is_success() {
+            this.position.done = true;
+            return Poll::Ready(Some(Ok(page)));
+        }
+        let next = match serde_json::from_slice::<serde_json::Value>(&page.body) {
+            Ok(v) => match v.get(&this.field) {
+                None | Some(serde_json::Value::Null) => None,
+                Some(serde_json::Value::String(s)) if s.is_empty() => None,
+                Some(serde_json::Value::String(s)) => Some(s.clone()),
+                // Numbers and other scalars are echoed as their JSON text, never interpreted.
+                Some(other) => Some(other.to_string()),
+            },
+            Err(e) => {
+                this.position.done = true;
+                return Poll::Ready(Some(Err(Error::Pagination(format!(
+                    "page {} is not JSON: {e}",
+                    page.url
+                )))));
+            }
+        };
+        match next {
+            None => this.position.done = true,
+            Some(c) if this.position.seen.contains(&c) => {
+                this.position.done = true;
+                return Poll::Ready(Some(Err(Error::Pagination(format!(
+                    "cursor {c:?} was already used; the server is looping"
+                )))));
+            }
+            Some(c) => {
+                if let Some(prev) = this.position.cursor.take() {
+                    this.position.seen.push(prev);
+                }
+                this.position.seen.push(c.clone());
+                this.position.seen.dedup();
+                this.position.cursor = Some(c);
+            }
+        }
+        Poll::Ready(Some(Ok(page)))
+    }
+}
