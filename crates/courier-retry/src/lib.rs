@@ -1,1 +1,116 @@
 //! RetryLayer: retry only what is safe, wait as long as the server asks.
+//!
+//! [`RetryLayer`] wraps any `Clone` service from `http::Request<B>` to `http::Response<RB>` and
+//! runs the attempt loop. After each attempt it decides, in this order, each decision with a
+//! [`Reason`](courier_core::extensions::Reason):
+//!
+//! 1. A response whose status cannot change by asking again (2xx, 3xx, 4xx but 408, 429 and a
+//!    403 with a rate-limit hint, 501) ends the call as it is (`final_status`).
+//! 2. Failures of kind tls, local (our own refusals) or unknown are never retried
+//!    (`never_retried`).
+//! 3. A request that is not retry-safe (no idempotent method, no `Idempotency-Key`) is not
+//!    retried (`not_retry_safe`), unless the failure is connect: then nothing was sent.
+//! 4. Attempts used up (3 in all by default): stop (`attempts_exhausted`). A body that cannot be
+//!    replayed whole stops the call here too (`body_not_replayable`).
+//! 5. A server hint (`Retry-After` as seconds or as a date counted by the response's own `Date`,
+//!    `RateLimit`, `x-ratelimit-*`; see [`courier_core::hints`]) is waited exactly. A hint
+//!    longer than `max_wait` (60 s) stops the call at once with that response
+//!    (`hint_exceeds_max_wait`); one that would end past the request's
+//!    [`Deadline`](courier_core::Deadline) does too (`past_deadline`).
+//! 6. Otherwise full jitter: uniform in `[0, min(cap, base * 2^(n-1))]` before retry `n`, base
+//!    0.5 s, cap 30 s ([`policy`]); past the deadline: stop (`past_deadline`).
+//! 7. The [`RetryBudget`], shared by every clone and scoped per host, has the last word
+//!    (`retry_budget_exhausted`).
+//!
+//! The returned response carries [`Attempts`](courier_core::Attempts), one
+//! [`AttemptRecord`](courier_core::AttemptRecord) per attempt, the last with the reason the
+//! call stopped. Each attempt is also one `tracing` event, target `courier::retry`, with the
+//! fields `attempt`, `method`, `host` (scheme and authority, never userinfo), `path` (never
+//! the query), `outcome` (status or failure kind), `decision`, `reason`, `wait_ms`,
+//! `wait_source`, `elapsed_ms`; a first attempt that ends the call with a final status logs at
+//! `DEBUG`, every other at `INFO`.
+//!
+//! ```
+//! use courier_retry::RetryLayer;
+//! use http::{Request, Response, StatusCode};
+//! use std::convert::Infallible;
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicU32, Ordering};
+//! use std::time::Duration;
+//! use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let calls = Arc::new(AtomicU32::new(0));
+//! let upstream = service_fn({
+//!     let calls = calls.clone();
+//!     move |_req: Request<String>| {
+//!         let n = calls.fetch_add(1, Ordering::SeqCst);
+//!         let status = if n == 0 { StatusCode::SERVICE_UNAVAILABLE } else { StatusCode::OK };
+//!         async move {
+//!             Ok::<_, Infallible>(Response::builder().status(status).body(String::new()).unwrap())
+//!         }
+//!     }
+//! });
+//! let mut svc = ServiceBuilder::new()
+//!     .layer(RetryLayer::new().attempts(3).base(Duration::from_millis(100)))
+//!     .service(upstream);
+//! let req = Request::get("http://api.example/items").body(String::new()).unwrap();
+//! let res = svc.ready().await.unwrap().call(req).await.unwrap();
+//! assert_eq!(res.status(), StatusCode::OK);
+//! let attempts = res.extensions().get::<courier_core::Attempts>().unwrap();
+//! assert_eq!(attempts.count(), 2);
+//! # }
+//! ```
+//!
+//! # Idempotency keys
+//!
+//! With [`RetryLayer::generate_idempotency_keys`], a POST or PATCH without an
+//! `Idempotency-Key` gets a UUID v4 one before the first attempt, the same on every attempt. A
+//! key the caller set is never replaced.
+//!
+//! # Bodies
+//!
+//! The request body must implement [`RetryBody`]: every `Clone` body does, and [`ReplayBody`]
+//! makes a streaming body replayable up to a byte cap (64 KiB by default). Over the cap the
+//! request is sent once and not retried (`body_not_replayable`); a retry never sends a partial
+//! or empty body in place of the original. The body of a failed response is drained (up to
+//! 16 KiB) during the wait, then dropped, so the connection can be reused.
+//!
+//! # Errors
+//!
+//! The layer adds no failures of its own: transport errors after the last attempt come back as
+//! that attempt's error (as a [`BoxError`](courier_core::BoxError)), and statuses come back as
+//! responses.
+//!
+//! # Clone
+//!
+//! Configuration and budget live behind an `Arc` in the layer: every service it makes and every
+//! clone shares them. The first attempt goes to the inner service that `poll_ready` made ready;
+//! later attempts drive its readiness themselves.
+//!
+//! # Cancellation
+//!
+//! Waiting happens inside the response future, never in `poll_ready`. Dropping the future
+//! during a wait stops every further attempt, and the retry it would have spent is given back
+//! to the budget.
+//!
+//! # Differences from `tower::retry::Retry`
+//!
+//! tower's `Retry` leaves every decision to a `Policy` and its budget (`TpsBudget`) is global
+//! and float-based. This layer has the HTTP decisions built in (status classes, idempotency,
+//! server hints, deadlines), an exact per-host budget, attempt records, and bodies that know
+//! whether they can be replayed.
+
+pub mod body;
+pub mod budget;
+pub mod error;
+pub mod future;
+mod layer;
+pub mod policy;
+mod service;
+
+pub use body::{ReplayBody, RetryBody};
+pub use budget::RetryBudget;
+pub use layer::RetryLayer;
+pub use policy::Jitter;
+pub use service::Retry;

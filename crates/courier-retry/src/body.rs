@@ -1,0 +1,453 @@
+//! Request bodies that can be sent more than once.
+//!
+//! The retry layer needs a fresh copy of the request body for every attempt. It asks the body
+//! through [`RetryBody::try_clone_body`]:
+//!
+//! - every `Clone` body (`Full<Bytes>`, `String`, `Bytes`, `()`, `Empty`, ...) is replayed as
+//!   is, through a blanket implementation;
+//! - a streaming body is wrapped in [`ReplayBody`], which keeps the bytes it has sent, up to a
+//!   cap (64 KiB by default), so that a retry sends them again followed by whatever the
+//!   original had not yet read. Past the cap it keeps nothing and declines to be cloned: the
+//!   request is sent once and not retried.
+//!
+//! Why a trait rather than `B: Clone`: a streaming body can only know at run time whether it is
+//! still replayable, and the trait lets it say no, which `Clone` cannot. Why `ReplayBody` is not
+//! `Clone` itself: the blanket implementation would then ignore its cap.
+
+use bytes::{Buf, Bytes};
+use courier_core::BoxError;
+use http::HeaderMap;
+use http_body::{Body, Frame, SizeHint};
+use std::fmt;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+
+use crate::error::ReplayCapExceeded;
+
+/// The default replay cap of [`ReplayBody`]: 64 KiB.
+pub const DEFAULT_REPLAY_CAP: usize = 64 * 1024;
+
+/// A request body the retry layer can send again.
+///
+/// Implemented for every `Clone` type, and for [`ReplayBody`].
+pub trait RetryBody: Sized {
+    /// A copy to send on another attempt, or `None` when the body cannot be sent again whole.
+    fn try_clone_body(&self) -> Option<Self>;
+}
+
+impl<T: Clone> RetryBody for T {
+    fn try_clone_body(&self) -> Option<Self> {
+        Some(self.clone())
+    }
+}
+
+/// Makes a streaming body replayable, up to a byte cap.
+///
+/// The original streams through unchanged while a copy of each chunk (and the trailers) is kept.
+/// A replay obtained from [`RetryBody::try_clone_body`] first sends the kept chunks, then goes
+/// on reading the original body where the previous attempt left it. Only one instance reads at
+/// a time: a replay polled while an earlier attempt still holds the body waits until that
+/// attempt drops it or finishes.
+///
+/// Once more than the cap has been read, the copy is dropped and `try_clone_body` returns
+/// `None`. A replay that was made before the cap was passed fails with
+/// [`ReplayCapExceeded`] rather than send a partial body. A body whose size hint already says
+/// it is over the cap is never buffered at all.
+///
+/// # Clone
+///
+/// `ReplayBody` is deliberately not `Clone`: use [`RetryBody::try_clone_body`].
+///
+/// ```
+/// use bytes::Bytes;
+/// use courier_retry::{ReplayBody, RetryBody};
+/// use http_body_util::{BodyExt, Full};
+///
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// let body = ReplayBody::new(Full::new(Bytes::from_static(b"hello")));
+/// let again = body.try_clone_body().expect("under the cap");
+/// assert_eq!(body.collect().await.unwrap().to_bytes(), "hello");
+/// assert_eq!(again.collect().await.unwrap().to_bytes(), "hello");
+/// # }
+/// ```
+pub struct ReplayBody<B> {
+    shared: Arc<Shared<B>>,
+    /// The body state while this instance holds it.
+    state: Option<BodyState<B>>,
+    /// How many chunks this instance has sent.
+    pos: usize,
+    /// Bytes this instance has sent.
+    sent: u64,
+    trailers_sent: bool,
+    finished: bool,
+}
+
+struct Shared<B> {
+    slot: Mutex<Slot<B>>,
+    /// Set once the copy is gone; read without the lock by `try_clone_body`.
+    capped: AtomicBool,
+    cap: usize,
+    size_hint: SizeHint,
+    empty: bool,
+}
+
+struct Slot<B> {
+    state: Option<BodyState<B>>,
+    waiters: Vec<Waker>,
+}
+
+struct BodyState<B> {
+    /// Every chunk read so far, while not capped (`chunks.len() == read`).
+    chunks: Vec<Bytes>,
+    read: usize,
+    buffered: usize,
+    trailers: Option<HeaderMap>,
+    /// `None` once the original ended or failed.
+    inner: Option<Pin<Box<B>>>,
+    failed: bool,
+    capped: bool,
+}
+
+// === impl ReplayBody ===
+
+impl<B: Body> ReplayBody<B> {
+    /// Wraps `body` with the default cap of [`DEFAULT_REPLAY_CAP`] bytes.
+    pub fn new(body: B) -> Self {
+        Self::with_cap(body, DEFAULT_REPLAY_CAP)
+    }
+
+    /// Wraps `body`, keeping at most `cap` bytes for replays.
+    pub fn with_cap(body: B, cap: usize) -> Self {
+        let size_hint = body.size_hint();
+        let empty = body.is_end_stream();
+        let over = usize::try_from(size_hint.lower()).map_or(true, |lower| lower > cap);
+        let state = BodyState {
+            chunks: Vec::new(),
+            read: 0,
+            buffered: 0,
+            trailers: None,
+            inner: Some(Box::pin(body)),
+            failed: false,
+            capped: over,
+        };
+        Self {
+            shared: Arc::new(Shared {
+                slot: Mutex::new(Slot {
+                    state: Some(state),
+                    waiters: Vec::new(),
+                }),
+                capped: AtomicBool::new(over),
+                cap,
+                size_hint,
+                empty,
+            }),
+            state: None,
+            pos: 0,
+            sent: 0,
+            trailers_sent: false,
+            finished: false,
+        }
+    }
+}
+
+impl<B> ReplayBody<B> {
+    /// The replay cap in bytes.
+    pub fn cap(&self) -> usize {
+        self.shared.cap
+    }
+
+    /// Whether the copy was dropped: the body outgrew the cap or failed, and cannot be replayed.
+    pub fn is_capped(&self) -> bool {
+        self.shared.capped.load(Ordering::Acquire)
+    }
+
+    /// Hands the body state back so that the next replay can take it.
+    fn release(&mut self) {
+        if let Some(state) = self.state.take() {
+            let waiters = {
+                let mut slot = lock(&self.shared.slot);
+                slot.state = Some(state);
+                std::mem::take(&mut slot.waiters)
+            };
+            for w in waiters {
+                w.wake();
+            }
+        }
+    }
+
+    fn mark_capped(&self, state: &mut BodyState<B>) {
+        state.capped = true;
+        state.chunks = Vec::new();
+        state.trailers = None;
+        self.shared.capped.store(true, Ordering::Release);
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The slot holds plain data; a panic elsewhere leaves it consistent.
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl<B> RetryBody for ReplayBody<B> {
+    fn try_clone_body(&self) -> Option<Self> {
+        if self.is_capped() {
+            return None;
+        }
+        Some(Self {
+            shared: self.shared.clone(),
+            state: None,
+            pos: 0,
+            sent: 0,
+            trailers_sent: false,
+            finished: false,
+        })
+    }
+}
+
+impl<B> Body for ReplayBody<B>
+where
+    B: Body,
+    B::Error: Into<BoxError>,
+{
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        let this = self.get_mut();
+        if this.finished {
+            return Poll::Ready(None);
+        }
+        if this.state.is_none() {
+            let mut slot = lock(&this.shared.slot);
+            match slot.state.take() {
+                Some(state) => this.state = Some(state),
+                None => {
+                    // An earlier attempt still holds the body; it wakes us when it lets go.
+                    slot.waiters.push(cx.waker().clone());
+                    return Poll::Pending;
+                }
+            }
+        }
+        let cap = this.shared.cap;
+        let mut state = this.state.take().expect("state was acquired above");
+        let out = loop {
+            // Replay what was kept.
+            if this.pos < state.read {
+                if state.capped {
+                    break Poll::Ready(Some(Err(ReplayCapExceeded::new(cap).into())));
+                }
+                let chunk = state.chunks[this.pos].clone();
+                this.pos += 1;
+                this.sent += chunk.len() as u64;
+                break Poll::Ready(Some(Ok(Frame::data(chunk))));
+            }
+            // Then read on from the original.
+            if let Some(inner) = state.inner.as_mut() {
+                match inner.as_mut().poll_frame(cx) {
+                    Poll::Pending => break Poll::Pending,
+                    Poll::Ready(None) => state.inner = None,
+                    Poll::Ready(Some(Err(e))) => {
+                        state.inner = None;
+                        state.failed = true;
+                        this.mark_capped(&mut state);
+                        this.finished = true;
+                        break Poll::Ready(Some(Err(e.into())));
+                    }
+                    Poll::Ready(Some(Ok(frame))) => match frame.into_data() {
+                        Ok(mut data) => {
+                            let bytes = data.copy_to_bytes(data.remaining());
+                            state.read += 1;
+                            this.pos = state.read;
+                            this.sent += bytes.len() as u64;
+                            if !state.capped {
+                                if state.buffered.saturating_add(bytes.len()) > cap {
+                                    this.mark_capped(&mut state);
+                                } else {
+                                    state.buffered += bytes.len();
+                                    state.chunks.push(bytes.clone());
+                                }
+                            }
+                            break Poll::Ready(Some(Ok(Frame::data(bytes))));
+                        }
+                        Err(frame) => match frame.into_trailers() {
+                            Ok(trailers) => {
+                                if !state.capped {
+                                    state.trailers = Some(trailers.clone());
+                                }
+                                this.trailers_sent = true;
+                                break Poll::Ready(Some(Ok(Frame::trailers(trailers))));
+                            }
+                            // A frame kind this crate does not know: skip it.
+                            Err(_) => continue,
+                        },
+                    },
+                }
+                continue;
+            }
+            // The original has ended.
+            if state.failed {
+                this.finished = true;
+                break Poll::Ready(Some(Err(ReplayCapExceeded::new(cap).into())));
+            }
+            if !this.trailers_sent {
+                if let Some(trailers) = &state.trailers {
+                    this.trailers_sent = true;
+                    break Poll::Ready(Some(Ok(Frame::trailers(trailers.clone()))));
+                }
+            }
+            this.finished = true;
+            break Poll::Ready(None);
+        };
+        this.state = Some(state);
+        if this.finished {
+            this.release();
+        }
+        out
+    }
+
+    fn is_end_stream(&self) -> bool {
+        if self.finished {
+            return true;
+        }
+        match &self.state {
+            Some(state) => {
+                self.pos >= state.read
+                    && state.inner.is_none()
+                    && !state.failed
+                    && (state.trailers.is_none() || self.trailers_sent)
+            }
+            None => self.shared.empty,
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        let original = self.shared.size_hint;
+        if let Some(exact) = original.exact() {
+            return SizeHint::with_exact(exact.saturating_sub(self.sent));
+        }
+        let mut hint = SizeHint::new();
+        if let Some(upper) = original.upper() {
+            hint.set_upper(upper.saturating_sub(self.sent));
+        }
+        hint.set_lower(original.lower().saturating_sub(self.sent));
+        hint
+    }
+}
+
+impl<B> Drop for ReplayBody<B> {
+    fn drop(&mut self) {
+        self.release();
+    }
+}
+
+impl<B> fmt::Debug for ReplayBody<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ReplayBody")
+            .field("cap", &self.shared.cap)
+            .field("capped", &self.is_capped())
+            .field("sent", &self.sent)
+            .field("finished", &self.finished)
+            .finish_non_exhaustive()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http_body_util::BodyExt;
+    use std::convert::Infallible;
+
+    /// A body that yields its chunks one poll at a time.
+    struct Chunks(std::collections::VecDeque<&'static str>);
+
+    impl Body for Chunks {
+        type Data = Bytes;
+        type Error = Infallible;
+        fn poll_frame(
+            mut self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready(
+                self.0
+                    .pop_front()
+                    .map(|c| Ok(Frame::data(Bytes::from_static(c.as_bytes())))),
+            )
+        }
+    }
+
+    fn chunks(parts: &[&'static str]) -> Chunks {
+        Chunks(parts.iter().copied().collect())
+    }
+
+    async fn collect<B: Body<Data = Bytes, Error = BoxError>>(b: B) -> Result<Bytes, BoxError> {
+        Ok(b.collect().await?.to_bytes())
+    }
+
+    #[tokio::test]
+    async fn replays_streamed_chunks() {
+        let body = ReplayBody::new(chunks(&["ab", "cd", "ef"]));
+        let replay = body.try_clone_body().unwrap();
+        assert_eq!(collect(body).await.unwrap(), "abcdef");
+        assert_eq!(collect(replay).await.unwrap(), "abcdef");
+    }
+
+    #[tokio::test]
+    async fn replay_continues_a_partly_read_original() {
+        let mut body = ReplayBody::new(chunks(&["ab", "cd", "ef"]));
+        let replay = body.try_clone_body().unwrap();
+        let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+        assert_eq!(first, "ab");
+        drop(body);
+        assert_eq!(collect(replay).await.unwrap(), "abcdef");
+    }
+
+    #[tokio::test]
+    async fn over_the_cap_declines_and_never_sends_a_partial_body() {
+        let body = ReplayBody::with_cap(chunks(&["abc", "def"]), 4);
+        let early = body.try_clone_body().expect("nothing read yet");
+        assert_eq!(collect(body).await.unwrap(), "abcdef");
+        assert!(early.is_capped());
+        assert!(early.try_clone_body().is_none());
+        let err = collect(early).await.unwrap_err();
+        assert!(err.is::<ReplayCapExceeded>(), "{err}");
+    }
+
+    #[tokio::test]
+    async fn known_size_over_the_cap_is_never_buffered() {
+        let body = ReplayBody::with_cap(http_body_util::Full::new(Bytes::from(vec![7; 100])), 10);
+        assert!(body.is_capped());
+        assert!(body.try_clone_body().is_none());
+        assert_eq!(body.size_hint().exact(), Some(100));
+    }
+
+    #[tokio::test]
+    async fn size_hint_and_trailers_are_replayed() {
+        let mut trailers = HeaderMap::new();
+        trailers.insert("x-sum", "1".parse().unwrap());
+        let body = http_body_util::Full::new(Bytes::from_static(b"xyz"))
+            .with_trailers(std::future::ready(Some(Ok::<_, Infallible>(trailers))));
+        let body = ReplayBody::new(body);
+        let replay = body.try_clone_body().unwrap();
+        let got = body.collect().await.unwrap();
+        assert_eq!(got.trailers().unwrap()["x-sum"], "1");
+        let got = replay.collect().await.unwrap();
+        assert_eq!(got.trailers().unwrap()["x-sum"], "1");
+        assert_eq!(got.to_bytes(), "xyz");
+    }
+
+    #[tokio::test]
+    async fn replay_waits_for_the_holder() {
+        let mut body = ReplayBody::new(chunks(&["ab", "cd"]));
+        let mut replay = body.try_clone_body().unwrap();
+        let _ = body.frame().await;
+        let mut cx = Context::from_waker(Waker::noop());
+        assert!(Pin::new(&mut replay).poll_frame(&mut cx).is_pending());
+        drop(body);
+        assert_eq!(collect(replay).await.unwrap(), "abcd");
+    }
+}

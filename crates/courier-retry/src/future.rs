@@ -1,0 +1,387 @@
+//! The response future of [`Retry`](crate::Retry).
+//!
+//! The first attempt is polled in place, with no allocation beyond the attempt record. Only
+//! when a retry is decided does the call move into a boxed loop that waits, drains the failed
+//! response body meanwhile, and drives further attempts. Dropping the future at any point stops
+//! everything: no further attempt is sent, and a budget withdrawal for a retry not yet sent is
+//! given back.
+
+use crate::body::RetryBody;
+use crate::budget::Withdrawal;
+use crate::layer::Config;
+use crate::policy::backoff;
+use bytes::Buf;
+use courier_core::classify::{FailureKind, classify_error};
+use courier_core::extensions::{AttemptOutcome, Decision, Reason};
+use courier_core::{AttemptRecord, Attempts, BoxError, Deadline, HostKey, WaitSource};
+use http::request::Parts;
+use http::{Request, Response};
+use http_body::Body;
+use pin_project_lite::pin_project;
+use rand::SeedableRng;
+use rand::rngs::SmallRng;
+use std::fmt;
+use std::future::{Future, poll_fn};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+use tokio::time::{Instant, Sleep};
+use tower_service::Service;
+
+/// The most bytes of a failed response body read (to keep the connection) before it is dropped.
+const DRAIN_LIMIT: usize = 16 * 1024;
+/// The most frames read while draining, whatever their size.
+const DRAIN_FRAMES: usize = 256;
+
+type BoxedLoop<RB> = Pin<Box<dyn Future<Output = Result<Response<RB>, BoxError>> + Send>>;
+
+pin_project! {
+    /// The response future of [`Retry`](crate::Retry).
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ResponseFuture<S, B, RB>
+    where
+        S: Service<Request<B>>,
+    {
+        #[pin]
+        state: State<S::Future, RB>,
+        ctx: Option<Ctx<S, B>>,
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<F, RB> {
+        // First => (done | Retrying)
+        First { #[pin] fut: F },
+        // Retrying => done
+        Retrying { fut: BoxedLoop<RB> },
+    }
+}
+
+/// What a call carries from attempt to attempt.
+pub(crate) struct Ctx<S, B> {
+    pub(crate) config: Arc<Config>,
+    pub(crate) svc: S,
+    pub(crate) parts: Parts,
+    /// The body to replay from; `None` when it cannot be replayed.
+    pub(crate) body: Option<B>,
+    pub(crate) host: HostKey,
+    pub(crate) retry_safe: bool,
+    pub(crate) deadline: Option<Deadline>,
+    pub(crate) start: Instant,
+    /// The attempt under way, 1 for the first.
+    pub(crate) attempt: u32,
+    pub(crate) records: Vec<AttemptRecord>,
+    pub(crate) rng: Option<SmallRng>,
+    pub(crate) call_seq: u64,
+}
+
+/// What follows an attempt.
+enum Step<B> {
+    Stop(AttemptRecord),
+    Retry(AttemptRecord, Next<B>),
+}
+
+/// The next attempt: its body, the wait before it, the budget it spends.
+struct Next<B> {
+    body: B,
+    wait: Duration,
+    withdrawal: Option<Withdrawal>,
+}
+
+// === impl ResponseFuture ===
+
+impl<S, B, RB> ResponseFuture<S, B, RB>
+where
+    S: Service<Request<B>>,
+{
+    pub(crate) fn new(fut: S::Future, ctx: Ctx<S, B>) -> Self {
+        Self {
+            state: State::First { fut },
+            ctx: Some(ctx),
+        }
+    }
+}
+
+impl<S, B, RB> Future for ResponseFuture<S, B, RB>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    B: RetryBody + Send + 'static,
+    RB: Body + Send + 'static,
+{
+    type Output = Result<Response<RB>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::First { fut } => {
+                    let res = ready!(fut.poll(cx)).map_err(Into::into);
+                    let mut ctx = this
+                        .ctx
+                        .take()
+                        .expect("the context stays until the first attempt ends");
+                    match ctx.decide(&res) {
+                        Step::Stop(record) => return Poll::Ready(ctx.finish(res, record)),
+                        Step::Retry(record, next) => {
+                            ctx.push(record);
+                            let fut: BoxedLoop<RB> = Box::pin(retry_loop(ctx, res, next));
+                            this.state.set(State::Retrying { fut });
+                        }
+                    }
+                }
+                StateProj::Retrying { fut } => return fut.as_mut().poll(cx),
+            }
+        }
+    }
+}
+
+impl<S, B, RB> fmt::Debug for ResponseFuture<S, B, RB>
+where
+    S: Service<Request<B>>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::First { .. } => "first",
+            State::Retrying { .. } => "retrying",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Every attempt after the first.
+async fn retry_loop<S, B, RB>(
+    mut ctx: Ctx<S, B>,
+    mut res: Result<Response<RB>, BoxError>,
+    mut next: Next<B>,
+) -> Result<Response<RB>, BoxError>
+where
+    S: Service<Request<B>, Response = Response<RB>>,
+    S::Error: Into<BoxError>,
+    B: RetryBody,
+    RB: Body,
+{
+    loop {
+        let sleep = tokio::time::sleep(next.wait);
+        match res {
+            Ok(failed) => drain_while(failed.into_body(), sleep).await,
+            Err(_) => sleep.await,
+        }
+        ctx.attempt += 1;
+        let req = Request::from_parts(ctx.parts.clone(), next.body);
+        let ready: Result<(), BoxError> = poll_fn(|cx| ctx.svc.poll_ready(cx))
+            .await
+            .map_err(Into::into);
+        res = match ready {
+            Ok(()) => {
+                if let Some(w) = next.withdrawal.take() {
+                    w.commit();
+                }
+                ctx.svc.call(req).await.map_err(Into::into)
+            }
+            Err(e) => Err(e),
+        };
+        match ctx.decide(&res) {
+            Step::Stop(record) => return ctx.finish(res, record),
+            Step::Retry(record, n) => {
+                ctx.push(record);
+                next = n;
+            }
+        }
+    }
+}
+
+/// Reads and discards a failed response body (up to [`DRAIN_LIMIT`]) while `sleep` runs, so the
+/// connection can be reused; drops it at the limit, at its end, or when the sleep is over.
+async fn drain_while<RB: Body>(body: RB, sleep: Sleep) {
+    let mut body = Some(Box::pin(body));
+    let mut sleep = std::pin::pin!(sleep);
+    let (mut bytes, mut frames) = (0usize, 0usize);
+    poll_fn(|cx| {
+        while let Some(b) = body.as_mut() {
+            match b.as_mut().poll_frame(cx) {
+                Poll::Ready(Some(Ok(frame))) => {
+                    bytes += frame.data_ref().map_or(0, |d| d.remaining());
+                    frames += 1;
+                    if bytes > DRAIN_LIMIT || frames > DRAIN_FRAMES {
+                        body = None;
+                    }
+                }
+                Poll::Ready(_) => body = None,
+                Poll::Pending => break,
+            }
+        }
+        sleep.as_mut().poll(cx)
+    })
+    .await
+}
+
+// === impl Ctx ===
+
+impl<S, B: RetryBody> Ctx<S, B> {
+    /// Decides what follows the attempt that just ended, in the documented order.
+    fn decide<RB>(&mut self, res: &Result<Response<RB>, BoxError>) -> Step<B> {
+        let now = Instant::now();
+        let (outcome, headers) = match res {
+            Ok(r) => (AttemptOutcome::Status(r.status()), Some(r.headers())),
+            Err(e) => (AttemptOutcome::Failure(classify_error(&**e)), None),
+        };
+        let (attempt, elapsed) = (self.attempt, now.saturating_duration_since(self.start));
+        let record = |decision, reason, wait, wait_source| AttemptRecord {
+            attempt,
+            outcome,
+            decision,
+            reason,
+            wait,
+            wait_source,
+            elapsed,
+        };
+        match self.plan(now, outcome, headers) {
+            Ok((next, source, reason)) => Step::Retry(
+                record(Decision::Retry, reason, next.wait, Some(source)),
+                next,
+            ),
+            Err(reason) => Step::Stop(record(Decision::Stop, reason, Duration::ZERO, None)),
+        }
+    }
+
+    fn plan(
+        &mut self,
+        now: Instant,
+        outcome: AttemptOutcome,
+        headers: Option<&http::HeaderMap>,
+    ) -> Result<(Next<B>, WaitSource, Reason), Reason> {
+        let config = &*self.config;
+        // 1. and 2.: may asking again change the answer at all?
+        let reason = match (outcome, headers) {
+            (AttemptOutcome::Status(status), Some(h)) => {
+                if !config.may_change(status, h) {
+                    return Err(Reason::FinalStatus);
+                }
+                Reason::RetryableStatus
+            }
+            (AttemptOutcome::Failure(kind), _) if kind.is_retryable() => Reason::RetryableFailure,
+            _ => return Err(Reason::NeverRetried),
+        };
+        // 3. Is repeating it safe? Nothing was sent after a connect failure.
+        let nothing_sent = outcome == AttemptOutcome::Failure(FailureKind::Connect);
+        if !self.retry_safe && !nothing_sent {
+            return Err(Reason::NotRetrySafe);
+        }
+        // 4. Attempts left?
+        if self.attempt >= config.attempts {
+            return Err(Reason::AttemptsExhausted);
+        }
+        // A body that cannot be sent again whole ends the call.
+        let body = self
+            .body
+            .as_ref()
+            .and_then(RetryBody::try_clone_body)
+            .ok_or(Reason::BodyNotReplayable)?;
+        let past_deadline = |wait: Duration| self.deadline.is_some_and(|d| d.would_pass(wait));
+        // 5. The server's word, exactly; 6. else full jitter.
+        let (wait, source) = match headers.and_then(|h| config.hints.parse(h)) {
+            Some(hint) => {
+                if hint.wait() > config.max_wait {
+                    return Err(Reason::HintTooLong);
+                }
+                (hint.wait(), hint.source())
+            }
+            None => {
+                let retry = self.attempt;
+                let wait = match (&mut self.rng, config.seed) {
+                    (Some(rng), _) => backoff(config.base, config.cap, retry, config.jitter, rng),
+                    (rng @ None, Some(seed)) => {
+                        // One reproducible stream per call, numbered in call order.
+                        let seed = seed ^ self.call_seq.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+                        let rng = rng.insert(SmallRng::seed_from_u64(seed));
+                        backoff(config.base, config.cap, retry, config.jitter, rng)
+                    }
+                    (None, None) => backoff(
+                        config.base,
+                        config.cap,
+                        retry,
+                        config.jitter,
+                        &mut rand::rng(),
+                    ),
+                };
+                (wait, WaitSource::Backoff)
+            }
+        };
+        if past_deadline(wait) {
+            return Err(Reason::PastDeadline);
+        }
+        // 7. The budget has the last word.
+        let withdrawal = match &config.budget {
+            Some(budget) => Some(
+                budget
+                    .withdraw(&self.host, now)
+                    .ok_or(Reason::BudgetExhausted)?,
+            ),
+            None => None,
+        };
+        Ok((
+            Next {
+                body,
+                wait,
+                withdrawal,
+            },
+            source,
+            reason,
+        ))
+    }
+
+    fn push(&mut self, record: AttemptRecord) {
+        self.log(&record);
+        if self.records.capacity() == 0 {
+            self.records
+                .reserve_exact(self.config.attempts.min(16) as usize);
+        }
+        self.records.push(record);
+    }
+
+    fn finish<RB>(
+        mut self,
+        res: Result<Response<RB>, BoxError>,
+        record: AttemptRecord,
+    ) -> Result<Response<RB>, BoxError> {
+        self.log(&record);
+        self.records.push(record);
+        let mut response = res?;
+        response.extensions_mut().insert(Attempts(self.records));
+        Ok(response)
+    }
+
+    /// One event per attempt. The host never shows userinfo, the path never its query.
+    fn log(&self, r: &AttemptRecord) {
+        macro_rules! attempt_event {
+            ($level:expr) => {
+                tracing::event!(
+                    target: "courier::retry",
+                    $level,
+                    attempt = r.attempt,
+                    method = %self.parts.method,
+                    host = %self.host,
+                    path = self.parts.uri.path(),
+                    outcome = %r.outcome,
+                    decision = r.decision.as_str(),
+                    reason = r.reason.as_str(),
+                    wait_ms = r.wait.as_millis() as u64,
+                    wait_source = r.wait_source.map_or("none", |s| s.as_str()),
+                    elapsed_ms = r.elapsed.as_millis() as u64,
+                    "attempt"
+                )
+            };
+        }
+        if r.attempt == 1 && r.reason == Reason::FinalStatus {
+            attempt_event!(tracing::Level::DEBUG);
+        } else {
+            attempt_event!(tracing::Level::INFO);
+        }
+    }
+}

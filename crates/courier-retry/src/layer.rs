@@ -1,0 +1,224 @@
+use crate::budget::{BudgetState, RetryBudget};
+use crate::policy::Jitter;
+use crate::service::Retry;
+use courier_core::HintConfig;
+use courier_core::classify::{RETRYABLE_STATUSES, is_rate_limit_403};
+use courier_core::idempotency::has_idempotency_key;
+use http::{HeaderMap, Method, StatusCode};
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+use tower_layer::Layer;
+
+/// Applies [`Retry`] to a service: the attempt loop of courier.
+///
+/// See the [crate docs](crate) for what it decides and in which order.
+///
+/// # Clone
+///
+/// The configuration and the [`RetryBudget`] live behind an `Arc`: every [`Retry`] this layer
+/// makes, and every clone of those, shares one budget. A setter called on a layer gives that
+/// layer its own copy of the configuration; [`RetryLayer::budget`] also gives it a fresh budget.
+#[derive(Clone)]
+pub struct RetryLayer {
+    config: Arc<Config>,
+}
+
+/// Everything a [`Retry`] reads; shared by the layer and every service it makes.
+#[derive(Clone)]
+pub(crate) struct Config {
+    pub(crate) attempts: u32,
+    pub(crate) base: Duration,
+    pub(crate) cap: Duration,
+    pub(crate) max_wait: Duration,
+    pub(crate) jitter: Jitter,
+    pub(crate) statuses: Vec<StatusCode>,
+    pub(crate) methods: Vec<Method>,
+    pub(crate) rate_limit_403: bool,
+    pub(crate) generate_keys: bool,
+    pub(crate) seed: Option<u64>,
+    pub(crate) hints: HintConfig,
+    pub(crate) budget: Option<Arc<BudgetState>>,
+    /// Numbers the calls, so that a seeded layer gives each call its own reproducible RNG.
+    pub(crate) calls: Arc<AtomicU64>,
+}
+
+// === impl Config ===
+
+impl Config {
+    fn new() -> Self {
+        Self {
+            attempts: 3,
+            base: Duration::from_millis(500),
+            cap: Duration::from_secs(30),
+            max_wait: Duration::from_secs(60),
+            jitter: Jitter::Full,
+            statuses: RETRYABLE_STATUSES.to_vec(),
+            methods: vec![
+                Method::GET,
+                Method::HEAD,
+                Method::OPTIONS,
+                Method::TRACE,
+                Method::PUT,
+                Method::DELETE,
+            ],
+            rate_limit_403: true,
+            generate_keys: false,
+            seed: None,
+            hints: HintConfig::new(),
+            budget: Some(RetryBudget::new().build()),
+            calls: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// Whether asking again may change a response with this status and these headers.
+    pub(crate) fn may_change(&self, status: StatusCode, headers: &HeaderMap) -> bool {
+        self.statuses.contains(&status)
+            || (self.rate_limit_403 && is_rate_limit_403(status, headers))
+    }
+
+    /// Whether the request may be repeated after it may have reached the server.
+    pub(crate) fn is_retry_safe(&self, method: &Method, headers: &HeaderMap) -> bool {
+        self.methods.contains(method) || has_idempotency_key(headers)
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("attempts", &self.attempts)
+            .field("base", &self.base)
+            .field("cap", &self.cap)
+            .field("max_wait", &self.max_wait)
+            .field("jitter", &self.jitter)
+            .field("statuses", &self.statuses)
+            .field("methods", &self.methods)
+            .field("rate_limit_403", &self.rate_limit_403)
+            .field("generate_keys", &self.generate_keys)
+            .field("seed", &self.seed)
+            .field("hints", &self.hints)
+            .field("budget", &self.budget)
+            .finish()
+    }
+}
+
+// === impl RetryLayer ===
+
+impl Default for RetryLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl RetryLayer {
+    /// A layer with DESIGN.md's defaults: 3 attempts, full jitter from 0.5 s capped at 30 s,
+    /// server waits up to 60 s, a 10 % per-host budget.
+    pub fn new() -> Self {
+        Self {
+            config: Arc::new(Config::new()),
+        }
+    }
+
+    fn with(mut self, f: impl FnOnce(&mut Config)) -> Self {
+        f(Arc::make_mut(&mut self.config));
+        self
+    }
+
+    /// How many attempts in all, the first included; 0 counts as 1. Defaults to 3.
+    pub fn attempts(self, attempts: u32) -> Self {
+        self.with(|c| c.attempts = attempts.max(1))
+    }
+
+    /// The backoff base: the first retry waits up to this long. Defaults to 500 ms.
+    pub fn base(self, base: Duration) -> Self {
+        self.with(|c| c.base = base)
+    }
+
+    /// The longest backoff between two attempts. Defaults to 30 s.
+    pub fn cap(self, cap: Duration) -> Self {
+        self.with(|c| c.cap = cap)
+    }
+
+    /// The longest server-requested wait (`Retry-After`, quota reset) the layer honours; a
+    /// response asking for more is returned at once. Defaults to 60 s.
+    pub fn max_wait(self, max_wait: Duration) -> Self {
+        self.with(|c| c.max_wait = max_wait)
+    }
+
+    /// Whether backoff waits are randomised. Defaults to [`Jitter::Full`].
+    pub fn jitter(self, jitter: Jitter) -> Self {
+        self.with(|c| c.jitter = jitter)
+    }
+
+    /// The statuses that may change if asked again. Defaults to 408, 429, 500, 502, 503, 504
+    /// ([`RETRYABLE_STATUSES`]).
+    pub fn retryable_statuses(self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
+        let statuses = statuses.into_iter().collect();
+        self.with(|c| c.statuses = statuses)
+    }
+
+    /// The methods that may be repeated after the request may have reached the server; others
+    /// need an `Idempotency-Key`. Defaults to GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
+    pub fn idempotent_methods(self, methods: impl IntoIterator<Item = Method>) -> Self {
+        let methods = methods.into_iter().collect();
+        self.with(|c| c.methods = methods)
+    }
+
+    /// Whether a 403 with `Retry-After` or a spent quota counts as a rate limit (and may be
+    /// retried after the server's wait). Defaults to `true`.
+    pub fn rate_limit_403(self, enabled: bool) -> Self {
+        self.with(|c| c.rate_limit_403 = enabled)
+    }
+
+    /// Whether to add a UUID v4 `Idempotency-Key` to POST and PATCH requests that have none,
+    /// before the first attempt, so that they can be retried; a key the caller set is never
+    /// replaced. Defaults to `false`.
+    pub fn generate_idempotency_keys(self, enabled: bool) -> Self {
+        self.with(|c| c.generate_keys = enabled)
+    }
+
+    /// Seeds the backoff RNG: the same seed and the same order of calls give the same waits.
+    /// Defaults to a thread-local RNG seeded by the OS.
+    pub fn seed(self, seed: u64) -> Self {
+        self.with(|c| c.seed = Some(seed))
+    }
+
+    /// How server hints are read (reset format, wall clock). Defaults to [`HintConfig::new`].
+    pub fn hint_config(self, hints: HintConfig) -> Self {
+        self.with(|c| c.hints = hints)
+    }
+
+    /// A fresh retry budget, shared by every service this layer makes from now on. Defaults to
+    /// [`RetryBudget::new`]: 10 % over 10 s plus 10 retries per window, per host.
+    pub fn budget(self, budget: RetryBudget) -> Self {
+        let state = budget.build();
+        self.with(|c| c.budget = Some(state))
+    }
+
+    /// No retry budget: only the attempt count bounds retries. Defaults to a budget
+    /// ([`RetryLayer::budget`]).
+    pub fn without_budget(self) -> Self {
+        self.with(|c| c.budget = None)
+    }
+
+    pub(crate) fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+}
+
+impl<S> Layer<S> for RetryLayer {
+    type Service = Retry<S>;
+
+    fn layer(&self, inner: S) -> Retry<S> {
+        Retry::with_config(inner, self.config.clone())
+    }
+}
+
+impl fmt::Debug for RetryLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("RetryLayer")
+            .field("config", &self.config)
+            .finish()
+    }
+}

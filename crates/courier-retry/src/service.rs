@@ -1,0 +1,137 @@
+use crate::body::RetryBody;
+use crate::future::{Ctx, ResponseFuture};
+use crate::layer::{Config, RetryLayer};
+use courier_core::idempotency::IDEMPOTENCY_KEY;
+use courier_core::{BoxError, Deadline, HostKey};
+use http::{HeaderValue, Method, Request, Response};
+use http_body::Body;
+use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use tokio::time::Instant;
+use tower_service::Service;
+
+/// Retries a request while asking again may change the answer and doing so is safe.
+///
+/// Made by [`RetryLayer`]; see the [crate docs](crate).
+///
+/// # Clone
+///
+/// Clones share the layer's configuration and retry budget. The service has no readiness state
+/// of its own: readiness is the inner service's.
+#[derive(Clone)]
+pub struct Retry<S> {
+    inner: S,
+    config: Arc<Config>,
+}
+
+// === impl Retry ===
+
+impl<S> Retry<S> {
+    /// Wraps `inner` with the defaults of [`RetryLayer::new`] and a budget of its own.
+    pub fn new(inner: S) -> Self {
+        Self::with_config(inner, RetryLayer::new().config().clone())
+    }
+
+    pub(crate) fn with_config(inner: S, config: Arc<Config>) -> Self {
+        Self { inner, config }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// Unwraps the inner service.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, B, RB> Service<Request<B>> for Retry<S>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    B: RetryBody + Send + 'static,
+    RB: Body + Send + 'static,
+{
+    type Response = Response<RB>;
+    type Error = BoxError;
+    type Future = ResponseFuture<S, B, RB>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        // The first attempt goes to the instance poll_ready made ready; the clone stays behind
+        // for the next call, and the ready one moves on to drive later attempts itself.
+        let clone = self.inner.clone();
+        let mut svc = std::mem::replace(&mut self.inner, clone);
+        let config = self.config.clone();
+        let start = Instant::now();
+
+        let (mut parts, body) = req.into_parts();
+        if config.generate_keys
+            && (parts.method == Method::POST || parts.method == Method::PATCH)
+            && !parts.headers.contains_key(IDEMPOTENCY_KEY)
+        {
+            let mut buf = uuid::Uuid::encode_buffer();
+            let key = uuid::Uuid::new_v4().hyphenated().encode_lower(&mut buf);
+            parts.headers.insert(
+                IDEMPOTENCY_KEY,
+                HeaderValue::from_str(key).expect("a hyphenated uuid is a valid header value"),
+            );
+        }
+        let host = HostKey::from_parts(&parts.uri, &parts.headers);
+        if let Some(budget) = &config.budget {
+            budget.deposit(&host, start);
+        }
+        let retry_safe = config.is_retry_safe(&parts.method, &parts.headers);
+        let deadline = Deadline::get(&parts.extensions);
+        let template = if config.attempts > 1 {
+            body.try_clone_body()
+        } else {
+            None
+        };
+        let call_seq = if config.seed.is_some() {
+            config.calls.fetch_add(1, Ordering::Relaxed)
+        } else {
+            0
+        };
+        let fut = svc.call(Request::from_parts(parts.clone(), body));
+        ResponseFuture::new(
+            fut,
+            Ctx {
+                config,
+                svc,
+                parts,
+                body: template,
+                host,
+                retry_safe,
+                deadline,
+                start,
+                attempt: 1,
+                records: Vec::new(),
+                rng: None,
+                call_seq,
+            },
+        )
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for Retry<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Retry")
+            .field("inner", &self.inner)
+            .field("config", &self.config)
+            .finish()
+    }
+}
