@@ -1,1 +1,79 @@
-//! DeadlineLayer and AttemptTimeoutLayer: one time budget for the whole call, body included.
+//! One time budget for the whole call, body included, carried across services.
+//!
+//! A retry loop must end inside the caller's window, and a server that sends one byte every 29
+//! seconds must not hold a caller forever. A per-read timeout catches neither; a total deadline
+//! catches both. This crate has three layers:
+//!
+//! - [`DeadlineLayer`] (outermost): the total budget. It sets the [`courier_core::Deadline`]
+//!   request extension (shrinking one already there, never extending it) for the layers below,
+//!   fails the call with [`DeadlineExceeded`](error::DeadlineExceeded) when the budget is
+//!   spent, and wraps the response body so that reading past the deadline fails the same way
+//!   instead of hanging.
+//! - [`AttemptTimeoutLayer`] (innermost, above the transport): bounds one attempt to
+//!   `min(per_attempt, time left)`, failing with [`AttemptTimedOut`](error::AttemptTimedOut),
+//!   which a retry layer may retry, or with `DeadlineExceeded` when the deadline was the tighter
+//!   bound, which it must not.
+//! - [`DeadlineScopeLayer`] (server side, works as axum or tower-http middleware): reads the
+//!   deadline a caller sent in a header and makes it the deadline of the calls made while
+//!   handling the request, so service A's budget flows into its calls to B and on to C.
+//!
+//! Only `tokio::time` is used, so everything here runs on paused time in tests. Each call arms
+//! at most one timer, only once its inner future is pending, and the timer moves from the
+//! response future into the body.
+//!
+//! # Example
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! use courier_deadline::{AttemptTimeoutLayer, DeadlineLayer, propagate::DEFAULT_HEADER};
+//! use courier_deadline::error::{AttemptTimedOut, DeadlineExceeded};
+//! use http::{Request, Response};
+//! use std::time::Duration;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! let upstream = service_fn(|req: Request<()>| async move {
+//!     // The time left was sent along, in milliseconds.
+//!     assert_eq!(req.headers()[&DEFAULT_HEADER], "1000");
+//!     tokio::time::sleep(Duration::from_secs(5)).await;
+//!     Ok::<_, std::convert::Infallible>(Response::new(String::from("late")))
+//! });
+//! let client = ServiceBuilder::new()
+//!     .layer(DeadlineLayer::new(Duration::from_secs(2)))
+//!     // (a retry layer goes here)
+//!     .layer(AttemptTimeoutLayer::new(Duration::from_secs(1)).propagate(DEFAULT_HEADER))
+//!     .service(upstream);
+//!
+//! let err = client.oneshot(Request::new(())).await.unwrap_err();
+//! assert!(err.is::<AttemptTimedOut>(), "the attempt's own second ran out first");
+//! # let _ = DeadlineExceeded::new(Duration::ZERO, Duration::ZERO);
+//! # }
+//! ```
+//!
+//! # Across services
+//!
+//! ```text
+//! A: DeadlineLayer(2 s) --x-request-deadline-ms: 2000--> B: DeadlineScopeLayer
+//!                                                          handler (scope: now + 2000 ms)
+//!                                                            └ client DeadlineLayer(10 s)
+//!                                                                --x-request-deadline-ms: 1950--> C
+//! ```
+//!
+//! The server side reads the header into a [`courier_core::Deadline`] extension and a
+//! [task-local scope](scope). A handler passes it on implicitly (calls made from its own task
+//! through `DeadlineLayer` or `AttemptTimeoutLayer` read the scope) or explicitly (copy the
+//! extension, or [`current_deadline`], into the outgoing request; needed in spawned tasks).
+//! See [`propagate`] for the header's format and why it was chosen.
+
+mod body;
+mod bound;
+pub mod error;
+pub mod future;
+mod layer;
+pub mod propagate;
+pub mod scope;
+mod service;
+
+pub use body::DeadlineBody;
+pub use layer::{AttemptTimeoutLayer, DeadlineLayer, DeadlineScopeLayer};
+pub use scope::current_deadline;
+pub use service::{AttemptTimeout, Deadline, DeadlineScope};

@@ -1,0 +1,162 @@
+//! The response futures of the deadline, attempt-timeout and scope services.
+
+use crate::body::DeadlineBody;
+use crate::bound::{Bound, Cause};
+use courier_core::{BoxError, DeadlineExceeded};
+use http::Response;
+use pin_project_lite::pin_project;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, ready};
+use tokio::task::futures::TaskLocalFuture;
+use tokio::time::Instant;
+
+pin_project! {
+    /// The response future of [`Deadline`](crate::Deadline) and
+    /// [`AttemptTimeout`](crate::AttemptTimeout).
+    ///
+    /// Polls the inner future first; while it is pending, waits on the call's one timer. When
+    /// the response arrives in time its body is wrapped in a [`DeadlineBody`] that inherits the
+    /// timer (when the layer bounds the body).
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ResponseFuture<F> {
+        // `None` when the bound had passed before the call: nothing was sent.
+        #[pin]
+        inner: Option<F>,
+        // `None` once the future has completed.
+        bound: Option<Bound>,
+        bound_body: bool,
+    }
+}
+
+// === impl ResponseFuture ===
+
+impl<F> ResponseFuture<F> {
+    pub(crate) const fn new(inner: F, bound: Bound, bound_body: bool) -> Self {
+        Self {
+            inner: Some(inner),
+            bound: Some(bound),
+            bound_body,
+        }
+    }
+
+    /// A future that fails at once: the bound passed before anything was sent.
+    pub(crate) const fn passed(bound: Bound) -> Self {
+        Self {
+            inner: None,
+            bound: Some(bound),
+            bound_body: false,
+        }
+    }
+}
+
+impl<F, B, E> Future for ResponseFuture<F>
+where
+    F: Future<Output = Result<Response<B>, E>>,
+    E: Into<BoxError>,
+{
+    type Output = Result<Response<DeadlineBody<B>>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Some(inner) = this.inner.as_pin_mut() else {
+            let bound = this.bound.take().expect("polled after completion");
+            return Poll::Ready(Err(bound.error()));
+        };
+        match inner.poll(cx) {
+            Poll::Ready(Ok(res)) => {
+                let bound = this.bound.take().expect("polled after completion");
+                let bound = if *this.bound_body { Some(bound) } else { None };
+                return Poll::Ready(Ok(res.map(|body| DeadlineBody::new(body, bound))));
+            }
+            Poll::Ready(Err(err)) => {
+                let bound = this.bound.take().expect("polled after completion");
+                return Poll::Ready(Err(restate(err.into(), &bound)));
+            }
+            Poll::Pending => {}
+        }
+        let bound = this.bound.as_mut().expect("polled after completion");
+        ready!(bound.poll_passed(cx));
+        let bound = this.bound.take().expect("the bound was just polled");
+        Poll::Ready(Err(bound.error()))
+    }
+}
+
+/// An inner layer (an attempt bounded by the time left) reports a spent deadline with what it
+/// knew: the attempt's share. When this call's own deadline has passed too, report the call's
+/// budget instead.
+fn restate(err: BoxError, bound: &Bound) -> BoxError {
+    if bound.cause() == Cause::Deadline
+        && err.is::<DeadlineExceeded>()
+        && Instant::now() >= bound.at()
+    {
+        return Box::new(bound.exceeded());
+    }
+    err
+}
+
+impl<F> fmt::Debug for ResponseFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResponseFuture")
+            .field("sent", &self.inner.is_some())
+            .field("bound", &self.bound)
+            .field("bound_body", &self.bound_body)
+            .finish()
+    }
+}
+
+pin_project! {
+    /// The response future of [`DeadlineScope`](crate::DeadlineScope): the inner future, run
+    /// inside the request's deadline scope when it has one.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ScopeFuture<F> {
+        #[pin]
+        kind: Kind<F>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F> {
+        Scoped { #[pin] fut: TaskLocalFuture<courier_core::Deadline, F> },
+        // The request carried no deadline.
+        Plain { #[pin] fut: F },
+    }
+}
+
+// === impl ScopeFuture ===
+
+impl<F> ScopeFuture<F> {
+    pub(crate) const fn scoped(fut: TaskLocalFuture<courier_core::Deadline, F>) -> Self {
+        Self {
+            kind: Kind::Scoped { fut },
+        }
+    }
+
+    pub(crate) const fn plain(fut: F) -> Self {
+        Self {
+            kind: Kind::Plain { fut },
+        }
+    }
+}
+
+impl<F: Future> Future for ScopeFuture<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Scoped { fut } => fut.poll(cx),
+            KindProj::Plain { fut } => fut.poll(cx),
+        }
+    }
+}
+
+impl<F> fmt::Debug for ScopeFuture<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let scoped = matches!(self.kind, Kind::Scoped { .. });
+        f.debug_struct("ScopeFuture")
+            .field("scoped", &scoped)
+            .finish()
+    }
+}

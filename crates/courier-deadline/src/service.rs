@@ -1,0 +1,322 @@
+//! The services: [`Deadline`], [`AttemptTimeout`] and [`DeadlineScope`].
+
+use crate::bound::{Bound, Cause, saturating_after};
+use crate::future::{ResponseFuture, ScopeFuture};
+use crate::propagate::{read_header, write_header};
+use crate::scope::{earliest, effective_deadline, scoped, sync_scoped};
+use courier_core::BoxError;
+use http::{HeaderName, Request, Response};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+use tower_service::Service;
+
+/// A total time budget for each call: retries, waits and the response body included.
+///
+/// On every call it:
+///
+/// 1. works out the deadline: `now + budget`, or earlier when the request already carries a
+///    [`courier_core::Deadline`] extension or a [server-side scope](crate::scope) is active; a
+///    deadline only ever shrinks;
+/// 2. puts it into the request's extensions, for the layers below (retry never sleeps past
+///    it, the rate limiter never waits past it, the attempt timeout shrinks to it);
+/// 3. optionally writes the time left to a request header for the server
+///    ([`DeadlineLayer::propagate`](crate::DeadlineLayer::propagate));
+/// 4. fails the response future with [`DeadlineExceeded`](courier_core::DeadlineExceeded) when
+///    the deadline passes before the headers arrive, and wraps the body in a
+///    [`DeadlineBody`](crate::DeadlineBody) that fails the same way when reading it outlasts
+///    the deadline.
+///
+/// A call whose deadline has already passed is not sent at all.
+///
+/// # Errors
+///
+/// `Error = BoxError`: the inner service's errors, passed on, or a
+/// [`DeadlineExceeded`](courier_core::DeadlineExceeded) (never retried; `classify_error` calls
+/// it `Local`). An inner `DeadlineExceeded` reported after this call's own deadline passed is
+/// restated with this call's budget.
+///
+/// # Clone
+///
+/// Clones share nothing but their configuration; every call has its own deadline and timer.
+///
+/// # Differences from `tower::timeout::Timeout`
+///
+/// - The body is bounded too, not only the wait for the headers.
+/// - The deadline is shared with the layers below as an extension, and inherited from the
+///   layers above and from the server-side scope.
+/// - The timer is armed only when the inner future is pending, and moves into the body.
+#[derive(Debug, Clone)]
+pub struct Deadline<S> {
+    inner: S,
+    budget: Duration,
+    header: Option<HeaderName>,
+}
+
+// === impl Deadline ===
+
+impl<S> Deadline<S> {
+    /// Wraps `inner` with a budget of `budget` per call, sending no header.
+    pub const fn new(inner: S, budget: Duration, header: Option<HeaderName>) -> Self {
+        Self {
+            inner,
+            budget,
+            header,
+        }
+    }
+
+    /// The inner service.
+    pub const fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for Deadline<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+{
+    type Response = Response<crate::DeadlineBody<ResB>>;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+        let start = Instant::now();
+        let own = courier_core::Deadline::at(saturating_after(start, self.budget));
+        let deadline = earliest(Some(own), crate::scope::current_deadline())
+            .unwrap_or(own)
+            .shrink(req.extensions_mut());
+        let bound = Bound::new(deadline.instant(), start, Cause::Deadline);
+        let Some(left) = deadline
+            .instant()
+            .checked_duration_since(start)
+            .filter(|d| !d.is_zero())
+        else {
+            return ResponseFuture::passed(bound);
+        };
+        if let Some(name) = &self.header {
+            write_header(req.headers_mut(), name, left);
+        }
+        ResponseFuture::new(self.inner.call(req), bound, true)
+    }
+}
+
+/// Bounds one attempt to `min(per_attempt, time left before the deadline)`.
+///
+/// The deadline is the request's [`courier_core::Deadline`] extension or the active
+/// [server-side scope](crate::scope), whichever is earlier. By default the bound covers the wait
+/// for the response headers; with
+/// [`through_body(true)`](crate::AttemptTimeoutLayer::through_body) it covers the body to its
+/// end. An attempt whose deadline has already passed is not sent.
+///
+/// Put it innermost, right above the transport, so that each attempt the retry layer makes is
+/// bounded on its own.
+///
+/// # Errors
+///
+/// `Error = BoxError`: the inner service's errors, passed on, or:
+///
+/// - [`AttemptTimedOut`](courier_core::AttemptTimedOut) when the per-attempt value ran out
+///   (`classify_error` calls it `Timeout`: a retry layer may try again);
+/// - [`DeadlineExceeded`](courier_core::DeadlineExceeded) when the bound was the time left
+///   before the deadline (`Local`: never retried). Its budget is the time this attempt had.
+///
+/// # Clone
+///
+/// Clones share nothing but their configuration.
+///
+/// # Differences from `tower::timeout::Timeout`
+///
+/// The bound shrinks to what the deadline leaves, fails with a deadline error when that is what
+/// ran out, can extend to the end of the body, and can be sent to the server.
+#[derive(Debug, Clone)]
+pub struct AttemptTimeout<S> {
+    inner: S,
+    per_attempt: Duration,
+    through_body: bool,
+    header: Option<HeaderName>,
+}
+
+// === impl AttemptTimeout ===
+
+impl<S> AttemptTimeout<S> {
+    /// Wraps `inner`, bounding each attempt to `per_attempt` (or less, see the type's docs).
+    pub const fn new(
+        inner: S,
+        per_attempt: Duration,
+        through_body: bool,
+        header: Option<HeaderName>,
+    ) -> Self {
+        Self {
+            inner,
+            per_attempt,
+            through_body,
+            header,
+        }
+    }
+
+    /// The inner service.
+    pub const fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, ReqB, ResB> Service<Request<ReqB>> for AttemptTimeout<S>
+where
+    S: Service<Request<ReqB>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+{
+    type Response = Response<crate::DeadlineBody<ResB>>;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+        let start = Instant::now();
+        let own = saturating_after(start, self.per_attempt);
+        let bound = match effective_deadline(req.extensions()) {
+            Some(deadline) if deadline.instant() <= own => {
+                Bound::new(deadline.instant(), start, Cause::Deadline)
+            }
+            _ => Bound::new(own, start, Cause::Attempt(self.per_attempt)),
+        };
+        let Some(left) = bound
+            .at()
+            .checked_duration_since(start)
+            .filter(|d| !d.is_zero())
+        else {
+            return ResponseFuture::passed(bound);
+        };
+        if let Some(name) = &self.header {
+            write_header(req.headers_mut(), name, left);
+        }
+        ResponseFuture::new(self.inner.call(req), bound, self.through_body)
+    }
+}
+
+/// Server side: an incoming request's deadline header becomes the deadline of the outgoing
+/// calls made while handling it.
+///
+/// For each request it reads the header (garbage is ignored, absurd values are capped; see
+/// [`propagate`](crate::propagate)), makes `now + value` the deadline (or the configured
+/// default when the header is absent), and then:
+///
+/// - inserts it as a [`courier_core::Deadline`] request extension, for the handler to read
+///   (axum: `Extension<courier_core::Deadline>`);
+/// - runs the inner service's `call` and its future inside a [task-local scope](crate::scope),
+///   so that [`DeadlineLayer`](crate::DeadlineLayer) and
+///   [`AttemptTimeoutLayer`](crate::AttemptTimeoutLayer) on outgoing calls inherit what is
+///   left.
+///
+/// A handler passes the deadline on in one of two ways:
+///
+/// - **implicitly**: outgoing calls made from the handler's own task go through a client with
+///   `DeadlineLayer` or `AttemptTimeoutLayer`, which read the scope;
+/// - **explicitly**: copy the extension (or [`current_deadline`](crate::current_deadline)) into
+///   the outgoing request's extensions. This also works from a spawned task, which the scope
+///   does not follow.
+///
+/// The scope covers producing the response; a streaming response body polled after the handler
+/// returned runs outside it.
+///
+/// # Clone
+///
+/// Clones share nothing but their configuration.
+#[derive(Debug, Clone)]
+pub struct DeadlineScope<S> {
+    inner: S,
+    header: HeaderName,
+    max: Duration,
+    default_budget: Option<Duration>,
+}
+
+// === impl DeadlineScope ===
+
+impl<S> DeadlineScope<S> {
+    /// Wraps `inner`, reading `header` capped at `max`, with `default_budget` for requests
+    /// without it.
+    pub const fn new(
+        inner: S,
+        header: HeaderName,
+        max: Duration,
+        default_budget: Option<Duration>,
+    ) -> Self {
+        Self {
+            inner,
+            header,
+            max,
+            default_budget,
+        }
+    }
+
+    /// The inner service.
+    pub const fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S, B> Service<Request<B>> for DeadlineScope<S>
+where
+    S: Service<Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = ScopeFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        let now = Instant::now();
+        let incoming = read_header(req.headers(), &self.header, self.max)
+            .or(self.default_budget)
+            .map(|left| courier_core::Deadline::at(saturating_after(now, left)));
+        match earliest(incoming, effective_deadline(req.extensions())) {
+            Some(deadline) => {
+                let deadline = deadline.shrink(req.extensions_mut());
+                let inner = &mut self.inner;
+                let fut = sync_scoped(deadline, || inner.call(req));
+                ScopeFuture::scoped(scoped(deadline, fut))
+            }
+            None => ScopeFuture::plain(self.inner.call(req)),
+        }
+    }
+}
