@@ -1,1 +1,117 @@
-//! EtagCacheLayer: conditional requests, 304s served from memory, bounded.
+//! `EtagCacheLayer`: ask "has it changed?" instead of "send it again".
+//!
+//! A private HTTP cache (RFC 9111) for a client: GET responses that carry an `ETag` and/or
+//! `Last-Modified`, or a freshness lifetime, are kept in a bounded store. A fresh entry is served
+//! without a request; a stale one is revalidated with `If-None-Match` / `If-Modified-Since`, and
+//! the server's `304 Not Modified` is answered with the stored body. Many APIs (GitHub's among
+//! them) do not count a 304 against the rate limit, so a poller spends quota only on what
+//! changed.
+//!
+//! ```
+//! # #[tokio::main(flavor = "current_thread")] async fn main() {
+//! use bytes::Bytes;
+//! use courier_cache::EtagCacheLayer;
+//! use courier_core::CacheStatus;
+//! use http_body_util::{BodyExt, Full};
+//! use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
+//!
+//! let upstream = service_fn(|req: http::Request<()>| async move {
+//!     let response = if req.headers().get("if-none-match").is_some_and(|v| v == "\"v1\"") {
+//!         http::Response::builder().status(304).header("etag", "\"v1\"").body(Full::default())
+//!     } else {
+//!         http::Response::builder().header("etag", "\"v1\"").body(Full::new(Bytes::from("hello")))
+//!     };
+//!     Ok::<_, std::convert::Infallible>(response.unwrap())
+//! });
+//! let mut client = ServiceBuilder::new().layer(EtagCacheLayer::new()).service(upstream);
+//!
+//! let get = || http::Request::get("http://api.example/thing").body(()).unwrap();
+//! let first = client.ready().await.unwrap().call(get()).await.unwrap();
+//! assert_eq!(first.extensions().get(), Some(&CacheStatus::Miss));
+//! first.into_body().collect().await.unwrap(); // stored once the body has been read
+//!
+//! let second = client.ready().await.unwrap().call(get()).await.unwrap();
+//! assert_eq!(second.status(), 200);
+//! assert_eq!(second.extensions().get(), Some(&CacheStatus::Revalidated));
+//! assert_eq!(second.into_body().collect().await.unwrap().to_bytes(), "hello");
+//! # }
+//! ```
+//!
+//! # What is stored
+//!
+//! - GET responses with a status in [`EtagCacheLayer::statuses`] (200 by default) that carry a
+//!   validator (`ETag`, `Last-Modified`) or a freshness lifetime (`max-age`, `Expires`).
+//! - Only bodies whose size is known (`Content-Length`, or the body's size hint) and within
+//!   [`EtagCacheLayer::max_entry_bytes`] (1 MiB by default). Larger bodies and bodies of unknown
+//!   length stream through untouched. A stored body is copied into the store as it streams to
+//!   the caller and stored when it ends; a body that fails, or is dropped before its end, is
+//!   never stored.
+//! - Not stored: request or response `no-store` (a response `no-store` also removes the URI's
+//!   entries), `Vary: *`, requests with `Range`. `private` responses are stored (this is a
+//!   private cache).
+//! - Entries are selected per URI by `Vary` (one variant per combination of the listed request
+//!   fields) and by a fingerprint of the credentials (`Authorization` and `Cookie` by default,
+//!   see [`EtagCacheLayer::credential_headers`]), so different credentials never share an
+//!   entry. Eight variants per URI at most; the oldest goes first.
+//!
+//! # When it is served
+//!
+//! - **Hit**: fresh by `max-age`, or by `Expires` minus `Date` (the server's clock), aged by
+//!   RFC 9111 section 4.2.3 (`Age`, the apparent age and the time spent in the store, on tokio's
+//!   clock). Responses without explicit freshness are always revalidated (no heuristic
+//!   freshness). A request `no-cache` or `max-age=0`, a response `no-cache`, or
+//!   [`EtagCacheLayer::always_revalidate`] force a revalidation. HEAD is answered from a stored
+//!   GET.
+//! - **Revalidated**: the cache adds `If-None-Match` and `If-Modified-Since` from the stored
+//!   validators. A 304 whose validators select the stored entry (RFC 9111 section 4.3.4: a
+//!   strong tag must match strongly, a weak one weakly, else `Last-Modified` must be equal; a
+//!   304 without any validator selects the one entry that was nominated) is answered with the
+//!   stored status and body and the stored headers updated from the 304 (section 3.2: each of
+//!   its fields replaces the stored one, `Content-Length` and hop-by-hop fields excepted), and
+//!   the entry is updated. A 304 that selects nothing updates nothing and is passed through as
+//!   it came, marked `Miss`: the stored body is not the representation it speaks of.
+//! - When the caller set conditionals itself, the cache adds none and the server's 304 is passed
+//!   through untouched.
+//! - **Stale**: on a transport error or a 5xx, an entry within its `stale-if-error` window (or
+//!   [`EtagCacheLayer::stale_if_error`]) is served, so reads keep working while the upstream
+//!   is down or its circuit is open.
+//! - A 2xx or 3xx answer to POST, PUT, PATCH or DELETE removes the URI's entries (and those of
+//!   its `Location` / `Content-Location` on the same host).
+//!
+//! Every response carries a [`CacheStatus`](courier_core::CacheStatus) extension: `Hit`,
+//! `Revalidated`, `Miss`, `Stale` or `Bypass` (methods and requests the cache does not handle).
+//! Served entries carry an `Age` field.
+//!
+//! # Memory
+//!
+//! The default [`MemoryStore`] holds at most 64 MiB (bodies, headers and a fixed overhead per
+//! entry), evicting by S3-FIFO. Bodies are `Bytes`: a hit hands out the stored buffer without
+//! copying it. [`CacheStore`] is the seam for a store shared between processes.
+//!
+//! # Errors
+//!
+//! The cache adds no failure of its own: errors are the inner service's, passed through (or
+//! answered by a stale entry, as above).
+//!
+//! # Concurrency
+//!
+//! Concurrent revalidations of one entry each go upstream; they are not collapsed into one.
+//!
+//! # Logs
+//!
+//! `tracing` events with target `courier::cache` and an `event` field: `store`, `hit`,
+//! `revalidated`, `stale`, `evict`, `invalidate`, `remove`, `validator_mismatch`. The URI is
+//! logged without its query; credentials are never logged.
+
+mod body;
+mod entry;
+pub mod future;
+mod layer;
+mod service;
+mod store;
+
+pub use body::CacheBody;
+pub use entry::{Entry, Variants};
+pub use layer::{DEFAULT_CAPACITY, DEFAULT_MAX_ENTRY_BYTES, EtagCacheLayer};
+pub use service::EtagCache;
+pub use store::{CacheStore, MemoryStore};

@@ -1,0 +1,2 @@
+//! Cache benchmarks (being written).
+fn main() {}

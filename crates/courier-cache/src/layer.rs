@@ -1,0 +1,165 @@
+use crate::service::EtagCache;
+use crate::store::{CacheStore, MemoryStore};
+use courier_core::clock::{SystemClock, WallClock};
+use http::{HeaderName, StatusCode, header};
+use std::fmt;
+use std::hash::RandomState;
+use std::sync::Arc;
+use std::time::Duration;
+use tower_layer::Layer;
+
+/// The default total capacity: 64 MiB.
+pub const DEFAULT_CAPACITY: u64 = 64 * 1024 * 1024;
+
+/// The default largest body stored: 1 MiB.
+pub const DEFAULT_MAX_ENTRY_BYTES: usize = 1024 * 1024;
+
+/// Wraps a service in an [`EtagCache`].
+///
+/// # Clone
+///
+/// The store lives behind an `Arc` owned by the layer: every service the layer makes, and every
+/// clone of those, share one store and one capacity.
+#[derive(Clone)]
+pub struct EtagCacheLayer {
+    pub(crate) shared: Arc<Shared>,
+}
+
+/// What every service of one layer shares.
+#[derive(Clone)]
+pub(crate) struct Shared {
+    pub(crate) store: Arc<dyn CacheStore>,
+    pub(crate) clock: Arc<dyn WallClock>,
+    pub(crate) hasher: RandomState,
+    pub(crate) max_entry_bytes: usize,
+    pub(crate) always_revalidate: bool,
+    pub(crate) stale_if_error: Option<Duration>,
+    pub(crate) credential_headers: Vec<HeaderName>,
+    pub(crate) statuses: Vec<StatusCode>,
+    pub(crate) invalidate_locations: bool,
+}
+
+// === impl EtagCacheLayer ===
+
+impl EtagCacheLayer {
+    /// A cache with the defaults: 64 MiB in an in-memory store, 1 MiB per entry, fresh entries
+    /// served without a request, credentials fingerprinted from `Authorization` and `Cookie`,
+    /// 200 responses stored.
+    pub fn new() -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                store: Arc::new(MemoryStore::new(DEFAULT_CAPACITY)),
+                clock: Arc::new(SystemClock),
+                hasher: RandomState::new(),
+                max_entry_bytes: DEFAULT_MAX_ENTRY_BYTES,
+                always_revalidate: false,
+                stale_if_error: None,
+                credential_headers: vec![header::AUTHORIZATION, header::COOKIE],
+                statuses: vec![StatusCode::OK],
+                invalidate_locations: true,
+            }),
+        }
+    }
+
+    fn with(mut self, f: impl FnOnce(&mut Shared)) -> Self {
+        f(Arc::make_mut(&mut self.shared));
+        self
+    }
+
+    /// The total bytes held, bodies and headers included; a new in-memory store of that size
+    /// replaces the current store. Defaults to 64 MiB.
+    pub fn capacity(self, bytes: u64) -> Self {
+        self.with(|s| s.store = Arc::new(MemoryStore::new(bytes)))
+    }
+
+    /// The largest body stored; larger bodies, and bodies of unknown length, stream through
+    /// and are not stored. Defaults to 1 MiB.
+    pub fn max_entry_bytes(self, bytes: usize) -> Self {
+        self.with(|s| s.max_entry_bytes = bytes)
+    }
+
+    /// Revalidate every stored entry with the server, even a fresh one. Defaults to `false`.
+    pub fn always_revalidate(self, always: bool) -> Self {
+        self.with(|s| s.always_revalidate = always)
+    }
+
+    /// How long past its freshness a stored entry may still be served when the upstream fails
+    /// (a transport error or a 5xx), for responses that carry no `stale-if-error` of their own
+    /// and no `must-revalidate` or `no-cache`. Defaults to `None` (only the response's own
+    /// `stale-if-error` counts).
+    pub fn stale_if_error(self, window: Option<Duration>) -> Self {
+        self.with(|s| s.stale_if_error = window)
+    }
+
+    /// The request headers whose values separate entries, so that different credentials never
+    /// share one. An empty list shares entries between all callers. Defaults to
+    /// `Authorization` and `Cookie`.
+    pub fn credential_headers(self, names: impl IntoIterator<Item = HeaderName>) -> Self {
+        let names: Vec<_> = names.into_iter().collect();
+        self.with(|s| s.credential_headers = names)
+    }
+
+    /// The statuses that are stored. Defaults to 200 only.
+    pub fn statuses(self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
+        let statuses: Vec<_> = statuses.into_iter().collect();
+        self.with(|s| s.statuses = statuses)
+    }
+
+    /// Also invalidate the `Location` and `Content-Location` of a successful unsafe request when
+    /// they are on the same host. Defaults to `true`.
+    pub fn invalidate_locations(self, yes: bool) -> Self {
+        self.with(|s| s.invalidate_locations = yes)
+    }
+
+    /// The store to use instead of a fresh in-memory one. Defaults to a [`MemoryStore`] of
+    /// 64 MiB.
+    pub fn store(self, store: impl CacheStore) -> Self {
+        let store: Arc<dyn CacheStore> = Arc::new(store);
+        self.with(|s| s.store = store)
+    }
+
+    /// The wall clock that HTTP dates (`Date`, `Expires`) are compared with. Defaults to the
+    /// system clock.
+    pub fn wall_clock(self, clock: impl WallClock) -> Self {
+        let clock: Arc<dyn WallClock> = Arc::new(clock);
+        self.with(|s| s.clock = clock)
+    }
+
+    /// The store every service of this layer shares.
+    pub fn store_ref(&self) -> &Arc<dyn CacheStore> {
+        &self.shared.store
+    }
+}
+
+impl Default for EtagCacheLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl fmt::Debug for EtagCacheLayer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.shared.fmt(f)
+    }
+}
+
+impl fmt::Debug for Shared {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtagCacheLayer")
+            .field("store", &self.store)
+            .field("max_entry_bytes", &self.max_entry_bytes)
+            .field("always_revalidate", &self.always_revalidate)
+            .field("stale_if_error", &self.stale_if_error)
+            .field("credential_headers", &self.credential_headers)
+            .field("statuses", &self.statuses)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S> Layer<S> for EtagCacheLayer {
+    type Service = EtagCache<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        EtagCache::from_shared(inner, self.shared.clone())
+    }
+}

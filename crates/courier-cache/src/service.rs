@@ -1,0 +1,665 @@
+use crate::body::CacheBody;
+use crate::entry::{Entry, MAX_VARIANTS, Timing, Variants, normalized, vary_names};
+use crate::future::ResponseFuture;
+use crate::layer::{EtagCacheLayer, Shared};
+use crate::store::CacheStore;
+use bytes::Bytes;
+use courier_core::cache_control::CacheControl;
+use courier_core::extensions::CacheStatus;
+use http::header::{self, HeaderName};
+use http::{Extensions, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
+use http_body::Body;
+use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+use tower_layer::Layer;
+use tower_service::Service;
+
+const TARGET: &str = "courier::cache";
+
+/// A private HTTP cache (RFC 9111) in front of an HTTP client service.
+///
+/// See the [crate docs](crate) for what is stored, when it is served and when it is
+/// revalidated. Every response carries a [`CacheStatus`] extension.
+///
+/// # Clone
+///
+/// Clones share the store of the layer that made them.
+pub struct EtagCache<S> {
+    inner: S,
+    shared: Arc<Shared>,
+}
+
+// === impl EtagCache ===
+
+impl<S> EtagCache<S> {
+    /// Wraps `inner` with the defaults of [`EtagCacheLayer::new`].
+    pub fn new(inner: S) -> Self {
+        EtagCacheLayer::new().layer(inner)
+    }
+
+    /// A layer to configure.
+    pub fn layer() -> EtagCacheLayer {
+        EtagCacheLayer::new()
+    }
+
+    pub(crate) fn from_shared(inner: S, shared: Arc<Shared>) -> Self {
+        Self { inner, shared }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, consuming the cache.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// The store this cache shares with its clones.
+    pub fn store(&self) -> &Arc<dyn CacheStore> {
+        &self.shared.store
+    }
+}
+
+impl<S: Clone> Clone for EtagCache<S> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug> fmt::Debug for EtagCache<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EtagCache")
+            .field("inner", &self.inner)
+            .field("config", &*self.shared)
+            .finish()
+    }
+}
+
+impl<S, B, RB> Service<Request<B>> for EtagCache<S>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Clone,
+    RB: Body,
+{
+    type Response = Response<CacheBody<RB>>;
+    type Error = S::Error;
+    type Future = ResponseFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        let shared = self.shared.clone();
+        let method = req.method().clone();
+        let (key, origin) = cache_key(req.uri(), req.headers());
+
+        if is_invalidating(&method) {
+            let pending = Pending::Invalidate {
+                shared,
+                key,
+                origin,
+            };
+            return ResponseFuture::forwarded(self.forward(req), pending);
+        }
+        let head = method == Method::HEAD;
+        let req_cc = CacheControl::from_headers(req.headers());
+        if !(head || method == Method::GET)
+            || req_cc.no_store
+            || req.headers().contains_key(header::RANGE)
+        {
+            return ResponseFuture::forwarded(self.forward(req), Pending::Bypass);
+        }
+
+        let credentials = shared.fingerprint(req.uri(), req.headers());
+        let caller_conditional = CONDITIONALS.iter().any(|n| req.headers().contains_key(n));
+        let entry = shared
+            .store
+            .get(&key)
+            .and_then(|v| v.select(credentials, req.headers()).cloned());
+        let now = Instant::now();
+        let mut added_conditionals = false;
+        if let Some(entry) = entry.as_ref().filter(|_| !caller_conditional) {
+            let age = entry.current_age(now);
+            let request_allows = !req_cc.no_cache
+                && req_cc
+                    .max_age
+                    .is_none_or(|max| !max.is_zero() && age <= max);
+            if !shared.always_revalidate && request_allows && entry.is_fresh(now) {
+                tracing::debug!(
+                    target: TARGET,
+                    event = "hit",
+                    uri = %loggable(&key),
+                    age_secs = age.as_secs(),
+                    head,
+                    "served from the cache"
+                );
+                let response = cached_response(entry, head, CacheStatus::Hit, now, None);
+                return ResponseFuture::ready(response);
+            }
+            if let Some(tag) = &entry.etag
+                && let Ok(value) = HeaderValue::try_from(tag.to_string())
+            {
+                req.headers_mut().insert(header::IF_NONE_MATCH, value);
+                added_conditionals = true;
+            }
+            if let Some(lm) = &entry.last_modified {
+                req.headers_mut()
+                    .insert(header::IF_MODIFIED_SINCE, lm.clone());
+                added_conditionals = true;
+            }
+        }
+
+        let pending = Pending::Lookup(Box::new(Lookup {
+            shared,
+            request_headers: if head {
+                HeaderMap::new()
+            } else {
+                req.headers().clone()
+            },
+            key,
+            entry,
+            added_conditionals,
+            head,
+            credentials,
+            request_time: now,
+        }));
+        ResponseFuture::forwarded(self.forward(req), pending)
+    }
+}
+
+impl<S> EtagCache<S> {
+    /// Calls the instance that was made ready, leaving a clone in its place.
+    fn forward<B>(&mut self, req: Request<B>) -> S::Future
+    where
+        S: Service<Request<B>> + Clone,
+    {
+        let clone = self.inner.clone();
+        let mut ready = std::mem::replace(&mut self.inner, clone);
+        ready.call(req)
+    }
+}
+
+const CONDITIONALS: [HeaderName; 5] = [
+    header::IF_NONE_MATCH,
+    header::IF_MODIFIED_SINCE,
+    header::IF_MATCH,
+    header::IF_UNMODIFIED_SINCE,
+    header::IF_RANGE,
+];
+
+fn is_invalidating(method: &Method) -> bool {
+    matches!(
+        *method,
+        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
+    )
+}
+
+/// The store key of a request: scheme and host in lowercase, port, path and query; and the
+/// origin part of it, to resolve `Location` against.
+pub(crate) fn cache_key(uri: &Uri, headers: &HeaderMap) -> (String, String) {
+    let authority = uri
+        .authority()
+        .map(|a| a.as_str())
+        .or_else(|| headers.get(header::HOST).and_then(|h| h.to_str().ok()));
+    let host = authority.map_or("", |a| a.rsplit_once('@').map_or(a, |(_, h)| h));
+    let mut origin = String::with_capacity(host.len() + 8);
+    if let Some(scheme) = uri.scheme_str() {
+        origin.push_str(&scheme.to_ascii_lowercase());
+        origin.push(':');
+    }
+    origin.push_str("//");
+    origin.push_str(&host.to_ascii_lowercase());
+    let pq = uri.path_and_query().map_or("/", |pq| pq.as_str());
+    let mut key = String::with_capacity(origin.len() + pq.len());
+    key.push_str(&origin);
+    key.push_str(pq);
+    (key, origin)
+}
+
+/// A key as it may appear in logs: without the query, which may carry secrets.
+pub(crate) fn loggable(key: &str) -> &str {
+    key.split_once('?').map_or(key, |(k, _)| k)
+}
+
+// === impl Shared ===
+
+impl Shared {
+    /// A fingerprint of the request's credentials; 0 when it has none.
+    fn fingerprint(&self, uri: &Uri, headers: &HeaderMap) -> u64 {
+        let userinfo = uri
+            .authority()
+            .and_then(|a| a.as_str().rsplit_once('@'))
+            .map(|(u, _)| u);
+        let mut any = userinfo.is_some();
+        let mut hasher = self.hasher.build_hasher();
+        userinfo.hash(&mut hasher);
+        for name in &self.credential_headers {
+            for value in headers.get_all(name) {
+                any = true;
+                name.as_str().hash(&mut hasher);
+                value.as_bytes().hash(&mut hasher);
+            }
+        }
+        if !any {
+            return 0;
+        }
+        hasher.finish().max(1)
+    }
+
+    /// Rewrites the variants of `key`: keeps those `keep` says, then adds `add` (dropping the
+    /// oldest beyond the limit).
+    fn update_variants(
+        &self,
+        key: &str,
+        keep: impl Fn(&Arc<Entry>) -> bool,
+        add: Option<Arc<Entry>>,
+    ) {
+        let current = self.store.get(key);
+        let mut entries: Vec<Arc<Entry>> = current
+            .as_ref()
+            .map(|v| v.entries().iter().filter(|e| keep(e)).cloned().collect())
+            .unwrap_or_default();
+        if add.is_none()
+            && current
+                .as_ref()
+                .is_none_or(|c| c.entries().len() == entries.len())
+        {
+            return;
+        }
+        entries.extend(add);
+        if entries.len() > MAX_VARIANTS {
+            entries.drain(..entries.len() - MAX_VARIANTS);
+        }
+        if entries.is_empty() {
+            self.store.remove(key);
+        } else {
+            self.store
+                .insert(key.to_owned(), Arc::new(Variants::new(entries)));
+        }
+    }
+
+    fn remove_entry(&self, key: &str, entry: &Arc<Entry>) {
+        self.update_variants(key, |e| !Arc::ptr_eq(e, entry), None);
+    }
+
+    /// Whether `entry` may be served because the upstream failed.
+    fn stale_allowed(&self, entry: &Entry, now: Instant) -> bool {
+        let cc = &entry.cache_control;
+        let window = match cc.stale_if_error {
+            Some(window) => window,
+            None if cc.must_revalidate || cc.no_cache => return false,
+            None => match self.stale_if_error {
+                Some(window) => window,
+                None => return false,
+            },
+        };
+        entry.staleness(now) <= window
+    }
+}
+
+/// A response built from a stored entry.
+fn cached_response(
+    entry: &Entry,
+    head: bool,
+    status: CacheStatus,
+    now: Instant,
+    extensions: Option<Extensions>,
+) -> Response<Bytes> {
+    let mut response = Response::new(if head {
+        Bytes::new()
+    } else {
+        entry.body.clone()
+    });
+    *response.status_mut() = entry.status;
+    *response.version_mut() = entry.version;
+    *response.headers_mut() = entry.headers.clone();
+    if matches!(status, CacheStatus::Hit | CacheStatus::Stale) {
+        response.headers_mut().insert(
+            header::AGE,
+            HeaderValue::from(entry.current_age(now).as_secs()),
+        );
+    }
+    if let Some(extensions) = extensions {
+        *response.extensions_mut() = extensions;
+    }
+    response.extensions_mut().insert(status);
+    response
+}
+
+fn pass<RB>(mut response: Response<RB>, status: CacheStatus) -> Response<CacheBody<RB>> {
+    response.extensions_mut().insert(status);
+    response.map(CacheBody::upstream)
+}
+
+// === impl Pending ===
+
+/// What the response future must do with the upstream's answer.
+pub(crate) enum Pending {
+    /// Pass it through, marked `Bypass`.
+    Bypass,
+    /// An unsafe method: a successful answer invalidates the URI.
+    Invalidate {
+        shared: Arc<Shared>,
+        key: String,
+        origin: String,
+    },
+    /// A cacheable request: store, merge a 304, or fall back to a stale entry.
+    Lookup(Box<Lookup>),
+}
+
+pub(crate) struct Lookup {
+    shared: Arc<Shared>,
+    key: String,
+    /// The entry this request selected, if any.
+    entry: Option<Arc<Entry>>,
+    /// Whether the cache added the conditionals (so a 304 is the cache's to answer).
+    added_conditionals: bool,
+    head: bool,
+    credentials: u64,
+    /// The request's headers, for `Vary` (empty for HEAD, which is never stored).
+    request_headers: HeaderMap,
+    request_time: Instant,
+}
+
+impl fmt::Debug for Pending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Bypass => f.write_str("Bypass"),
+            Self::Invalidate { key, .. } => f
+                .debug_struct("Invalidate")
+                .field("uri", &loggable(key))
+                .finish(),
+            Self::Lookup(l) => f
+                .debug_struct("Lookup")
+                .field("uri", &loggable(&l.key))
+                .field("entry", &l.entry)
+                .field("added_conditionals", &l.added_conditionals)
+                .finish_non_exhaustive(),
+        }
+    }
+}
+
+impl Pending {
+    pub(crate) fn complete<RB: Body, E>(
+        self,
+        result: Result<Response<RB>, E>,
+    ) -> Result<Response<CacheBody<RB>>, E> {
+        match self {
+            Self::Bypass => result.map(|r| pass(r, CacheStatus::Bypass)),
+            Self::Invalidate {
+                shared,
+                key,
+                origin,
+            } => {
+                let response = result?;
+                let status = response.status();
+                if status.is_success() || status.is_redirection() {
+                    invalidate(&shared, &key, &origin, response.headers());
+                }
+                Ok(pass(response, CacheStatus::Bypass))
+            }
+            Self::Lookup(lookup) => lookup.complete(result),
+        }
+    }
+}
+
+fn invalidate(shared: &Shared, key: &str, origin: &str, headers: &HeaderMap) {
+    let mut removed = shared.store.remove(key);
+    if shared.invalidate_locations {
+        for name in [header::LOCATION, header::CONTENT_LOCATION] {
+            let Some(value) = headers.get(&name).and_then(|v| v.to_str().ok()) else {
+                continue;
+            };
+            let Ok(uri) = value.trim().parse::<Uri>() else {
+                continue;
+            };
+            let target = if uri.authority().is_some() {
+                let (target, target_origin) = cache_key(&uri, &HeaderMap::new());
+                // Only the same host: another host's entries are not this response's to drop.
+                (target_origin.eq_ignore_ascii_case(origin)).then_some(target)
+            } else if value.starts_with('/') {
+                Some(format!(
+                    "{origin}{}",
+                    uri.path_and_query().map_or("/", |p| p.as_str())
+                ))
+            } else {
+                None
+            };
+            if let Some(target) = target {
+                removed |= shared.store.remove(&target);
+            }
+        }
+    }
+    if removed {
+        tracing::debug!(target: TARGET, event = "invalidate", uri = %loggable(key), "unsafe method invalidated stored entries");
+    }
+}
+
+impl Lookup {
+    fn complete<RB: Body, E>(
+        self,
+        result: Result<Response<RB>, E>,
+    ) -> Result<Response<CacheBody<RB>>, E> {
+        let now = Instant::now();
+        let response = match result {
+            Ok(response) if !response.status().is_server_error() => response,
+            failed => {
+                if let Some(entry) = self
+                    .entry
+                    .as_ref()
+                    .filter(|e| self.shared.stale_allowed(e, now))
+                {
+                    tracing::info!(
+                        target: TARGET,
+                        event = "stale",
+                        uri = %loggable(&self.key),
+                        status = failed.as_ref().ok().map(|r| r.status().as_u16()),
+                        staleness_secs = entry.staleness(now).as_secs(),
+                        "upstream failed; served a stored entry"
+                    );
+                    let extensions = failed.ok().map(|r| r.into_parts().0.extensions);
+                    let response =
+                        cached_response(entry, self.head, CacheStatus::Stale, now, extensions);
+                    return Ok(response.map(CacheBody::stored));
+                }
+                return failed.map(|r| pass(r, CacheStatus::Miss));
+            }
+        };
+
+        let status = response.status();
+        let timing = Timing {
+            request_time: self.request_time,
+            response_time: now,
+            response_wall: self.shared.clock.now(),
+        };
+
+        if status == StatusCode::NOT_MODIFIED {
+            let Some(entry) = self.entry.as_ref().filter(|_| self.added_conditionals) else {
+                return Ok(pass(response, CacheStatus::Miss));
+            };
+            if !entry.selected_by(response.headers()) {
+                // RFC 9111 section 4.3.4: no stored response is selected, so nothing is
+                // updated, and the stored body is not ours to serve for it.
+                tracing::debug!(
+                    target: TARGET,
+                    event = "validator_mismatch",
+                    uri = %loggable(&self.key),
+                    "304 names a representation the cache does not hold; passed through"
+                );
+                return Ok(pass(response, CacheStatus::Miss));
+            }
+            let (parts, _body) = response.into_parts();
+            let updated = Arc::new(entry.freshened(&parts.headers, timing));
+            if CacheControl::from_headers(&parts.headers).no_store {
+                self.shared.store.remove(&self.key);
+            } else {
+                self.shared.update_variants(
+                    &self.key,
+                    |e| !Arc::ptr_eq(e, entry),
+                    Some(updated.clone()),
+                );
+            }
+            tracing::debug!(
+                target: TARGET,
+                event = "revalidated",
+                uri = %loggable(&self.key),
+                head = self.head,
+                "304 answered with the stored body"
+            );
+            let response = cached_response(
+                &updated,
+                self.head,
+                CacheStatus::Revalidated,
+                now,
+                Some(parts.extensions),
+            );
+            return Ok(response.map(CacheBody::stored));
+        }
+
+        if self.head {
+            // RFC 9111 section 4.3.5: a HEAD answer naming another representation outdates the
+            // stored one.
+            if let Some(entry) = &self.entry {
+                let differs = response.headers().get(header::ETAG)
+                    != entry.headers.get(header::ETAG)
+                    || response.headers().get(header::LAST_MODIFIED)
+                        != entry.headers.get(header::LAST_MODIFIED);
+                if status.is_success() && differs {
+                    self.shared.remove_entry(&self.key, entry);
+                }
+            }
+            return Ok(pass(response, CacheStatus::Miss));
+        }
+
+        if let Some(entry) = self.entry.as_ref().filter(|_| status.is_success()) {
+            // A full answer replaces what was stored for this request.
+            self.shared.remove_entry(&self.key, entry);
+        }
+        let (parts, body) = response.into_parts();
+        let cc = CacheControl::from_headers(&parts.headers);
+        if cc.no_store {
+            if self.shared.store.remove(&self.key) {
+                tracing::debug!(target: TARGET, event = "remove", uri = %loggable(&self.key), "no-store removed the stored entries");
+            }
+            return Ok(pass(Response::from_parts(parts, body), CacheStatus::Miss));
+        }
+        let Some(len) = self.storable_len(&parts, &cc, &body) else {
+            return Ok(pass(Response::from_parts(parts, body), CacheStatus::Miss));
+        };
+        let Some(vary) = vary_names(&parts.headers) else {
+            return Ok(pass(Response::from_parts(parts, body), CacheStatus::Miss));
+        };
+        let vary = vary
+            .into_iter()
+            .map(|name| {
+                let value = normalized(&self.request_headers, &name);
+                (name, value)
+            })
+            .collect();
+        let storing = Storing {
+            shared: self.shared.clone(),
+            key: self.key,
+            status,
+            version: parts.version,
+            headers: parts.headers.clone(),
+            credentials: self.credentials,
+            vary,
+            request_headers: self.request_headers,
+            timing,
+        };
+        let max = self.shared.max_entry_bytes;
+        let mut response = Response::from_parts(parts, body);
+        response.extensions_mut().insert(CacheStatus::Miss);
+        if len == 0 && response.body().is_end_stream() {
+            storing.finish(Bytes::new());
+            return Ok(response.map(CacheBody::upstream));
+        }
+        Ok(response.map(|body| CacheBody::teed(body, len, max, storing)))
+    }
+
+    /// The body length, when the response may be stored and its body fits.
+    fn storable_len<RB: Body>(
+        &self,
+        parts: &http::response::Parts,
+        cc: &CacheControl,
+        body: &RB,
+    ) -> Option<usize> {
+        if !self.shared.statuses.contains(&parts.status) {
+            return None;
+        }
+        let headers = &parts.headers;
+        let validated =
+            headers.contains_key(header::ETAG) || headers.contains_key(header::LAST_MODIFIED);
+        let lifetime = cc.max_age.is_some_and(|a| a > Duration::ZERO)
+            || (cc.max_age.is_none() && headers.contains_key(header::EXPIRES));
+        if !validated && !lifetime {
+            return None;
+        }
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|t| t.trim().parse::<u64>().ok());
+        let hint = body.size_hint();
+        let len = declared.or(hint.upper())?;
+        let len = usize::try_from(len).ok()?;
+        (len <= self.shared.max_entry_bytes).then_some(len)
+    }
+}
+
+// === impl Storing ===
+
+/// A response on its way into the store, waiting for its body to end.
+pub(crate) struct Storing {
+    shared: Arc<Shared>,
+    key: String,
+    status: StatusCode,
+    version: http::Version,
+    headers: HeaderMap,
+    credentials: u64,
+    vary: Vec<(HeaderName, Option<String>)>,
+    request_headers: HeaderMap,
+    timing: Timing,
+}
+
+impl Storing {
+    /// Stores the entry with its complete body.
+    pub(crate) fn finish(self, body: Bytes) {
+        let len = body.len();
+        let entry = Arc::new(Entry::new(
+            self.status,
+            self.version,
+            self.headers,
+            body,
+            self.credentials,
+            self.vary,
+            self.timing,
+        ));
+        let weight = entry.weight();
+        let (credentials, request) = (self.credentials, &self.request_headers);
+        // The new entry replaces every variant this request would have selected.
+        self.shared
+            .update_variants(&self.key, |e| !e.matches(credentials, request), Some(entry));
+        tracing::debug!(
+            target: TARGET,
+            event = "store",
+            uri = %loggable(&self.key),
+            body_len = len,
+            weight,
+            "response stored"
+        );
+    }
+}
