@@ -1,1 +1,109 @@
-//! TokenBucketRateLimitLayer: per-host pacing, wait or reject, obeying the server's quota.
+//! `TokenBucketRateLimitLayer`: paces every request per host, and obeys the server's quota.
+//!
+//! A client that paces itself a margin below the server's limit never sees a 429. This layer
+//! keeps one token bucket per host (scheme + authority) by default, per key of your own
+//! ([`TokenBucketRateLimitLayer::key_by`]), or one for everything
+//! ([`TokenBucketRateLimitLayer::global`]). `burst` requests may start at once; after that one
+//! every `1 / rate`. In any window of length `d`, at most `burst + rate * d` requests start.
+//!
+//! ```
+//! use courier_ratelimit::{Rate, TokenBucketRateLimitLayer};
+//! use std::num::NonZeroU32;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! let limit = TokenBucketRateLimitLayer::new(
+//!     Rate::per_second(5.0).unwrap(),
+//!     NonZeroU32::new(2).unwrap(),
+//! );
+//! let svc = ServiceBuilder::new().layer(limit).service(service_fn(|_req: http::Request<()>| async {
+//!     Ok::<_, std::convert::Infallible>(http::Response::new(()))
+//! }));
+//!
+//! let start = tokio::time::Instant::now();
+//! for _ in 0..3 {
+//!     let req = http::Request::get("http://api.example/").body(()).unwrap();
+//!     svc.clone().oneshot(req).await.unwrap();
+//! }
+//! // Two start at once (the burst), the third one interval (0.2 s) later.
+//! assert_eq!(start.elapsed(), std::time::Duration::from_millis(200));
+//! # }
+//! ```
+//!
+//! # Modes
+//!
+//! - [`Mode::Wait`] (default): the response future reserves the next free slot and sleeps until
+//!   it, then calls the inner service. Reservation means concurrent callers get slots one
+//!   interval apart: a burst of callers is spread out, not woken together. A wait longer than
+//!   `max_wait` (default 60 s), or one that would end past the request's
+//!   [`Deadline`](courier_core::Deadline), fails at once with [`RateLimited`] and takes no slot.
+//! - [`Mode::Reject`]: a request without a free slot now fails at once with
+//!   `RateLimited { retry_in }`.
+//!
+//! # Server feedback
+//!
+//! Every response is read with [`HintConfig::parse`](courier_core::HintConfig::parse): a 429,
+//! 503 (or 403) with `Retry-After`, `x-ratelimit-remaining: 0` with a reset, or the IETF
+//! `RateLimit` fields with nothing remaining park that host until the moment named. Requests to
+//! a parked host wait until then (or are rejected, in Reject mode, or when the park is longer
+//! than `max_wait`); other hosts are not affected. A response marked by the cache layer as
+//! served from the cache ([`CacheStatus::is_from_cache`](courier_core::CacheStatus)) is old
+//! news: its hints are ignored.
+//!
+//! # Cancellation
+//!
+//! A future dropped while it waits for its slot gives the slot back when no later request
+//! reserved a slot after it (the bucket is then exactly as if the request never came); when a
+//! later one did, its slot stays spent, which only lowers the rate for a moment. Either way no
+//! other request waits longer because of it. Once the inner service was called, the slot is
+//! spent.
+//!
+//! # Clone
+//!
+//! The buckets are shared state owned by the layer, behind an `Arc`: every service the layer
+//! makes and every clone of them draw from the same buckets. The services are `Clone + Send +
+//! Sync` (when the inner service is); no `Buffer` is needed.
+//!
+//! # Errors
+//!
+//! The service's error is [`BoxError`](courier_core::BoxError): [`RateLimited`] when no slot was
+//! free soon enough, the inner service's error otherwise. HTTP statuses stay responses.
+//!
+//! # State and eviction
+//!
+//! Each bucket is one `AtomicU64` (GCRA's theoretical arrival time) updated with a
+//! compare-and-swap loop, plus one for the server's park, in a lock-free map ([`papaya`]).
+//! Idle keys (bucket full again, not parked) are evicted when the map reaches `max_keys`
+//! (default 10 000); evicting only full buckets means eviction never lets a host burst beyond
+//! its burst. The state sits behind the [`RateLimitStore`] seam, so a store shared between
+//! processes can take the in-process store's place.
+//!
+//! # Logging
+//!
+//! An `info` event when a request waits longer than `log_waits_over` (default 1 s), with the
+//! host and the wait; an `info` event when a host is parked, with the host, until when (an HTTP
+//! date on the wall clock), the wait and why (`retry_after`, `ratelimit`, `quota_reset`); a
+//! `debug` event for each refusal.
+//!
+//! # Differences from `tower::limit::RateLimit`
+//!
+//! tower's limiter is one fixed window per service instance, waits in `poll_ready` (so it needs
+//! a `Buffer` to be shared), and knows nothing of hosts or servers. This one is keyed, shared
+//! across clones, waits inside the response future, spreads concurrent callers, fails fast
+//! against deadlines, and obeys the server's quota headers.
+
+mod config;
+pub mod error;
+pub mod future;
+mod gcra;
+mod key;
+mod layer;
+mod service;
+pub mod store;
+
+pub use config::{MAX_INTERVAL, Mode, Quota, Rate};
+pub use error::{InvalidConfig, RateLimited};
+pub use key::{Global, KeyBy, KeyFn, PerHost, RequestHead};
+pub use layer::{DEFAULT_LOG_WAITS_OVER, DEFAULT_MAX_WAIT, TokenBucketRateLimitLayer};
+pub use service::TokenBucketRateLimit;
+pub use store::{Decision, Denial, Grant, InMemoryStore, RateLimitStore};

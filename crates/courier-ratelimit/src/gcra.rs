@@ -1,0 +1,289 @@
+//! The bucket behind one key: GCRA over one `AtomicU64`, lock-free.
+//!
+//! The state is the theoretical arrival time (TAT): the moment, in nanoseconds from the store's
+//! base instant, at which the bucket would be full again. With emission interval `T = 1 / rate`
+//! and tolerance `tau = (burst - 1) * T`, a request arriving at `now` may start at
+//! `max(now, TAT - tau)` and moves the TAT to `max(TAT, now) + T`. A request that starts later
+//! than `now` has reserved that slot (reservation semantics): the next caller gets the slot one
+//! interval after it, so concurrent callers are spread `T` apart instead of woken together.
+//!
+//! Why this bounds every window: each admitted request moves the TAT forward by at least `T`,
+//! and its start lies in `[TAT' - T - tau, TAT' - T]` for the TAT' it wrote. `n` starts inside
+//! `[t, t + d]` therefore wrote `n` TATs at least `T` apart inside an interval of length
+//! `d + tau`, so `n <= burst + d / T`, whatever order the callers' clocks reached the cell in.
+//!
+//! A server's "wait until" is kept beside it in `parked_until`: a parked bucket treats every
+//! moment before the park ends as the moment it ends.
+//!
+//! Eviction swaps the TAT of an idle cell (full bucket, not parked) for [`EVICTED`] with one
+//! compare-and-swap, so a reservation racing with it either lands first (and the eviction fails)
+//! or sees the tombstone and retries on a fresh cell, which starts full: exactly what the evicted
+//! one held. Parking and eviction also check each other's writes (both `SeqCst`, store then
+//! load), so a park is never lost to an eviction.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// The TAT of a cell that was evicted; no live TAT reaches it.
+pub(crate) const EVICTED: u64 = u64::MAX;
+
+const MAX_TAT: u64 = EVICTED - 1;
+
+/// What a reservation came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    /// The request may start at `start`; `ticket` is the TAT it wrote (used to give the slot
+    /// back).
+    Admit { start: u64, ticket: u64 },
+    /// The first free slot is `retry_in` away, beyond what the caller accepts; nothing was
+    /// taken. `parked` when the server's park is what holds it.
+    Deny { retry_in: u64, parked: bool },
+    /// The cell was evicted; look the key up again.
+    Evicted,
+}
+
+/// What a sweep does with one cell.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Evict {
+    /// Busy (refilling or parked): keep it.
+    Keep,
+    /// Evicted (now or before): remove it from the map.
+    Remove,
+    /// Evicted, but a park landed at the same moment: remove it and park a fresh cell until
+    /// this instant.
+    RemoveParked(u64),
+}
+
+/// One bucket.
+#[derive(Debug, Default)]
+pub(crate) struct Cell {
+    tat: AtomicU64,
+    parked_until: AtomicU64,
+}
+
+// === impl Cell ===
+
+impl Cell {
+    /// A full bucket, not parked.
+    pub(crate) const fn new() -> Self {
+        Self {
+            tat: AtomicU64::new(0),
+            parked_until: AtomicU64::new(0),
+        }
+    }
+
+    /// Reserves the next slot for a request arriving at `now`, unless it starts more than
+    /// `max_wait` after `now`.
+    #[inline]
+    pub(crate) fn reserve(&self, now: u64, t: u64, tau: u64, max_wait: u64) -> Outcome {
+        let parked = self.parked_until.load(Ordering::Acquire);
+        let eff_now = now.max(parked);
+        let mut tat = self.tat.load(Ordering::Acquire);
+        loop {
+            if tat == EVICTED {
+                return Outcome::Evicted;
+            }
+            let start = eff_now.max(tat.saturating_sub(tau));
+            let wait = start - now;
+            if wait > max_wait {
+                return Outcome::Deny {
+                    retry_in: wait,
+                    parked: parked > now && parked >= tat.saturating_sub(tau),
+                };
+            }
+            let ticket = tat.max(eff_now).saturating_add(t).min(MAX_TAT);
+            match self
+                .tat
+                .compare_exchange_weak(tat, ticket, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return Outcome::Admit { start, ticket },
+                Err(actual) => tat = actual,
+            }
+        }
+    }
+
+    /// Gives back the slot that wrote `ticket`, if no later reservation was stacked on it.
+    /// Returns whether it was given back.
+    pub(crate) fn give_back(&self, ticket: u64, t: u64) -> bool {
+        self.tat
+            .compare_exchange(
+                ticket,
+                ticket.saturating_sub(t),
+                Ordering::AcqRel,
+                Ordering::Relaxed,
+            )
+            .is_ok()
+    }
+
+    /// Parks the bucket until `until` (never shortens a park). Returns `false` when the cell was
+    /// evicted meanwhile and the park must be set on a fresh cell.
+    pub(crate) fn park(&self, until: u64) -> bool {
+        self.parked_until.fetch_max(until, Ordering::SeqCst);
+        self.tat.load(Ordering::SeqCst) != EVICTED
+    }
+
+    /// Until when the bucket is parked (0 when it never was).
+    pub(crate) fn parked_until(&self) -> u64 {
+        self.parked_until.load(Ordering::Acquire)
+    }
+
+    /// Whether the cell is a tombstone.
+    pub(crate) fn is_evicted(&self) -> bool {
+        self.tat.load(Ordering::Acquire) == EVICTED
+    }
+
+    /// Evicts the cell if its bucket is full and it is not parked at `now`.
+    pub(crate) fn try_evict(&self, now: u64) -> Evict {
+        let tat = self.tat.load(Ordering::SeqCst);
+        if tat == EVICTED {
+            return Evict::Remove;
+        }
+        if tat > now || self.parked_until.load(Ordering::SeqCst) > now {
+            return Evict::Keep;
+        }
+        if self
+            .tat
+            .compare_exchange(tat, EVICTED, Ordering::SeqCst, Ordering::SeqCst)
+            .is_err()
+        {
+            // A reservation landed first: the bucket is in use.
+            return Evict::Keep;
+        }
+        match self.parked_until.load(Ordering::SeqCst) {
+            p if p > now => Evict::RemoveParked(p),
+            _ => Evict::Remove,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn admit(c: &Cell, now: u64, t: u64, tau: u64) -> u64 {
+        match c.reserve(now, t, tau, u64::MAX) {
+            Outcome::Admit { start, .. } => start,
+            other => panic!("expected a slot, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn burst_two_rate_one() {
+        let c = Cell::new();
+        let starts: Vec<u64> = (0..5).map(|_| admit(&c, 0, S, S)).collect();
+        assert_eq!(starts, [0, 0, S, 2 * S, 3 * S]);
+    }
+
+    #[test]
+    fn deny_takes_nothing() {
+        let c = Cell::new();
+        assert_eq!(admit(&c, 0, S, 0), 0);
+        assert_eq!(
+            c.reserve(0, S, 0, S / 2),
+            Outcome::Deny {
+                retry_in: S,
+                parked: false
+            }
+        );
+        assert_eq!(admit(&c, 0, S, 0), S);
+    }
+
+    #[test]
+    fn park_holds_and_eviction_respects_it() {
+        let c = Cell::new();
+        assert!(c.park(5 * S));
+        assert_eq!(
+            c.reserve(S, S, 0, 0),
+            Outcome::Deny {
+                retry_in: 4 * S,
+                parked: true
+            }
+        );
+        assert_eq!(c.try_evict(S), Evict::Keep);
+        assert_eq!(admit(&c, S, S, 0), 5 * S);
+        assert_eq!(c.try_evict(5 * S), Evict::Keep, "refilling until 6 s");
+        assert_eq!(c.try_evict(6 * S), Evict::Remove);
+        assert!(c.is_evicted());
+        assert_eq!(c.reserve(7 * S, S, 0, 0), Outcome::Evicted);
+        assert!(!c.park(9 * S), "a park on a tombstone must be redone");
+    }
+
+    #[test]
+    fn give_back_only_when_nothing_stacked() {
+        let c = Cell::new();
+        admit(&c, 0, S, 0);
+        let Outcome::Admit { ticket: a, .. } = c.reserve(0, S, 0, u64::MAX) else {
+            panic!("slot")
+        };
+        let Outcome::Admit { ticket: b, .. } = c.reserve(0, S, 0, u64::MAX) else {
+            panic!("slot")
+        };
+        assert!(!c.give_back(a, S), "b is stacked on a");
+        assert!(c.give_back(b, S));
+        assert_eq!(admit(&c, 0, S, 0), 2 * S, "b's slot is free again");
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(48))]
+
+        /// Several threads reserve on one cell with their own synthetic clocks (arrival times
+        /// drawn at random, in order per thread, interleaved at random between threads by the
+        /// scheduler). Real time cannot drive this: the threads' interleaving is what is
+        /// random, and the time each one claims to see is what the bound is checked against.
+        #[test]
+        fn no_window_exceeds_burst_plus_rate(
+            interval_ms in 1u64..2_000,
+            burst in 1u32..6,
+            threads in proptest::collection::vec(
+                proptest::collection::vec((0u64..3_000, 0u64..10_000), 1..40),
+                2..5,
+            ),
+        ) {
+            let t = interval_ms * 1_000_000;
+            let tau = u64::from(burst - 1) * t;
+            let cell = Cell::new();
+            let mut starts: Vec<u64> = std::thread::scope(|s| {
+                let handles: Vec<_> = threads
+                    .iter()
+                    .map(|arrivals| {
+                        let cell = &cell;
+                        s.spawn(move || {
+                            let mut now = 0u64;
+                            let mut mine = Vec::new();
+                            for &(gap_ms, max_wait_ms) in arrivals {
+                                now += gap_ms * 1_000_000;
+                                let max_wait = max_wait_ms * 1_000_000;
+                                match cell.reserve(now, t, tau, max_wait) {
+                                    Outcome::Admit { start, .. } => {
+                                        assert!(start >= now && start - now <= max_wait);
+                                        mine.push(start);
+                                    }
+                                    Outcome::Deny { retry_in, .. } => assert!(retry_in > max_wait),
+                                    Outcome::Evicted => unreachable!("nothing evicts here"),
+                                }
+                            }
+                            mine
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .flat_map(|h| h.join().expect("reserving thread does not panic"))
+                    .collect()
+            });
+            starts.sort_unstable();
+            for i in 0..starts.len() {
+                for j in i..starts.len() {
+                    let n = (j - i + 1) as u64;
+                    let d = starts[j] - starts[i];
+                    prop_assert!(
+                        n <= u64::from(burst) + d / t,
+                        "{n} starts in a window of {d} ns (burst {burst}, interval {t} ns)"
+                    );
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,213 @@
+use crate::config::{Mode, Quota, Rate};
+use crate::key::{Global, KeyBy, KeyFn, PerHost, RequestHead};
+use crate::service::TokenBucketRateLimit;
+use crate::store::{InMemoryStore, RateLimitStore};
+use courier_core::{HintConfig, HostKey};
+use std::fmt;
+use std::hash::Hash;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::time::Duration;
+use tower_layer::Layer;
+
+/// The default `max_wait`: 60 s.
+pub const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// The default threshold above which a wait is logged: 1 s.
+pub const DEFAULT_LOG_WAITS_OVER: Duration = Duration::from_secs(1);
+
+/// Paces requests with a token bucket per host (or per key of your own, or one for all), and
+/// parks a host when the server asks for quiet.
+///
+/// See the [crate docs](crate) for the behaviour and an example.
+///
+/// # Clone
+///
+/// The buckets are shared state owned by the layer, behind an `Arc`: every service the layer
+/// makes, and every clone of those services, draws from the same buckets. Cloning never forks a
+/// limit, and no `Buffer` is needed.
+pub struct TokenBucketRateLimitLayer<KF = PerHost, St = InMemoryStore<HostKey>> {
+    shared: Arc<Shared<KF, St>>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Config {
+    pub(crate) quota: Quota,
+    pub(crate) mode: Mode,
+    pub(crate) max_wait: Duration,
+    /// `None` when server hints are ignored.
+    pub(crate) hints: Option<HintConfig>,
+    pub(crate) log_waits_over: Duration,
+}
+
+/// What every service and clone made by one layer share.
+#[derive(Clone)]
+pub(crate) struct Shared<KF, St> {
+    pub(crate) config: Config,
+    pub(crate) key_fn: KF,
+    pub(crate) store: St,
+}
+
+// === impl TokenBucketRateLimitLayer ===
+
+impl TokenBucketRateLimitLayer {
+    /// A bucket per host (scheme + authority) of `burst` tokens, refilled at `rate`, in Wait
+    /// mode, kept in an [`InMemoryStore`].
+    pub fn new(rate: Rate, burst: NonZeroU32) -> Self {
+        Self::with_quota(Quota::new(rate, burst))
+    }
+
+    /// A bucket per host with this quota (see [`TokenBucketRateLimitLayer::new`]).
+    pub fn with_quota(quota: Quota) -> Self {
+        Self::from_parts(
+            Config {
+                quota,
+                mode: Mode::Wait,
+                max_wait: DEFAULT_MAX_WAIT,
+                hints: Some(HintConfig::new()),
+                log_waits_over: DEFAULT_LOG_WAITS_OVER,
+            },
+            PerHost,
+            InMemoryStore::new(),
+        )
+    }
+}
+
+impl<KF, St> TokenBucketRateLimitLayer<KF, St> {
+    fn from_parts(config: Config, key_fn: KF, store: St) -> Self {
+        Self {
+            shared: Arc::new(Shared {
+                config,
+                key_fn,
+                store,
+            }),
+        }
+    }
+
+    /// The store holding the buckets.
+    pub fn store(&self) -> &St {
+        &self.shared.store
+    }
+
+    /// The key function.
+    pub fn key_fn(&self) -> &KF {
+        &self.shared.key_fn
+    }
+
+    /// The quota every bucket follows.
+    pub fn quota(&self) -> Quota {
+        self.shared.config.quota
+    }
+}
+
+impl<KF: KeyFn + Clone, St: Clone> TokenBucketRateLimitLayer<KF, St> {
+    fn into_shared(self) -> Shared<KF, St> {
+        Arc::try_unwrap(self.shared).unwrap_or_else(|shared| (*shared).clone())
+    }
+
+    fn map_config(self, f: impl FnOnce(&mut Config)) -> Self {
+        let mut shared = self.into_shared();
+        f(&mut shared.config);
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
+    /// Wait for a slot or reject at once. Defaults to [`Mode::Wait`].
+    pub fn mode(self, mode: Mode) -> Self {
+        self.map_config(|c| c.mode = mode)
+    }
+
+    /// The longest a request waits for its slot (or for a server's park to end) in Wait mode;
+    /// a longer wait fails at once with `RateLimited`. Defaults to 60 s.
+    pub fn max_wait(self, max_wait: Duration) -> Self {
+        self.map_config(|c| c.max_wait = max_wait)
+    }
+
+    /// How server hints are read (reset format, wall clock). Defaults to [`HintConfig::new`].
+    pub fn hint_config(self, hints: HintConfig) -> Self {
+        self.map_config(|c| c.hints = Some(hints))
+    }
+
+    /// Whether a response's `Retry-After` (on 429, 503 or 403), `x-ratelimit-*` or `RateLimit`
+    /// fields park its host. Defaults to `true`.
+    pub fn obey_server_hints(self, obey: bool) -> Self {
+        self.map_config(|c| match (obey, c.hints.is_some()) {
+            (true, false) => c.hints = Some(HintConfig::new()),
+            (false, _) => c.hints = None,
+            (true, true) => {}
+        })
+    }
+
+    /// A request that waits longer than this emits an `info` event. Defaults to 1 s.
+    pub fn log_waits_over(self, threshold: Duration) -> Self {
+        self.map_config(|c| c.log_waits_over = threshold)
+    }
+
+    /// Keeps the buckets in `store` instead (e.g. a store shared between processes).
+    pub fn store_in<St2>(self, store: St2) -> TokenBucketRateLimitLayer<KF, St2>
+    where
+        St2: RateLimitStore<KF::Key>,
+    {
+        let shared = self.into_shared();
+        TokenBucketRateLimitLayer::from_parts(shared.config, shared.key_fn, store)
+    }
+
+    /// Picks buckets with `key_fn`, kept in a fresh [`InMemoryStore`] (call `max_keys` or
+    /// `store_in` after this one).
+    pub fn key_fn_with<KF2: KeyFn + Clone>(
+        self,
+        key_fn: KF2,
+    ) -> TokenBucketRateLimitLayer<KF2, InMemoryStore<KF2::Key>> {
+        let shared = self.into_shared();
+        TokenBucketRateLimitLayer::from_parts(shared.config, key_fn, InMemoryStore::new())
+    }
+
+    /// One bucket for every request.
+    pub fn global(self) -> TokenBucketRateLimitLayer<Global, InMemoryStore<()>> {
+        self.key_fn_with(Global)
+    }
+
+    /// A bucket per key `f` returns for the request's head (method, URI, headers, extensions).
+    pub fn key_by<F, K>(self, f: F) -> TokenBucketRateLimitLayer<KeyBy<F>, InMemoryStore<K>>
+    where
+        F: Fn(&RequestHead<'_>) -> K + Clone + Send + Sync + 'static,
+        K: Clone + Eq + Hash + fmt::Debug + Send + Sync + 'static,
+    {
+        self.key_fn_with(KeyBy(f))
+    }
+}
+
+impl<KF: KeyFn + Clone> TokenBucketRateLimitLayer<KF, InMemoryStore<KF::Key>> {
+    /// How many keys the in-process store keeps before it evicts idle ones (a fresh store
+    /// replaces the current one). Defaults to 10 000.
+    pub fn max_keys(self, max_keys: usize) -> Self {
+        self.store_in(InMemoryStore::with_max_keys(max_keys))
+    }
+}
+
+impl<KF, St> Clone for TokenBucketRateLimitLayer<KF, St> {
+    fn clone(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl<KF, St> fmt::Debug for TokenBucketRateLimitLayer<KF, St> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TokenBucketRateLimitLayer")
+            .field("config", &self.shared.config)
+            .field("key_fn", &std::any::type_name::<KF>())
+            .field("store", &std::any::type_name::<St>())
+            .finish()
+    }
+}
+
+impl<S, KF, St> Layer<S> for TokenBucketRateLimitLayer<KF, St> {
+    type Service = TokenBucketRateLimit<S, KF, St>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        TokenBucketRateLimit::new(inner, Arc::clone(&self.shared))
+    }
+}

@@ -1,0 +1,367 @@
+//! Where the buckets live: the [`RateLimitStore`] seam and the in-process [`InMemoryStore`].
+//!
+//! The layer asks its store one question per request, "may a request for this key start, and
+//! when?", as one future ([`RateLimitStore::acquire`]); it tells the store when the server parks
+//! a key ([`RateLimitStore::park`]); and it gives a reserved slot back when the caller drops the
+//! request before the slot came ([`RateLimitStore::cancel`]). Nothing else crosses the seam, so a
+//! store shared between processes fits behind it unchanged:
+//!
+//! - **one decision, one round trip**: `acquire` returns the store's own future type. The
+//!   in-process store answers with [`std::future::Ready`] (no allocation, no boxing, no lock);
+//!   a networked store runs its whole update (GCRA and park check together, e.g. one server-side
+//!   script using the server's clock) in the one future it returns. A decision is relative to
+//!   the store's clock: the [`Grant`] carries a local [`Instant`] the store computed from the
+//!   wait it decided, so clocks of different machines never need to agree.
+//! - **shared parking**: `park` records "nobody starts a request for this key until `wait` from
+//!   now". The store decides how widely that is seen: the in-process store sees it in every
+//!   clone of the layer; a shared store makes every process see it. `park` is synchronous and
+//!   must not block: a networked store records the park locally at once (so this process obeys
+//!   it on the very next request) and sends it on in the background.
+//! - **failure policy**: `acquire` may fail with an error, which the layer returns to the caller
+//!   as the request's error. Whether a networked store falls back to an in-process bucket
+//!   (fail-open) or refuses with a [`Decision::Deny`] (fail-closed) when its backend is slow or
+//!   down is the store's own policy, behind its own timeout, invisible to the layer.
+//!
+//! The store is part of the layer's shared state: the layer keeps it behind an `Arc`, so every
+//! service the layer makes and every clone of those services ask the same store.
+
+use crate::config::Quota;
+use crate::gcra::{Cell, Evict, Outcome};
+use courier_core::BoxError;
+use std::fmt;
+use std::future::{Future, Ready, ready};
+use std::hash::Hash;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// How many keys an [`InMemoryStore`] keeps before it evicts idle ones: 10 000.
+pub const DEFAULT_MAX_KEYS: usize = 10_000;
+
+/// The state behind the rate limit layer's keys.
+///
+/// See the [module docs](self) for the contract. `K` is the key type of the layer's key
+/// function ([`HostKey`](courier_core::HostKey) by default).
+pub trait RateLimitStore<K>: Send + Sync + 'static {
+    /// The future of one decision. It owns what it needs: it outlives the borrow of `self` and
+    /// `key`.
+    type Acquire: Future<Output = Result<Decision, BoxError>> + Send + 'static;
+
+    /// Decides whether a request for `key` may start, under `quota`, waiting at most `max_wait`
+    /// (zero when the layer rejects instead of waiting).
+    ///
+    /// On [`Decision::Admit`] the slot is taken (the request starts at [`Grant::at`]); on
+    /// [`Decision::Deny`] nothing is taken.
+    fn acquire(&self, key: &K, quota: Quota, max_wait: Duration) -> Self::Acquire;
+
+    /// The server asked that no request for `key` start before `wait` from now. A park never
+    /// shortens an earlier, longer one.
+    fn park(&self, key: &K, wait: Duration);
+
+    /// The caller dropped a request that held `grant` before its slot came. A store may give the
+    /// slot back; the default keeps it spent, which is also correct: it only lowers the rate.
+    fn cancel(&self, key: &K, quota: Quota, grant: &Grant) {
+        let _ = (key, quota, grant);
+    }
+}
+
+/// A store's answer to one request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Decision {
+    /// A slot was reserved.
+    Admit(Grant),
+    /// No slot within the wait the request accepts; nothing was taken.
+    Deny(Denial),
+}
+
+/// A reserved slot: when the request may start, and the store's receipt for it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Grant {
+    at: Instant,
+    ticket: u64,
+}
+
+impl Grant {
+    /// A slot starting at `at`; `ticket` is whatever the store needs to give it back (see
+    /// [`RateLimitStore::cancel`]).
+    pub const fn new(at: Instant, ticket: u64) -> Self {
+        Self { at, ticket }
+    }
+
+    /// When the request may start.
+    pub const fn at(&self) -> Instant {
+        self.at
+    }
+
+    /// The store's receipt.
+    pub const fn ticket(&self) -> u64 {
+        self.ticket
+    }
+}
+
+/// A refusal: when a slot would have been free.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Denial {
+    retry_in: Duration,
+    parked: bool,
+}
+
+impl Denial {
+    /// The first free slot is `retry_in` away.
+    pub const fn new(retry_in: Duration) -> Self {
+        Self {
+            retry_in,
+            parked: false,
+        }
+    }
+
+    /// Marks the refusal as caused by a server's park rather than by the bucket.
+    pub const fn parked(mut self, parked: bool) -> Self {
+        self.parked = parked;
+        self
+    }
+
+    /// How long until a slot is free.
+    pub const fn retry_in(&self) -> Duration {
+        self.retry_in
+    }
+
+    /// Whether the server's park is what holds the key.
+    pub const fn is_parked(&self) -> bool {
+        self.parked
+    }
+}
+
+/// The in-process store: a lock-free map of GCRA buckets, one `AtomicU64` each.
+///
+/// A decision on a known key is one map lookup and one compare-and-swap: no lock, no
+/// allocation. Time is counted in nanoseconds from a base [`Instant`] taken when the store is
+/// made (so paused tokio time drives it in tests: make the store inside the runtime).
+///
+/// # Eviction
+///
+/// When a new key would bring the map to `max_keys`, idle keys are evicted first. A key is idle
+/// only when its bucket is full again and it is not parked: a fresh bucket for it would hold
+/// exactly what the evicted one held, so eviction never lets a host burst beyond its burst.
+/// Keys still refilling are kept even past the maximum (their number is bounded by traffic:
+/// each was used within the last `burst / rate`); to keep sweeps cheap, a sweep that frees
+/// little lets the map grow by an eighth of the maximum before the next one.
+///
+/// # Clone
+///
+/// Cloning is cheap and shares the buckets: the map is behind an `Arc`.
+pub struct InMemoryStore<K> {
+    inner: Arc<Inner<K>>,
+}
+
+struct Inner<K> {
+    map: papaya::HashMap<K, Cell>,
+    base: Instant,
+    max_keys: usize,
+    sweeping: AtomicBool,
+    /// No sweep below this many keys (beyond `max_keys`): set after a sweep that freed little.
+    sweep_floor: AtomicUsize,
+}
+
+// === impl InMemoryStore ===
+
+impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
+    /// An empty store keeping up to [`DEFAULT_MAX_KEYS`] keys.
+    pub fn new() -> Self {
+        Self::with_max_keys(DEFAULT_MAX_KEYS)
+    }
+
+    /// An empty store keeping up to `max_keys` keys (at least 1) before it evicts idle ones.
+    pub fn with_max_keys(max_keys: usize) -> Self {
+        Self {
+            inner: Arc::new(Inner {
+                map: papaya::HashMap::new(),
+                base: Instant::now(),
+                max_keys: max_keys.max(1),
+                sweeping: AtomicBool::new(false),
+                sweep_floor: AtomicUsize::new(0),
+            }),
+        }
+    }
+
+    /// How many keys are held now.
+    pub fn len(&self) -> usize {
+        self.inner.map.len()
+    }
+
+    /// Whether no key is held.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The maximum number of idle keys kept.
+    pub fn max_keys(&self) -> usize {
+        self.inner.max_keys
+    }
+
+    /// The decision [`RateLimitStore::acquire`] returns, without the future around it.
+    #[inline]
+    pub fn decide(&self, key: &K, quota: Quota, max_wait: Duration) -> Decision {
+        let now = self.now_ns();
+        let max_wait = saturating_nanos(max_wait);
+        let (t, tau) = (quota.interval_nanos(), quota.tolerance_nanos());
+        let map = self.inner.map.pin();
+        loop {
+            let cell = match map.get(key) {
+                Some(cell) => cell,
+                None => self.insert(&map, key, now),
+            };
+            match cell.reserve(now, t, tau, max_wait) {
+                Outcome::Admit { start, ticket } => {
+                    return Decision::Admit(Grant::new(self.instant(start), ticket));
+                }
+                Outcome::Deny { retry_in, parked } => {
+                    return Decision::Deny(
+                        Denial::new(Duration::from_nanos(retry_in)).parked(parked),
+                    );
+                }
+                Outcome::Evicted => {
+                    let _ = map.remove_if(key, |_, c| c.is_evicted());
+                }
+            }
+        }
+    }
+
+    /// Until when `key` is parked, if it is parked now.
+    pub fn parked_until(&self, key: &K) -> Option<Instant> {
+        let now = self.now_ns();
+        let until = self.inner.map.pin().get(key)?.parked_until();
+        (until > now).then(|| self.instant(until))
+    }
+
+    fn now_ns(&self) -> u64 {
+        saturating_nanos(Instant::now().saturating_duration_since(self.inner.base))
+    }
+
+    fn instant(&self, ns: u64) -> Instant {
+        self.inner.base + Duration::from_nanos(ns)
+    }
+
+    #[cold]
+    fn insert<'g>(
+        &self,
+        map: &'g papaya::HashMapRef<'_, K, Cell, std::hash::RandomState, papaya::LocalGuard<'_>>,
+        key: &K,
+        now: u64,
+    ) -> &'g Cell {
+        // Sweep before inserting, so the new (full, hence idle) bucket is not swept at once.
+        self.maybe_sweep(map, now);
+        map.get_or_insert_with(key.clone(), Cell::new)
+    }
+
+    fn maybe_sweep(
+        &self,
+        map: &papaya::HashMapRef<'_, K, Cell, std::hash::RandomState, papaya::LocalGuard<'_>>,
+        now: u64,
+    ) {
+        let max = self.inner.max_keys;
+        let len = map.len();
+        if len < max || len < self.inner.sweep_floor.load(Ordering::Relaxed) {
+            return;
+        }
+        if self.inner.sweeping.swap(true, Ordering::Acquire) {
+            return; // another caller is sweeping
+        }
+        let mut reparks = Vec::new();
+        map.retain(|key, cell| match cell.try_evict(now) {
+            Evict::Keep => true,
+            Evict::Remove => false,
+            Evict::RemoveParked(until) => {
+                reparks.push((key.clone(), until));
+                false
+            }
+        });
+        let after = map.len();
+        let slack = (max / 8).max(1);
+        let floor = if after + slack > max {
+            after + slack
+        } else {
+            0
+        };
+        self.inner.sweep_floor.store(floor, Ordering::Relaxed);
+        self.inner.sweeping.store(false, Ordering::Release);
+        for (key, until) in reparks {
+            self.park_ns(map, key, until);
+        }
+    }
+
+    fn park_ns(
+        &self,
+        map: &papaya::HashMapRef<'_, K, Cell, std::hash::RandomState, papaya::LocalGuard<'_>>,
+        key: K,
+        until: u64,
+    ) {
+        loop {
+            let cell = match map.get(&key) {
+                Some(cell) => cell,
+                None => map.get_or_insert_with(key.clone(), Cell::new),
+            };
+            if cell.park(until) {
+                return;
+            }
+            let _ = map.remove_if(&key, |_, c| c.is_evicted());
+        }
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync + 'static> Default for InMemoryStore<K> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<K> Clone for InMemoryStore<K> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<K: Hash + Eq> fmt::Debug for InMemoryStore<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("InMemoryStore")
+            .field("keys", &self.inner.map.len())
+            .field("max_keys", &self.inner.max_keys)
+            .finish()
+    }
+}
+
+impl<K: Hash + Eq + Clone + Send + Sync + 'static> RateLimitStore<K> for InMemoryStore<K> {
+    type Acquire = Ready<Result<Decision, BoxError>>;
+
+    #[inline]
+    fn acquire(&self, key: &K, quota: Quota, max_wait: Duration) -> Self::Acquire {
+        ready(Ok(self.decide(key, quota, max_wait)))
+    }
+
+    fn park(&self, key: &K, wait: Duration) {
+        let until = self.now_ns().saturating_add(saturating_nanos(wait));
+        let map = self.inner.map.pin();
+        if map.get(key).is_none() {
+            self.maybe_sweep(&map, self.now_ns());
+        }
+        self.park_ns(&map, key.clone(), until);
+    }
+
+    /// Gives the slot back when no later reservation was stacked on it and its start has not
+    /// come yet; otherwise it stays spent. Either way, nobody else waits longer because of it.
+    fn cancel(&self, key: &K, quota: Quota, grant: &Grant) {
+        if Instant::now() >= grant.at() {
+            return;
+        }
+        if let Some(cell) = self.inner.map.pin().get(key) {
+            cell.give_back(grant.ticket(), quota.interval_nanos());
+        }
+    }
+}
+
+fn saturating_nanos(d: Duration) -> u64 {
+    u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
+}
