@@ -294,11 +294,9 @@ where
                 this.finished = true;
                 break Poll::Ready(Some(Err(ReplayCapExceeded::new(cap).into())));
             }
-            if !this.trailers_sent {
-                if let Some(trailers) = &state.trailers {
-                    this.trailers_sent = true;
-                    break Poll::Ready(Some(Ok(Frame::trailers(trailers.clone()))));
-                }
+            if let (false, Some(trailers)) = (this.trailers_sent, &state.trailers) {
+                this.trailers_sent = true;
+                break Poll::Ready(Some(Ok(Frame::trailers(trailers.clone()))));
             }
             this.finished = true;
             break Poll::Ready(None);

@@ -1,0 +1,685 @@
+//! RetryLayer at the layer level: DESIGN.md's scenario table and every bullet of the issue, on
+//! paused time against a scripted upstream.
+
+mod common;
+
+use bytes::Bytes;
+use common::*;
+use courier_core::extensions::{AttemptOutcome, Decision, Reason};
+use courier_core::{
+    BoxError, Deadline, FailureKind, HintConfig, ManualClock, WaitSource, is_caused_by,
+};
+use courier_retry::future::ResponseFuture;
+use courier_retry::policy::backoff_ceiling;
+use courier_retry::{Jitter, ReplayBody, Retry, RetryBody, RetryBudget, RetryLayer};
+use http::{Request, Response, StatusCode};
+use http_body::{Body, Frame};
+use proptest::prelude::*;
+use std::convert::Infallible;
+use std::io;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::{Duration, UNIX_EPOCH};
+use tower::{Layer, Service, ServiceExt};
+
+const URL: &str = "http://api.example/v1/items";
+
+fn layer() -> RetryLayer {
+    RetryLayer::new().seed(7)
+}
+
+async fn send(
+    layer: &RetryLayer,
+    mock: &Mock,
+    req: Request<String>,
+) -> Result<Response<String>, BoxError> {
+    layer.layer(mock.clone()).oneshot(req).await
+}
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+/// The waits of the records that retried, checked against the call gaps.
+#[track_caller]
+fn assert_gaps_match_records(res: &Response<String>, mock: &Mock) {
+    let records = attempts(res);
+    let calls = mock.calls();
+    assert_eq!(records.count(), calls.len());
+    for (gap, record) in gaps(&calls).into_iter().zip(&records.0) {
+        assert_eq!(record.decision, Decision::Retry);
+        assert_waited(gap, record.wait);
+    }
+}
+
+// === the scenario table ===
+
+#[tokio::test(start_paused = true)]
+async fn get_503_503_200_takes_three_attempts() {
+    let mock = Mock::new([Answer::Status(503), Answer::Status(503)]);
+    let res = send(&layer(), &mock, get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(mock.count(), 3);
+    assert_gaps_match_records(&res, &mock);
+    let records = attempts(&res);
+    assert_eq!(records.0[0].reason, Reason::RetryableStatus);
+    assert_eq!(records.0[0].wait_source, Some(WaitSource::Backoff));
+    assert!(records.0[0].wait <= Duration::from_millis(500));
+    assert!(records.0[1].wait <= secs(1));
+    assert_eq!(records.last().unwrap().reason, Reason::FinalStatus);
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_500_five_times_stops_after_three() {
+    let mock = Mock::always(Answer::Status(500), 5);
+    let res = send(&layer(), &mock, get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    assert_eq!(mock.count(), 3);
+    assert_gaps_match_records(&res, &mock);
+    let last = attempts(&res).last().cloned().unwrap();
+    assert_eq!(
+        (last.decision, last.reason),
+        (Decision::Stop, Reason::AttemptsExhausted)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_429_retry_after_2_waits_exactly_2s() {
+    let mock = Mock::new([Answer::Headers(429, vec![("retry-after", "2".into())])]);
+    let res = send(&layer(), &mock, get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(mock.count(), 2);
+    assert_waited(gaps(&mock.calls())[0], secs(2));
+    let first = attempts(&res).0[0].clone();
+    assert_eq!(
+        (first.wait, first.wait_source),
+        (secs(2), Some(WaitSource::RetryAfter))
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_429_quota_reset_waits_until_the_reset() {
+    let now = UNIX_EPOCH + secs(1_700_000_000);
+    let hints = HintConfig::new().clock(ManualClock::new(now));
+    for reset in ["1700000002", "2"] {
+        let mock = Mock::new([Answer::Headers(
+            429,
+            vec![
+                ("x-ratelimit-remaining", "0".into()),
+                ("x-ratelimit-reset", reset.into()),
+            ],
+        )]);
+        let res = send(&layer().hint_config(hints.clone()), &mock, get(URL))
+            .await
+            .unwrap();
+        assert_eq!(res.status(), StatusCode::OK, "reset {reset}");
+        assert_eq!(mock.count(), 2);
+        assert_waited(gaps(&mock.calls())[0], secs(2));
+        assert_eq!(
+            attempts(&res).0[0].wait_source,
+            Some(WaitSource::QuotaReset)
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_connection_reset_is_retried() {
+    let mock = Mock::new([Answer::Fail(io::ErrorKind::ConnectionReset)]);
+    let res = send(&layer(), &mock, get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(mock.count(), 2);
+    assert_gaps_match_records(&res, &mock);
+    let first = attempts(&res).0[0].clone();
+    assert_eq!(first.outcome, AttemptOutcome::Failure(FailureKind::Read));
+    assert_eq!(first.reason, Reason::RetryableFailure);
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_delayed_answer_is_retried_after_the_attempt_timeout() {
+    let mock = Mock::new([Answer::Delay(Duration::from_millis(1500), 200)]);
+    let timeout = tower::timeout::TimeoutLayer::new(Duration::from_millis(500));
+    let svc = layer().layer(timeout.layer(mock.clone()));
+    let res = svc.oneshot(get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(mock.count(), 2);
+    let records = attempts(&res);
+    assert_eq!(
+        records.0[0].outcome,
+        AttemptOutcome::Failure(FailureKind::Timeout)
+    );
+    assert_eq!(records.0[0].elapsed, Duration::from_millis(500));
+    assert_waited(
+        gaps(&mock.calls())[0],
+        Duration::from_millis(500) + records.0[0].wait,
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn post_503_without_key_is_sent_once() {
+    let mock = Mock::new([Answer::Status(503)]);
+    let res = send(&layer(), &mock, post(URL, "order")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(mock.count(), 1);
+    assert_eq!(attempts(&res).last().unwrap().reason, Reason::NotRetrySafe);
+}
+
+#[tokio::test(start_paused = true)]
+async fn post_503_with_key_is_retried_with_the_same_key() {
+    let mock = Mock::new([Answer::Status(503)]);
+    let mut req = post(URL, "order");
+    req.headers_mut()
+        .insert("idempotency-key", "k-42".parse().unwrap());
+    let res = send(&layer(), &mock, req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let calls = mock.calls();
+    assert_eq!(calls.len(), 2);
+    for c in &calls {
+        assert_eq!(c.headers["idempotency-key"], "k-42");
+        assert_eq!(c.body.as_deref(), Some(&b"order"[..]));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn get_429_retry_after_120_returns_at_once() {
+    let (_guard, events) = capture();
+    let mock = Mock::new([Answer::Headers(429, vec![("retry-after", "120".into())])]);
+    let res = send(&layer(), &mock, get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(mock.count(), 1);
+    let last = attempts(&res).last().cloned().unwrap();
+    assert_eq!(last.reason, Reason::HintTooLong);
+    assert_eq!(last.elapsed, Duration::ZERO, "returned at once");
+    let events = events.lock().unwrap();
+    assert_eq!(events.len(), 1);
+    assert_eq!(events[0]["reason"], "hint_exceeds_max_wait");
+    assert_eq!(events[0]["decision"], "stop");
+}
+
+#[tokio::test(start_paused = true)]
+async fn skewed_server_date_waits_the_servers_delta() {
+    // Our clock is 40 s ahead of the server's; by our clock the Retry-After date is 38 s ago.
+    let ours = UNIX_EPOCH + secs(1_700_000_000);
+    let server_date = ours - secs(40);
+    let mock = Mock::new([Answer::Headers(
+        503,
+        vec![
+            ("date", httpdate::fmt_http_date(server_date)),
+            (
+                "retry-after",
+                httpdate::fmt_http_date(server_date + secs(2)),
+            ),
+        ],
+    )]);
+    let layer = layer().hint_config(HintConfig::new().clock(ManualClock::new(ours)));
+    let res = send(&layer, &mock, get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_waited(gaps(&mock.calls())[0], secs(2));
+    assert_eq!(attempts(&res).0[0].wait, secs(2));
+}
+
+// === idempotency ===
+
+#[tokio::test(start_paused = true)]
+async fn post_without_key_is_sent_once_on_a_read_timeout() {
+    let mock = Mock::new([Answer::Delay(secs(5), 200)]);
+    let timeout = tower::timeout::TimeoutLayer::new(Duration::from_millis(500));
+    let err = layer()
+        .layer(timeout.layer(mock.clone()))
+        .oneshot(post(URL, "order"))
+        .await
+        .unwrap_err();
+    assert!(
+        is_caused_by::<tower::timeout::error::Elapsed>(&*err),
+        "{err}"
+    );
+    assert_eq!(mock.count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn post_without_key_is_retried_after_a_connect_error() {
+    let mock = Mock::new([Answer::Fail(io::ErrorKind::ConnectionRefused)]);
+    let res = send(&layer(), &mock, post(URL, "order")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let calls = mock.calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[1].body.as_deref(), Some(&b"order"[..]));
+    assert_eq!(
+        attempts(&res).0[0].outcome,
+        AttemptOutcome::Failure(FailureKind::Connect)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn generated_key_is_the_same_on_every_attempt_and_never_replaces() {
+    let layer = layer().generate_idempotency_keys(true);
+    let mock = Mock::new([Answer::Status(503), Answer::Status(502)]);
+    let res = send(&layer, &mock, post(URL, "x")).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let calls = mock.calls();
+    assert_eq!(calls.len(), 3);
+    let key = calls[0].headers["idempotency-key"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let parsed = uuid::Uuid::parse_str(&key).expect("a uuid");
+    assert_eq!(parsed.get_version_num(), 4);
+    assert!(calls.iter().all(|c| c.headers["idempotency-key"] == *key));
+
+    let mock = Mock::new([Answer::Status(503)]);
+    let mut req = Request::patch(URL).body(String::new()).unwrap();
+    req.headers_mut()
+        .insert("idempotency-key", "mine".parse().unwrap());
+    send(&layer, &mock, req).await.unwrap();
+    assert!(
+        mock.calls()
+            .iter()
+            .all(|c| c.headers["idempotency-key"] == "mine")
+    );
+
+    let mock = Mock::new([]);
+    send(&layer, &mock, get(URL)).await.unwrap();
+    assert!(!mock.calls()[0].headers.contains_key("idempotency-key"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn idempotent_methods_are_configurable() {
+    let layer = layer().idempotent_methods([http::Method::GET]);
+    let mock = Mock::new([Answer::Status(503)]);
+    let req = Request::put(URL).body(String::new()).unwrap();
+    let res = send(&layer, &mock, req).await.unwrap();
+    assert_eq!(mock.count(), 1);
+    assert_eq!(attempts(&res).last().unwrap().reason, Reason::NotRetrySafe);
+}
+
+// === statuses and failures ===
+
+#[tokio::test(start_paused = true)]
+async fn final_statuses_end_the_call() {
+    for status in [200, 201, 301, 304, 400, 401, 404, 409, 501] {
+        let mock = Mock::new([Answer::Status(status)]);
+        let res = send(&layer(), &mock, get(URL)).await.unwrap();
+        assert_eq!(res.status().as_u16(), status);
+        assert_eq!(mock.count(), 1, "{status}");
+        assert_eq!(attempts(&res).last().unwrap().reason, Reason::FinalStatus);
+    }
+    for status in [408, 429, 500, 502, 503, 504] {
+        let mock = Mock::new([Answer::Status(status)]);
+        send(&layer(), &mock, get(URL)).await.unwrap();
+        assert_eq!(mock.count(), 2, "{status}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn retryable_statuses_are_configurable() {
+    let layer = layer().retryable_statuses([StatusCode::NOT_FOUND]);
+    let mock = Mock::new([Answer::Status(404), Answer::Status(503)]);
+    let res = send(&layer, &mock, get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(mock.count(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn forbidden_counts_as_rate_limit_only_with_a_hint() {
+    let limited = || Answer::Headers(403, vec![("retry-after", "1".into())]);
+    let mock = Mock::new([limited()]);
+    let res = send(&layer(), &mock, get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_waited(gaps(&mock.calls())[0], secs(1));
+
+    let mock = Mock::new([Answer::Status(403)]);
+    let res = send(&layer(), &mock, get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert_eq!(mock.count(), 1);
+
+    let mock = Mock::new([limited()]);
+    let res = send(&layer().rate_limit_403(false), &mock, get(URL))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), StatusCode::FORBIDDEN);
+    assert_eq!(mock.count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn local_refusals_are_never_retried() {
+    let mock = Mock::new([Answer::Local]);
+    let err = send(&layer(), &mock, get(URL)).await.unwrap_err();
+    assert!(err.is::<courier_core::CircuitOpen>());
+    assert_eq!(mock.count(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_last_transport_error_comes_back() {
+    let mock = Mock::always(Answer::Fail(io::ErrorKind::ConnectionReset), 3);
+    let err = send(&layer(), &mock, get(URL)).await.unwrap_err();
+    let io = err
+        .downcast_ref::<io::Error>()
+        .expect("the inner error as is");
+    assert_eq!(io.kind(), io::ErrorKind::ConnectionReset);
+    assert_eq!(mock.count(), 3);
+}
+
+// === deadline and waits ===
+
+#[tokio::test(start_paused = true)]
+async fn a_hint_past_the_deadline_stops_at_once() {
+    let mock = Mock::new([Answer::Headers(503, vec![("retry-after", "5".into())])]);
+    let mut req = get(URL);
+    req.extensions_mut().insert(Deadline::after(secs(3)));
+    let res = send(&layer(), &mock, req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(mock.count(), 1);
+    let last = attempts(&res).last().cloned().unwrap();
+    assert_eq!(
+        (last.reason, last.elapsed),
+        (Reason::PastDeadline, Duration::ZERO)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_backoff_past_the_deadline_stops() {
+    let layer = layer().jitter(Jitter::None).base(secs(2));
+    let mock = Mock::always(Answer::Status(503), 3);
+    let mut req = get(URL);
+    req.extensions_mut().insert(Deadline::after(secs(3)));
+    let res = send(&layer, &mock, req).await.unwrap();
+    // 2 s fits, the next 4 s does not.
+    assert_eq!(mock.count(), 2);
+    assert_eq!(attempts(&res).last().unwrap().reason, Reason::PastDeadline);
+}
+
+#[tokio::test(start_paused = true)]
+async fn backoff_is_exponential_without_jitter() {
+    let layer = layer().jitter(Jitter::None).attempts(5).cap(secs(3));
+    let mock = Mock::always(Answer::Status(503), 5);
+    send(&layer, &mock, get(URL)).await.unwrap();
+    let want = [500, 1000, 2000, 3000].map(Duration::from_millis);
+    for (gap, want) in gaps(&mock.calls()).into_iter().zip(want) {
+        assert_waited(gap, want);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_seed_makes_waits_reproducible() {
+    let run = |seed| async move {
+        let mock = Mock::always(Answer::Status(503), 3);
+        let res = send(&RetryLayer::new().seed(seed), &mock, get(URL))
+            .await
+            .unwrap();
+        attempts(&res).0.iter().map(|r| r.wait).collect::<Vec<_>>()
+    };
+    assert_eq!(run(1).await, run(1).await);
+    assert_ne!(run(1).await, run(2).await);
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(48))]
+
+    /// Every backoff wait the layer takes lies in [0, min(cap, base * 2^(n-1))].
+    #[test]
+    fn layer_backoff_stays_in_bounds(
+        seed in any::<u64>(),
+        base_ms in 1u64..2_000,
+        cap_ms in 1u64..20_000,
+        attempts_n in 2u32..8,
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        let (base, cap) = (Duration::from_millis(base_ms), Duration::from_millis(cap_ms));
+        rt.block_on(async {
+            let layer = RetryLayer::new()
+                .seed(seed)
+                .base(base)
+                .cap(cap)
+                .attempts(attempts_n)
+                .without_budget();
+            let mock = Mock::always(Answer::Status(503), 10);
+            let res = send(&layer, &mock, get(URL)).await.unwrap();
+            let records = attempts(&res);
+            prop_assert_eq!(records.count(), attempts_n as usize);
+            let calls = mock.calls();
+            for (i, r) in records.0.iter().take(records.count() - 1).enumerate() {
+                let ceiling = backoff_ceiling(base, cap, r.attempt);
+                prop_assert!(r.wait <= ceiling, "{:?} > {:?}", r.wait, ceiling);
+                let gap = calls[i + 1].at - calls[i].at;
+                prop_assert!(gap >= r.wait && gap <= r.wait + Duration::from_millis(1));
+            }
+            Ok(())
+        })?;
+    }
+}
+
+// === records and events ===
+
+#[tokio::test(start_paused = true)]
+async fn one_event_per_attempt_without_credentials() {
+    let (_guard, events) = capture();
+    let mock = Mock::new([Answer::Status(503)]);
+    let req = get("http://user:secret@api.example/v1/items?token=hunter2");
+    let res = send(&layer(), &mock, req).await.unwrap();
+    let records = attempts(&res);
+    let events = events.lock().unwrap().clone();
+    assert_eq!(events.len(), 2);
+    let e = &events[0];
+    assert_eq!(e["attempt"], "1");
+    assert_eq!(e["method"], "GET");
+    assert_eq!(e["host"], "http://api.example");
+    assert_eq!(e["path"], "/v1/items");
+    assert_eq!(e["outcome"], "503");
+    assert_eq!(e["decision"], "retry");
+    assert_eq!(e["reason"], "retryable_status");
+    assert_eq!(e["wait_source"], "backoff");
+    assert_eq!(e["wait_ms"], records.0[0].wait.as_millis().to_string());
+    assert_eq!(e["elapsed_ms"], "0");
+    assert_eq!(e["level"], "INFO");
+    assert_eq!(events[1]["decision"], "stop");
+    assert_eq!(events[1]["reason"], "final_status");
+    assert_eq!(events[1]["wait_source"], "none");
+    for e in &events {
+        let all = format!("{e:?}");
+        assert!(!all.contains("secret") && !all.contains("hunter2"), "{all}");
+    }
+}
+
+// === bodies ===
+
+/// A streaming body of chunks, not `Clone`.
+struct Chunks(Vec<&'static str>);
+
+impl Body for Chunks {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        if self.0.is_empty() {
+            return Poll::Ready(None);
+        }
+        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
+            self.0.remove(0).as_bytes(),
+        )))))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_streaming_body_is_replayed_whole() {
+    let mock = Mock::new([Answer::Status(503)]);
+    let req = Request::put(URL)
+        .body(ReplayBody::new(Chunks(vec!["a", "bc", "def"])))
+        .unwrap();
+    let res = layer().layer(mock.clone()).oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    let calls = mock.calls();
+    assert_eq!(calls.len(), 2);
+    for c in calls {
+        assert_eq!(c.body.as_deref(), Some(&b"abcdef"[..]));
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_over_the_replay_cap_is_sent_once() {
+    let mock = Mock::new([Answer::Status(503)]);
+    let req = Request::put(URL)
+        .body(ReplayBody::with_cap(Chunks(vec!["abc", "def"]), 4))
+        .unwrap();
+    let res = layer().layer(mock.clone()).oneshot(req).await.unwrap();
+    assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+    assert_eq!(mock.count(), 1);
+    assert_eq!(mock.calls()[0].body.as_deref(), Some(&b"abcdef"[..]));
+    assert_eq!(
+        attempts(&res).last().unwrap().reason,
+        Reason::BodyNotReplayable
+    );
+}
+
+/// A response body that says whether it was read to the end.
+struct Tracked {
+    data: Option<Bytes>,
+    done: Arc<AtomicBool>,
+}
+
+impl Body for Tracked {
+    type Data = Bytes;
+    type Error = Infallible;
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+        match self.data.take() {
+            Some(d) => Poll::Ready(Some(Ok(Frame::data(d)))),
+            None => {
+                self.done.store(true, Ordering::SeqCst);
+                Poll::Ready(None)
+            }
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failed_body_is_drained_before_the_next_attempt() {
+    let drained = Arc::new(AtomicBool::new(false));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let svc = tower::service_fn({
+        let (drained, calls) = (drained.clone(), calls.clone());
+        move |_req: Request<String>| {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            let done = if n == 0 {
+                drained.clone()
+            } else {
+                Arc::new(AtomicBool::new(false))
+            };
+            let status = if n == 0 { 503 } else { 200 };
+            let saw_drained = drained.load(Ordering::SeqCst);
+            async move {
+                assert!(
+                    n == 0 || saw_drained,
+                    "the next attempt comes after the drain"
+                );
+                let body = Tracked {
+                    data: Some(Bytes::from_static(b"busy")),
+                    done,
+                };
+                Ok::<_, Infallible>(Response::builder().status(status).body(body).unwrap())
+            }
+        }
+    });
+    let res = layer().layer(svc).oneshot(get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert!(drained.load(Ordering::SeqCst));
+    assert_eq!(calls.load(Ordering::SeqCst), 2);
+}
+
+// === cancellation ===
+
+#[tokio::test(start_paused = true)]
+async fn dropping_the_future_during_backoff_stops_everything() {
+    let budget = RetryBudget::new().ratio(0.0).floor(1);
+    let layer = layer().jitter(Jitter::None).base(secs(10)).budget(budget);
+    let mock = Mock::new([Answer::Status(503), Answer::Status(503)]);
+    let mut fut = Box::pin(send(&layer, &mock, get(URL)));
+    assert!(
+        tokio::time::timeout(secs(1), &mut fut).await.is_err(),
+        "still waiting"
+    );
+    assert_eq!(mock.count(), 1);
+    drop(fut);
+    tokio::time::sleep(secs(60)).await;
+    assert_eq!(mock.count(), 1, "no attempt after the drop");
+    // The retry never sent was given back: the floor of one still allows a retry.
+    let res = send(&layer, &mock, get(URL)).await.unwrap();
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(mock.count(), 3);
+}
+
+// === the tower contract ===
+
+/// Readiness is per instance and a clone starts unready: calling an instance that was not
+/// made ready is a bug.
+struct Strict {
+    ready: bool,
+    mock: Mock,
+}
+
+impl Clone for Strict {
+    fn clone(&self) -> Self {
+        Self {
+            ready: false,
+            mock: self.mock.clone(),
+        }
+    }
+}
+
+impl Service<Request<String>> for Strict {
+    type Response = Response<String>;
+    type Error = BoxError;
+    type Future = <Mock as Service<Request<String>>>::Future;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.ready = true;
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<String>) -> Self::Future {
+        assert!(
+            self.ready,
+            "called an instance poll_ready did not make ready"
+        );
+        self.ready = false;
+        self.mock.call(req)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_the_instance_made_ready() {
+    let mock = Mock::new([Answer::Status(503), Answer::Status(503)]);
+    let mut svc = layer().layer(Strict {
+        ready: false,
+        mock: mock.clone(),
+    });
+    for _ in 0..2 {
+        let res = svc.ready().await.unwrap().call(get(URL)).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+    assert_eq!(mock.count(), 4);
+}
+
+#[test]
+fn types_are_send_sync_static() {
+    fn send_sync<T: Send + Sync + 'static>() {}
+    fn send<T: Send + 'static>() {}
+    send_sync::<RetryLayer>();
+    send_sync::<Retry<Mock>>();
+    send_sync::<RetryBudget>();
+    send_sync::<ReplayBody<String>>();
+    send::<ResponseFuture<Mock, String, String>>();
+    // Every Clone body can be retried.
+    fn retry_body<B: RetryBody>() {}
+    retry_body::<String>();
+    retry_body::<http_body_util::Full<Bytes>>();
+    retry_body::<ReplayBody<Chunks>>();
+}
