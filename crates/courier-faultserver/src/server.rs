@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
@@ -197,12 +197,13 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
         service_fn(move |req| crate::routes::handle(Arc::clone(&shared), Arc::clone(&control), req))
     };
     let mut builder = auto::Builder::new(TokioExecutor::new());
+    // No server-side timeouts: an idle keep-alive connection stays open until the client
+    // closes it, so a test that jumps a paused clock forward never races a server close.
     builder
         .http1()
-        .timer(TokioTimer::new())
+        .header_read_timeout(None)
         .auto_date_header(false)
         .http2()
-        .timer(TokioTimer::new())
         .auto_date_header(false);
     let connection = builder.serve_connection(io, service);
     tokio::select! {

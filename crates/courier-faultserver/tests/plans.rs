@@ -435,3 +435,43 @@ async fn shutdown_aborts_open_connections() {
     let err = result.expect_err("the connection is gone");
     assert!(!err.to_string().contains("patience"), "{err}");
 }
+
+#[tokio::test]
+async fn hostile_plan_headers_never_break_the_server() {
+    let server = FaultServer::start().await.unwrap();
+    let steps = vec![
+        Step::ok().header("content-length", "abc").body("x"),
+        Step::ok().header("content-length", "-1"),
+        Step::ok().header("transfer-encoding", "gzip").body("x"),
+        Step::ok().header("connection", "close").body("x"),
+        Step::status(204).body("no content has a body"),
+        Step::status(304).body("neither does this"),
+        Step::status(999).body("odd"),
+    ];
+    for client in [http1(), h2c()] {
+        server.set_plan("h", steps.clone());
+        let url = format!("{}/s/h", server.url());
+        for _ in 0..steps.len() {
+            // Any outcome is fine here but a hang: these answers are broken on purpose.
+            let _ = send(&client, request(Method::GET, &url, &[], "")).await;
+        }
+        let a = get(&client, &url).await;
+        assert_eq!(a.status, StatusCode::OK, "the server still serves");
+    }
+    assert_eq!(server.hits("h").len(), 2 * (steps.len() + 1));
+}
+
+#[tokio::test(start_paused = true)]
+async fn paused_clock_delays_and_idle_connections() {
+    // A layer test on paused time: the server's waits follow the paused clock, and an idle
+    // keep-alive connection survives a long jump.
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan("p", vec![Step::status(503).delay(Duration::from_secs(2))]);
+    let client = http1();
+    let url = format!("{}/s/p", server.url());
+    assert_eq!(get(&client, &url).await.status.as_u16(), 503);
+    tokio::time::sleep(Duration::from_secs(3600)).await;
+    assert_eq!(get(&client, &url).await.status, StatusCode::OK);
+    let hits = server.hits("p");
+    assert!(hits[1].t_ms - hits[0].t_ms >= 3_602_000.0, "{hits:?}");
+}
