@@ -60,13 +60,16 @@ fn stalling(
     })
 }
 
+/// What a request carried: its deadline extension and its deadline header.
+type Seen = (Option<courier_core::Deadline>, Option<String>);
+
 /// Answers `status` after `delay`, counting calls and recording what each request carried.
 #[derive(Clone, Default)]
 struct Upstream {
     delay: Duration,
     status: u16,
     calls: Arc<AtomicUsize>,
-    seen: Arc<Mutex<Vec<(Option<courier_core::Deadline>, Option<String>)>>>,
+    seen: Arc<Mutex<Vec<Seen>>>,
 }
 
 impl Upstream {
@@ -82,7 +85,7 @@ impl Upstream {
         self.calls.load(Ordering::SeqCst)
     }
 
-    fn seen(&self) -> Vec<(Option<courier_core::Deadline>, Option<String>)> {
+    fn seen(&self) -> Vec<Seen> {
         self.seen.lock().unwrap().clone()
     }
 }
@@ -417,12 +420,10 @@ where
                 if !again {
                     return answer;
                 }
-                if this.respect_deadline {
-                    if let Some(d) = courier_core::Deadline::get(req.extensions()) {
-                        if d.would_pass(this.backoff) {
-                            return answer;
-                        }
-                    }
+                let past = courier_core::Deadline::get(req.extensions())
+                    .is_some_and(|d| d.would_pass(this.backoff));
+                if this.respect_deadline && past {
+                    return answer;
                 }
                 tokio::time::sleep(this.backoff).await;
             }
