@@ -1,3 +1,4 @@
+use crate::flight::Flights;
 use crate::service::EtagCache;
 use crate::store::{CacheStore, MemoryStore};
 use courier_core::clock::{SystemClock, WallClock};
@@ -13,6 +14,9 @@ pub const DEFAULT_CAPACITY: u64 = 64 * 1024 * 1024;
 
 /// The default largest body stored: 1 MiB.
 pub const DEFAULT_MAX_ENTRY_BYTES: usize = 1024 * 1024;
+
+/// The default longest wait of a revalidation for another one of the same entry: 10 s.
+pub const DEFAULT_SINGLE_FLIGHT_WAIT: Duration = Duration::from_secs(10);
 
 /// Wraps a service in an [`EtagCache`].
 ///
@@ -37,6 +41,8 @@ pub(crate) struct Shared {
     pub(crate) credential_headers: Vec<HeaderName>,
     pub(crate) statuses: Vec<StatusCode>,
     pub(crate) invalidate_locations: bool,
+    pub(crate) single_flight: Option<Duration>,
+    pub(crate) flights: Arc<Flights>,
 }
 
 // === impl EtagCacheLayer ===
@@ -57,6 +63,8 @@ impl EtagCacheLayer {
                 credential_headers: vec![header::AUTHORIZATION, header::COOKIE],
                 statuses: vec![StatusCode::OK],
                 invalidate_locations: true,
+                single_flight: Some(DEFAULT_SINGLE_FLIGHT_WAIT),
+                flights: Arc::default(),
             }),
         }
     }
@@ -111,6 +119,15 @@ impl EtagCacheLayer {
         self.with(|s| s.invalidate_locations = yes)
     }
 
+    /// Collapse concurrent revalidations of one stored entry into one upstream request: the
+    /// first goes upstream, the others wait for its 304 (at most `max_wait`) and are answered
+    /// from the updated entry. When the first fails, is dropped or answers anything but a
+    /// matching 304, or the wait runs out, each waiter sends its own request. `None` sends
+    /// every revalidation. Defaults to `Some(10 s)`.
+    pub fn single_flight(self, max_wait: Option<Duration>) -> Self {
+        self.with(|s| s.single_flight = max_wait)
+    }
+
     /// The store to use instead of a fresh in-memory one. Defaults to a [`MemoryStore`] of
     /// 64 MiB.
     pub fn store(self, store: impl CacheStore) -> Self {
@@ -152,6 +169,7 @@ impl fmt::Debug for Shared {
             .field("stale_if_error", &self.stale_if_error)
             .field("credential_headers", &self.credential_headers)
             .field("statuses", &self.statuses)
+            .field("single_flight", &self.single_flight)
             .finish_non_exhaustive()
     }
 }

@@ -95,7 +95,12 @@
 //!
 //! # Concurrency
 //!
-//! Concurrent revalidations of one entry each go upstream; they are not collapsed into one.
+//! Concurrent revalidations of one stored entry collapse into one upstream request
+//! ([`EtagCacheLayer::single_flight`], on by default): the first goes upstream and the others
+//! wait for its 304, then are answered from the updated entry (marked `Revalidated`). When the
+//! first fails, is dropped, answers anything but a matching 304, or takes longer than the bound
+//! (10 s by default), each waiter sends its own request, so none is stranded. Misses are not
+//! collapsed: each streams its own body.
 //!
 //! # Logs
 //!
@@ -105,6 +110,7 @@
 
 mod body;
 mod entry;
+mod flight;
 pub mod future;
 mod layer;
 mod service;
@@ -112,6 +118,8 @@ mod store;
 
 pub use body::CacheBody;
 pub use entry::{Entry, Variants};
-pub use layer::{DEFAULT_CAPACITY, DEFAULT_MAX_ENTRY_BYTES, EtagCacheLayer};
+pub use layer::{
+    DEFAULT_CAPACITY, DEFAULT_MAX_ENTRY_BYTES, DEFAULT_SINGLE_FLIGHT_WAIT, EtagCacheLayer,
+};
 pub use service::EtagCache;
 pub use store::{CacheStore, MemoryStore};

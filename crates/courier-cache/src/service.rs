@@ -1,6 +1,7 @@
 use crate::body::CacheBody;
 use crate::entry::{Entry, MAX_VARIANTS, Timing, Variants, normalized, vary_names};
-use crate::future::ResponseFuture;
+use crate::flight::{FlightGuard, Role};
+use crate::future::{Follower, ResponseFuture};
 use crate::layer::{EtagCacheLayer, Shared};
 use crate::store::CacheStore;
 use bytes::Bytes;
@@ -96,7 +97,7 @@ where
 {
     type Response = Response<CacheBody<RB>>;
     type Error = S::Error;
-    type Future = ResponseFuture<S::Future>;
+    type Future = ResponseFuture<S, B>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx)
@@ -163,21 +164,46 @@ where
             }
         }
 
-        let pending = Pending::Lookup(Box::new(Lookup {
-            shared,
+        let role = match (&entry, shared.single_flight) {
+            (Some(entry), Some(max_wait)) if added_conditionals => {
+                Some((shared.flights.join(entry), max_wait))
+            }
+            _ => None,
+        };
+        let mut lookup = Box::new(Lookup {
             request_headers: if head {
                 HeaderMap::new()
             } else {
                 req.headers().clone()
             },
+            shared,
             key,
             entry,
             added_conditionals,
             head,
             credentials,
             request_time: now,
-        }));
-        ResponseFuture::forwarded(self.forward(req), pending)
+            flight: None,
+        });
+        match role {
+            Some((Role::Follower(leader), max_wait)) => {
+                let clone = self.inner.clone();
+                let inner = std::mem::replace(&mut self.inner, clone);
+                ResponseFuture::following(Follower {
+                    leader,
+                    waiting: true,
+                    timeout: Box::pin(tokio::time::sleep(max_wait)),
+                    inner,
+                    request: Some(req),
+                    pending: Some(lookup),
+                })
+            }
+            Some((Role::Leader(guard), _)) => {
+                lookup.flight = Some(guard);
+                ResponseFuture::forwarded(self.forward(req), Pending::Lookup(lookup))
+            }
+            None => ResponseFuture::forwarded(self.forward(req), Pending::Lookup(lookup)),
+        }
     }
 }
 
@@ -373,6 +399,8 @@ pub(crate) struct Lookup {
     /// The request's headers, for `Vary` (empty for HEAD, which is never stored).
     request_headers: HeaderMap,
     request_time: Instant,
+    /// Held by the request that revalidates for others (single-flight).
+    flight: Option<FlightGuard>,
 }
 
 impl fmt::Debug for Pending {
@@ -383,13 +411,19 @@ impl fmt::Debug for Pending {
                 .debug_struct("Invalidate")
                 .field("uri", &loggable(key))
                 .finish(),
-            Self::Lookup(l) => f
-                .debug_struct("Lookup")
-                .field("uri", &loggable(&l.key))
-                .field("entry", &l.entry)
-                .field("added_conditionals", &l.added_conditionals)
-                .finish_non_exhaustive(),
+            Self::Lookup(l) => l.fmt(f),
         }
+    }
+}
+
+impl fmt::Debug for Lookup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lookup")
+            .field("uri", &loggable(&self.key))
+            .field("entry", &self.entry)
+            .field("added_conditionals", &self.added_conditionals)
+            .field("leads_flight", &self.flight.is_some())
+            .finish_non_exhaustive()
     }
 }
 
@@ -450,6 +484,21 @@ fn invalidate(shared: &Shared, key: &str, origin: &str, headers: &HeaderMap) {
 }
 
 impl Lookup {
+    /// The answer of a request whose leader revalidated the entry for it.
+    pub(crate) fn followed<RB>(self, updated: &Entry) -> Response<CacheBody<RB>> {
+        tracing::debug!(
+            target: TARGET,
+            event = "revalidated",
+            uri = %loggable(&self.key),
+            head = self.head,
+            single_flight = true,
+            "answered by a concurrent revalidation"
+        );
+        let now = Instant::now();
+        cached_response(updated, self.head, CacheStatus::Revalidated, now, None)
+            .map(CacheBody::stored)
+    }
+
     fn complete<RB: Body, E>(
         self,
         result: Result<Response<RB>, E>,
@@ -512,6 +561,9 @@ impl Lookup {
                     |e| !Arc::ptr_eq(e, entry),
                     Some(updated.clone()),
                 );
+            }
+            if let Some(flight) = self.flight {
+                flight.complete(&updated);
             }
             tracing::debug!(
                 target: TARGET,

@@ -822,11 +822,10 @@ fn types_are_send_sync_static() {
     type Inner = tower::util::BoxCloneSyncService<Request<()>, Response<TestBody>, BoxError>;
     check::<EtagCacheLayer>();
     check::<EtagCache<Inner>>();
-    check::<
-        courier_cache::future::ResponseFuture<
-            std::future::Ready<Result<Response<TestBody>, BoxError>>,
-        >,
-    >();
+    type ReadySvc = tower::util::ServiceFn<
+        fn(Request<()>) -> std::future::Ready<Result<Response<TestBody>, BoxError>>,
+    >;
+    check::<courier_cache::future::ResponseFuture<ReadySvc, ()>>();
     check::<CacheBody<TestBody>>();
     check::<MemoryStore>();
     fn check_send<T: Send + 'static>() {}

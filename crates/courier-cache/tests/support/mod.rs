@@ -103,7 +103,7 @@ pub struct Seen {
 #[derive(Clone, Default)]
 pub struct Mock {
     seen: Arc<Mutex<Vec<Seen>>>,
-    queue: Arc<Mutex<VecDeque<Answer>>>,
+    queue: Arc<Mutex<VecDeque<(Duration, Answer)>>>,
 }
 
 impl Mock {
@@ -111,8 +111,13 @@ impl Mock {
         Self::default()
     }
 
-    pub fn push(&self, answer: Result<Response<TestBody>, BoxError>) {
-        self.queue.lock().unwrap().push_back(answer);
+    pub fn push(&self, answer: Answer) {
+        self.push_delayed(Duration::ZERO, answer);
+    }
+
+    /// An answer that arrives `delay` after the request (on tokio's clock).
+    pub fn push_delayed(&self, delay: Duration, answer: Answer) {
+        self.queue.lock().unwrap().push_back((delay, answer));
     }
 
     pub fn calls(&self) -> usize {
@@ -147,11 +152,16 @@ impl Mock {
                     uri: req.uri().clone(),
                     headers: req.headers().clone(),
                 });
-                mock.queue
+                let (delay, answer) = mock
+                    .queue
                     .lock()
                     .unwrap()
                     .pop_front()
-                    .expect("the test scripted an answer for every request")
+                    .expect("the test scripted an answer for every request");
+                if !delay.is_zero() {
+                    tokio::time::sleep(delay).await;
+                }
+                answer
             }
         })
     }
@@ -181,6 +191,25 @@ pub fn req(method: Method, uri: &str, headers: &[(&str, &str)]) -> Request<()> {
         b = b.header(*n, *v);
     }
     b.body(()).unwrap()
+}
+
+/// Reads a response to the end.
+pub async fn read<B>(response: Response<CacheBody<B>>) -> Result<Got, BoxError>
+where
+    B: Body<Data = Bytes, Error = BoxError>,
+{
+    let cache = *response
+        .extensions()
+        .get::<CacheStatus>()
+        .expect("every response carries a cache status");
+    let (parts, body) = response.into_parts();
+    let body = body.collect().await?.to_bytes();
+    Ok(Got {
+        status: parts.status,
+        headers: parts.headers,
+        body,
+        cache,
+    })
 }
 
 pub async fn send<S, B>(svc: &mut S, req: Request<()>) -> Result<Got, BoxError>
