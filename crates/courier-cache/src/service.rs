@@ -151,10 +151,12 @@ where
                 let response = cached_response(entry, head, CacheStatus::Hit, now, None);
                 return ResponseFuture::ready(response);
             }
-            if let Some(tag) = &entry.etag
-                && let Ok(value) = HeaderValue::try_from(tag.to_string())
+            // The stored field as it came (it parsed as an entity tag), not a re-rendering.
+            if entry.etag.is_some()
+                && let Some(value) = entry.headers.get(header::ETAG)
             {
-                req.headers_mut().insert(header::IF_NONE_MATCH, value);
+                req.headers_mut()
+                    .insert(header::IF_NONE_MATCH, value.clone());
                 added_conditionals = true;
             }
             if let Some(lm) = &entry.last_modified {

@@ -503,10 +503,58 @@ async fn a_body_that_fails_or_is_dropped_midway_is_never_stored() {
     drop(body);
     assert!(svc.store().is_empty());
 
+    // A consumer that keeps polling past the error still never gets it stored.
+    let resumed = ScriptBody {
+        frames: VecDeque::from([
+            Ok(Bytes::from("hello")),
+            Err::<Bytes, BoxError>("reset".into()),
+            Ok(Bytes::from("world")),
+        ]),
+        hint: Some(10),
+    };
+    mock.push(Ok(Response::builder()
+        .header("etag", "\"r\"")
+        .body(resumed.boxed())
+        .unwrap()));
+    let response = svc.ready().await.unwrap().call(get(URL)).await.unwrap();
+    let mut body = response.into_body();
+    assert!(body.frame().await.unwrap().is_ok());
+    assert!(body.frame().await.unwrap().is_err());
+    assert!(body.frame().await.unwrap().is_ok());
+    assert!(body.frame().await.is_none());
+    assert!(svc.store().is_empty());
+
     mock.push(etag_200("\"r\"", "complete"));
     send(&mut svc, get(URL)).await.unwrap();
     assert!(mock.last().headers.get("if-none-match").is_none());
     assert_eq!(svc.store().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_body_streams_to_the_caller_while_it_is_stored() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    mock.push(Ok(Response::builder()
+        .header("etag", "\"t\"")
+        .body(ChannelBody { rx, hint: Some(5) }.boxed())
+        .unwrap()));
+    tx.send(Ok(Bytes::from("hel"))).unwrap();
+    // The response comes back before the body is complete: nothing is buffered up front.
+    let response = svc.ready().await.unwrap().call(get(URL)).await.unwrap();
+    let mut body = response.into_body();
+    let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
+    assert_eq!(first, "hel");
+    assert!(
+        svc.store().is_empty(),
+        "stored only once the body has ended"
+    );
+    tx.send(Ok(Bytes::from("lo"))).unwrap();
+    drop(tx);
+    let rest = body.collect().await.unwrap().to_bytes();
+    assert_eq!(rest, "lo");
+    let stored = svc.store().get(URL).expect("stored at the end of the body");
+    assert_eq!(stored.entries()[0].body(), "hello");
 }
 
 #[tokio::test(start_paused = true)]

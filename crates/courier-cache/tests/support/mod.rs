@@ -55,6 +55,31 @@ impl Body for ScriptBody {
     }
 }
 
+/// A body fed by the test through a channel, with an optional exact size hint.
+pub struct ChannelBody {
+    pub rx: tokio::sync::mpsc::UnboundedReceiver<Result<Bytes, BoxError>>,
+    pub hint: Option<u64>,
+}
+
+impl Body for ChannelBody {
+    type Data = Bytes;
+    type Error = BoxError;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
+        self.rx.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data)))
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self.hint {
+            Some(n) => SizeHint::with_exact(n),
+            None => SizeHint::default(),
+        }
+    }
+}
+
 pub fn full(data: impl Into<Bytes>) -> TestBody {
     http_body_util::Full::new(data.into())
         .map_err(|e| match e {})
