@@ -790,38 +790,40 @@ async fn clones_share_one_store() {
     assert_eq!(layer.store_ref().len(), 1);
 }
 
-/// Memory: 10 000 distinct URLs of 10 KiB each never hold more than the cap.
+/// Memory: 10 000 distinct URLs of 10 KiB each never hold more than the cap, with one shard
+/// (1 MiB) and with several (16 MiB).
 #[tokio::test(start_paused = true)]
 async fn ten_thousand_urls_never_exceed_the_cap() {
-    const CAP: u64 = 1024 * 1024;
-    let mock = Mock::new();
-    let layer = layer().capacity(CAP);
-    let mut svc = layer.layer(mock.service());
-    let body = Bytes::from(vec![b'x'; 10 * 1024]);
-    let mut max_weight = 0;
-    for i in 0..10_000 {
-        mock.push(Ok(Response::builder()
-            .header("etag", format!("\"{i}\""))
-            .header("content-length", body.len())
-            .body(full(body.clone()))
-            .unwrap()));
-        let got = send(&mut svc, get(&format!("http://api.example/items/{i}")))
-            .await
-            .unwrap();
-        assert_eq!(got.body.len(), 10 * 1024);
-        let weight = svc.store().weight();
-        assert!(
-            weight <= CAP,
-            "weight {weight} over the cap after {i} inserts"
-        );
-        max_weight = max_weight.max(weight);
+    for cap in [1024 * 1024, 16 * 1024 * 1024] {
+        let mock = Mock::new();
+        let layer = layer().capacity(cap);
+        let mut svc = layer.layer(mock.service());
+        let body = Bytes::from(vec![b'x'; 10 * 1024]);
+        let mut max_weight = 0;
+        for i in 0..10_000 {
+            mock.push(Ok(Response::builder()
+                .header("etag", format!("\"{i}\""))
+                .header("content-length", body.len())
+                .body(full(body.clone()))
+                .unwrap()));
+            let got = send(&mut svc, get(&format!("http://api.example/items/{i}")))
+                .await
+                .unwrap();
+            assert_eq!(got.body.len(), 10 * 1024);
+            let weight = svc.store().weight();
+            assert!(
+                weight <= cap,
+                "weight {weight} over the cap {cap} after {i} inserts"
+            );
+            max_weight = max_weight.max(weight);
+        }
+        // The store was used, not merely refused everything.
+        assert!(max_weight > cap / 2, "max weight {max_weight} of {cap}");
+        // Weight counts the bodies: each entry weighs at least its 10 KiB.
+        let kept = svc.store().len() as u64;
+        assert!(kept >= cap / (20 * 1024), "{kept} entries kept of {cap}");
+        assert!(svc.store().weight() >= kept * 10 * 1024);
     }
-    // The store was used, not merely refused everything.
-    assert!(max_weight > CAP / 2, "max weight {max_weight}");
-    assert!(svc.store().len() >= 50);
-    // Weight counts the bodies: each entry weighs at least its 10 KiB.
-    let kept = svc.store().len() as u64;
-    assert!(svc.store().weight() >= kept * 10 * 1024);
 }
 
 /// Contract: the inner instance that was made ready is the one called.
@@ -898,4 +900,49 @@ async fn direct_constructor_uses_the_defaults() {
     let _ = svc.get_ref();
     let _ = svc.get_mut();
     let _ = svc.into_inner();
+}
+
+/// The store seam: any `CacheStore` can hold the entries.
+#[derive(Debug, Default, Clone)]
+struct MapStore(
+    std::sync::Arc<
+        std::sync::Mutex<
+            std::collections::HashMap<String, std::sync::Arc<courier_cache::Variants>>,
+        >,
+    >,
+);
+
+impl courier_cache::CacheStore for MapStore {
+    fn get(&self, key: &str) -> Option<std::sync::Arc<courier_cache::Variants>> {
+        self.0.lock().unwrap().get(key).cloned()
+    }
+    fn insert(&self, key: String, variants: std::sync::Arc<courier_cache::Variants>) {
+        self.0.lock().unwrap().insert(key, variants);
+    }
+    fn remove(&self, key: &str) -> bool {
+        self.0.lock().unwrap().remove(key).is_some()
+    }
+    fn weight(&self) -> u64 {
+        self.0.lock().unwrap().values().map(|v| v.weight()).sum()
+    }
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_custom_store_is_used() {
+    let store = MapStore::default();
+    let mock = Mock::new();
+    let mut svc = layer().store(store.clone()).layer(mock.service());
+    mock.push(etag_200("\"m\"", "mapped"));
+    send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(store.0.lock().unwrap().len(), 1);
+    mock.push(not_modified(&[("etag", "\"m\"")]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(
+        (got.cache, &got.body[..]),
+        (CacheStatus::Revalidated, &b"mapped"[..])
+    );
+    assert!(courier_cache::CacheStore::weight(&store) > 6);
 }
