@@ -26,7 +26,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 //! use courier_deadline::{AttemptTimeoutLayer, DeadlineLayer, propagate::DEFAULT_HEADER};
-//! use courier_deadline::error::{AttemptTimedOut, DeadlineExceeded};
+//! use courier_deadline::error::AttemptTimedOut;
 //! use http::{Request, Response};
 //! use std::time::Duration;
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
@@ -45,7 +45,6 @@
 //!
 //! let err = client.oneshot(Request::new(())).await.unwrap_err();
 //! assert!(err.is::<AttemptTimedOut>(), "the attempt's own second ran out first");
-//! # let _ = DeadlineExceeded::new(Duration::ZERO, Duration::ZERO);
 //! # }
 //! ```
 //!
