@@ -38,20 +38,41 @@
 //!
 //! # Example
 //!
+//! A test plans two 503s and a reset, points the client under test at `/s/{name}`, and then
+//! asks the server what it received:
+//!
 //! ```
 //! use courier_faultserver::{FaultServer, Step};
+//! use http_body_util::{BodyExt, Full};
+//! use hyper_util::{client::legacy::Client, rt::TokioExecutor};
 //!
 //! # #[tokio::main(flavor = "current_thread")]
-//! # async fn main() -> std::io::Result<()> {
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
 //! let server = FaultServer::start().await?;
 //! server.set_plan("orders", vec![
 //!     Step::status(503).header("retry-after", "0").times(2),
 //!     Step::reset(),
 //! ]);
 //! let url = format!("{}/s/orders", server.url());
-//! // ... point the client under test at `url`: it sees 503, 503, a reset, then 200s ...
-//! # let _ = url;
-//! assert!(server.hits("orders").is_empty());
+//!
+//! let client = Client::builder(TokioExecutor::new()).build_http::<Full<bytes::Bytes>>();
+//! let send = |key: &'static str| {
+//!     let req = http::Request::post(&url)
+//!         .header("idempotency-key", key)
+//!         .body(Full::default())
+//!         .unwrap();
+//!     client.request(req)
+//! };
+//! let resp = send("k-1").await?;
+//! assert_eq!(resp.status(), 503);
+//! resp.into_body().collect().await?;
+//! assert_eq!(send("k-1").await?.status(), 503);
+//! assert!(send("k-1").await.is_err(), "the third request is reset");
+//! assert_eq!(send("k-1").await?.status(), 200, "the plan is used up");
+//!
+//! let hits = server.hits("orders");
+//! assert_eq!(hits.len(), 4);
+//! assert!(hits.iter().all(|hit| hit.idempotency_key.as_deref() == Some("k-1")));
 //! server.shutdown().await;
 //! # Ok(())
 //! # }
