@@ -124,6 +124,68 @@ fn round_trips(c: &mut Criterion) {
     group.finish();
 }
 
+/// The cache's own cost, without a network: the same three calls against an in-process origin.
+fn in_process(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let origin = tower::service_fn(|req: Request<()>| async move {
+        static BODY: [u8; 1024] = [b'x'; 1024];
+        let fresh = req.uri().query() == Some("fresh");
+        let cc = if fresh { "max-age=3600" } else { "no-cache" };
+        let response = if req.headers().contains_key("if-none-match") {
+            Response::builder()
+                .status(StatusCode::NOT_MODIFIED)
+                .header("etag", ETAG)
+                .header("cache-control", cc)
+                .body(Full::default())
+        } else {
+            Response::builder()
+                .header("etag", ETAG)
+                .header("cache-control", cc)
+                .header("content-length", BODY.len())
+                .body(Full::new(Bytes::from_static(&BODY)))
+        };
+        Ok::<_, Infallible>(response.expect("a valid response"))
+    });
+    let cached = EtagCacheLayer::new().layer(origin);
+    let get = |uri: &'static str| Request::get(uri).body(()).expect("a valid request");
+    async fn read<S, B>(svc: &S, req: Request<()>) -> Bytes
+    where
+        S: Service<Request<()>, Response = Response<B>> + Clone,
+        S::Error: std::fmt::Debug,
+        B: http_body::Body<Data = Bytes>,
+        B::Error: std::fmt::Debug,
+    {
+        let response = svc.clone().oneshot(req).await.expect("infallible");
+        response
+            .into_body()
+            .collect()
+            .await
+            .expect("a full body")
+            .to_bytes()
+    }
+    rt.block_on(async {
+        read(&cached, get("http://h/x?fresh")).await;
+        read(&cached, get("http://h/x")).await;
+    });
+    let mut group = c.benchmark_group("in_process_1KiB");
+    group.bench_function("plain_service", |b| {
+        b.to_async(&rt)
+            .iter(|| async { black_box(read(&origin, get("http://h/x")).await) })
+    });
+    group.bench_function("cache_fresh_hit", |b| {
+        b.to_async(&rt)
+            .iter(|| async { black_box(read(&cached, get("http://h/x?fresh")).await) })
+    });
+    group.bench_function("cache_revalidated_304", |b| {
+        b.to_async(&rt)
+            .iter(|| async { black_box(read(&cached, get("http://h/x")).await) })
+    });
+    group.finish();
+}
+
 /// The same weighted store, quick_cache (what `MemoryStore` uses) against moka's sync cache.
 fn stores(c: &mut Criterion) {
     const KEYS: usize = 1000;
@@ -197,5 +259,5 @@ fn stores(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, round_trips, stores);
+criterion_group!(benches, round_trips, in_process, stores);
 criterion_main!(benches);
