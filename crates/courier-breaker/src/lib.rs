@@ -1,1 +1,119 @@
-//! CircuitBreakerLayer: per-host closed / open / half-open.
+//! `CircuitBreakerLayer`: stop calling a host that is down.
+//!
+//! After repeated failures a host's circuit opens and calls to it fail at once with
+//! [`CircuitOpen`], without calling the inner service, so a dead host costs nothing below
+//! this layer (no rate-limit token, no connection, no timeout). When the open duration has
+//! passed, a bounded number of trial calls go through (half-open); the first verdict closes
+//! the circuit or opens it again at once.
+//!
+//! ```text
+//!            N failures in a row               open duration passed
+//!   Closed ─────────────────────────▶ Open ──────────────────────────▶ HalfOpen
+//!     ▲      (or failure rate ≥ x)     ▲                                  │
+//!     │                                └──────── trial failed ────────────┤
+//!     └──────────────────────────────────────── trial succeeded ─────────┘
+//! ```
+//!
+//! - **Keys**: one breaker per host (scheme and authority, [`HostKey`]) by default; one for
+//!   everything with [`CircuitBreakerLayer::global`]; or any key with
+//!   [`CircuitBreakerLayer::key_fn`].
+//! - **What counts as a failure**: any error from the inner service (a transport failure),
+//!   and a response whose status is in [`failure_statuses`](CircuitBreakerLayer::failure_statuses)
+//!   (500, 502, 503, 504 by default). A 429 or any other 4xx is a healthy server answering on
+//!   purpose and counts as success. Our own refusals from layers below (rate limited, deadline
+//!   exceeded: [`FailureKind::Local`](courier_core::FailureKind::Local)) count as neither.
+//!   Optionally, calls slower than a threshold count as failures.
+//! - **Cancellation**: dropping a call's future reports nothing; a half-open trial gives its
+//!   permit back, so the next call becomes the trial and the breaker never stays stuck in
+//!   half-open.
+//! - **Control**: a [`BreakerHandle`] reads each key's state, forces a circuit open or
+//!   closed, and resets it. Every state change is a `tracing` event with target
+//!   `courier::breaker` and the fields `host`, `from`, `to` and `why`.
+//!
+//! ```
+//! use courier_breaker::{CircuitBreakerLayer, CircuitOpen, CircuitState};
+//! use courier_core::{BoxError, HostKey};
+//! use http::{Request, Response, StatusCode};
+//! use std::num::NonZeroU32;
+//! use std::time::Duration;
+//! use tower::{ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() -> Result<(), BoxError> {
+//! let layer = CircuitBreakerLayer::new()
+//!     .consecutive_failures(NonZeroU32::new(2).unwrap())
+//!     .open_duration(Duration::from_secs(10));
+//! let handle = layer.handle();
+//! let svc = ServiceBuilder::new().layer(layer).service(service_fn(|_req: Request<()>| async {
+//!     Ok::<_, BoxError>(Response::builder().status(StatusCode::SERVICE_UNAVAILABLE).body(())?)
+//! }));
+//!
+//! for _ in 0..2 {
+//!     let res = svc.clone().oneshot(Request::get("http://down.example/").body(())?).await?;
+//!     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+//! }
+//! let err = svc.oneshot(Request::get("http://down.example/").body(())?).await.unwrap_err();
+//! assert!(err.is::<CircuitOpen>());
+//! let host = HostKey::from_request(&Request::get("http://down.example/").body(())?);
+//! assert_eq!(handle.state(&host), Some(CircuitState::Open));
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! # Hot path
+//!
+//! A breaker's whole state is one `AtomicU64` (phase, generation, trip count, and the
+//! failure count or the reopening deadline). While closed, admitting a call is one load and a
+//! success is one load; no lock is taken and the clock is read only on a failure or while
+//! open (and on every call when the failure rate or the slow-call threshold is on). Breakers
+//! live in a concurrent map (`papaya`), bounded by
+//! [`max_hosts`](CircuitBreakerLayer::max_hosts).
+//!
+//! # Errors
+//!
+//! The service's error is [`BoxError`]: [`CircuitOpen`] when the circuit refused the call,
+//! else the inner service's error, unchanged.
+//!
+//! # Differences from other breakers
+//!
+//! Unlike most, this one never turns a status into an error: a 503 that trips the circuit is
+//! still returned as a response. It refuses in the response future, never in `poll_ready`, and
+//! needs no `Buffer`: clones share the state.
+
+mod config;
+pub mod error;
+pub mod future;
+mod handle;
+mod key;
+mod layer;
+mod registry;
+mod service;
+mod state;
+
+pub use config::{FailureRate, OpenBackoff};
+pub use courier_core::{BoxError, CircuitOpen, HostKey};
+pub use error::InvalidConfig;
+pub use handle::{BreakerHandle, CircuitState, CircuitStatus};
+pub use key::{BreakerKey, ByHost, Global, MakeKey, RequestParts};
+pub use layer::CircuitBreakerLayer;
+pub use service::CircuitBreaker;
+
+#[cfg(test)]
+mod send_sync {
+    use super::*;
+
+    fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+
+    type Svc = tower::util::BoxCloneSyncService<http::Request<()>, http::Response<()>, BoxError>;
+
+    #[test]
+    fn everything_is_send_sync_static() {
+        assert_send_sync_static::<CircuitBreakerLayer>();
+        assert_send_sync_static::<CircuitBreakerLayer<Global>>();
+        assert_send_sync_static::<CircuitBreaker<Svc>>();
+        assert_send_sync_static::<BreakerHandle>();
+        assert_send_sync_static::<future::ResponseFuture<std::future::Ready<()>, HostKey>>();
+        assert_send_sync_static::<CircuitOpen>();
+        assert_send_sync_static::<InvalidConfig>();
+    }
+}

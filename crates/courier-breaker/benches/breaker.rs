@@ -1,0 +1,151 @@
+//! The closed path (a healthy host, a ready inner service) next to the peers, in one run:
+//! the bare `service_fn`, courier's breaker per host and global, tower-resilience's circuit
+//! breaker and failsafe's. Plus the per-host map on its own: papaya against dashmap.
+//!
+//! Every variant builds the same request and polls the same always-ready `service_fn`, so the
+//! difference to `bare_service_fn` is what the breaker adds.
+//!
+//! ```text
+//! cargo bench -p courier-breaker --bench breaker -- --warm-up-time 1 --measurement-time 3
+//! ```
+
+use courier_breaker::CircuitBreakerLayer;
+use courier_core::{BoxError, HostKey};
+use criterion::{Criterion, criterion_group, criterion_main};
+use futures_util::FutureExt;
+use http::{Request, Response, Uri};
+use std::future::{Ready, ready};
+use std::hint::black_box;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::task::{Context, Waker};
+use tower::{Layer, Service, service_fn};
+
+fn ok(_: Request<()>) -> Ready<Result<Response<()>, BoxError>> {
+    ready(Ok(Response::new(())))
+}
+
+fn request(uri: &Uri) -> Request<()> {
+    let mut req = Request::new(());
+    *req.uri_mut() = uri.clone();
+    req
+}
+
+/// One call through `svc`: poll_ready, call, poll the future once (it is always ready).
+fn one<S>(svc: &mut S, uri: &Uri) -> bool
+where
+    S: Service<Request<()>>,
+{
+    let mut cx = Context::from_waker(Waker::noop());
+    assert!(svc.poll_ready(&mut cx).is_ready());
+    svc.call(request(uri))
+        .now_or_never()
+        .expect("ready")
+        .is_ok()
+}
+
+fn closed_path(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let _rt = rt.enter();
+    let uri: Uri = "http://api.example.com:8080/v1/items?page=2"
+        .parse()
+        .expect("a valid uri");
+    let mut g = c.benchmark_group("closed_path");
+
+    g.bench_function("bare_service_fn", |b| {
+        let mut svc = service_fn(ok);
+        b.iter(|| black_box(one(&mut svc, &uri)))
+    });
+
+    g.bench_function("courier_per_host", |b| {
+        let mut svc = CircuitBreakerLayer::new().layer(service_fn(ok));
+        b.iter(|| black_box(one(&mut svc, &uri)))
+    });
+
+    g.bench_function("courier_global", |b| {
+        let mut svc = CircuitBreakerLayer::new().global().layer(service_fn(ok));
+        b.iter(|| black_box(one(&mut svc, &uri)))
+    });
+
+    g.bench_function("tower_resilience", |b| {
+        let layer = tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
+            .build()
+            .expect("default config");
+        let mut svc = layer.layer(service_fn(ok));
+        b.iter(|| black_box(one(&mut svc, &uri)))
+    });
+
+    g.bench_function("failsafe", |b| {
+        use failsafe::futures::CircuitBreaker as _;
+        let breaker = failsafe::Config::new().build();
+        let mut svc = service_fn(ok);
+        let mut cx = Context::from_waker(Waker::noop());
+        b.iter(|| {
+            assert!(svc.poll_ready(&mut cx).is_ready());
+            let fut = breaker.call(svc.call(request(&uri)));
+            black_box(fut.now_or_never().expect("ready").is_ok())
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("open_path");
+    g.bench_function("courier_per_host_refuses", |b| {
+        let layer = CircuitBreakerLayer::new();
+        let handle = layer.handle();
+        let mut svc = layer.layer(service_fn(ok));
+        handle.force_open(HostKey::from_parts(&uri, &http::HeaderMap::new()));
+        b.iter(|| black_box(one(&mut svc, &uri)))
+    });
+    g.finish();
+}
+
+/// The per-host lookup alone: build the key from the request, find the entry, clone its `Arc`.
+fn host_map(c: &mut Criterion) {
+    let uri: Uri = "http://api.example.com:8080/v1/items".parse().expect("uri");
+    let headers = http::HeaderMap::new();
+    let hosts: Vec<Uri> = (0..64)
+        .map(|i| format!("http://host{i}.example.com/").parse().expect("uri"))
+        .collect();
+    let mut g = c.benchmark_group("host_map");
+
+    let papaya = papaya::HashMap::new();
+    let dashmap = dashmap::DashMap::new();
+    for u in hosts.iter().chain([&uri]) {
+        let k = HostKey::from_parts(u, &headers);
+        papaya.pin().insert(k.clone(), Arc::new(AtomicU64::new(0)));
+        dashmap.insert(k, Arc::new(AtomicU64::new(0)));
+    }
+    g.bench_function("papaya", |b| {
+        b.iter(|| {
+            let req = request(&uri);
+            let key = HostKey::from_parts(req.uri(), req.headers());
+            black_box(papaya.pin().get(&key).cloned())
+        })
+    });
+    g.bench_function("dashmap", |b| {
+        b.iter(|| {
+            let req = request(&uri);
+            let key = HostKey::from_parts(req.uri(), req.headers());
+            black_box(dashmap.get(&key).map(|e| e.value().clone()))
+        })
+    });
+    g.bench_function("key_only", |b| {
+        b.iter(|| {
+            let req = request(&uri);
+            black_box(HostKey::from_parts(req.uri(), req.headers()))
+        })
+    });
+    g.finish();
+}
+
+// criterion_group! makes an undocumented `pub fn`.
+#[allow(missing_docs)]
+mod group {
+    use super::*;
+    criterion_group!(benches, closed_path, host_map);
+}
+use group::benches;
+criterion_main!(benches);

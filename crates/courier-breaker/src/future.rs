@@ -1,0 +1,145 @@
+//! The response future of [`CircuitBreaker`](crate::CircuitBreaker).
+
+use crate::key::BreakerKey;
+use crate::registry::{Breaker, Outcome};
+use crate::state::Ticket;
+use courier_core::classify::{FailureKind, classify_error};
+use courier_core::{BoxError, CircuitOpen};
+use pin_project_lite::pin_project;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use tokio::time::Instant;
+
+pin_project! {
+    /// The response future of [`CircuitBreaker`](crate::CircuitBreaker): the inner call, or
+    /// an at-once `CircuitOpen` when the circuit refused it.
+    ///
+    /// Dropping it before it completes reports nothing; a half-open trial gives its permit
+    /// back so the next call becomes the trial.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ResponseFuture<F, K: BreakerKey> {
+        #[pin]
+        kind: Kind<F>,
+        guard: Option<Guard<K>>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<F> {
+        Called {
+            #[pin]
+            fut: F,
+        },
+        Rejected {
+            err: Option<CircuitOpen>,
+        },
+    }
+}
+
+impl<F, K: BreakerKey> ResponseFuture<F, K> {
+    pub(crate) fn called(fut: F, guard: Guard<K>) -> Self {
+        Self {
+            kind: Kind::Called { fut },
+            guard: Some(guard),
+        }
+    }
+
+    pub(crate) fn rejected(err: CircuitOpen) -> Self {
+        Self {
+            kind: Kind::Rejected { err: Some(err) },
+            guard: None,
+        }
+    }
+}
+
+impl<F, K, B, E> Future for ResponseFuture<F, K>
+where
+    F: Future<Output = Result<http::Response<B>, E>>,
+    E: Into<BoxError>,
+    K: BreakerKey,
+{
+    type Output = Result<http::Response<B>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        match this.kind.project() {
+            KindProj::Rejected { err } => {
+                let err = err
+                    .take()
+                    .expect("a refused call's future is polled to completion once");
+                Poll::Ready(Err(Box::new(err)))
+            }
+            KindProj::Called { fut } => {
+                let result = ready!(fut.poll(cx)).map_err(Into::into);
+                if let Some(guard) = this.guard.take() {
+                    guard.finish(&result);
+                }
+                Poll::Ready(result)
+            }
+        }
+    }
+}
+
+impl<F, K: BreakerKey> fmt::Debug for ResponseFuture<F, K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match (&self.kind, &self.guard) {
+            (Kind::Rejected { .. }, _) => "rejected",
+            (Kind::Called { .. }, Some(_)) => "called",
+            (Kind::Called { .. }, None) => "done",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish()
+    }
+}
+
+// === impl Guard ===
+
+/// An admitted call's claim on its breaker: reports the outcome once, or on drop reports
+/// nothing and gives a trial permit back.
+pub(crate) struct Guard<K: BreakerKey> {
+    breaker: Arc<Breaker<K>>,
+    ticket: Ticket,
+    start: Option<Instant>,
+    done: bool,
+}
+
+impl<K: BreakerKey> Guard<K> {
+    pub(crate) fn new(breaker: Arc<Breaker<K>>, ticket: Ticket, start: Option<Instant>) -> Self {
+        Self {
+            breaker,
+            ticket,
+            start,
+            done: false,
+        }
+    }
+
+    #[inline]
+    fn finish<B>(mut self, result: &Result<http::Response<B>, BoxError>) {
+        let config = &self.breaker.core.config;
+        let outcome = match result {
+            Ok(res) if config.failure_statuses.contains(res.status()) => Outcome::Failure,
+            Ok(_) => match (config.slow_call, self.start) {
+                (Some(limit), Some(start)) if start.elapsed() > limit => Outcome::Failure,
+                _ => Outcome::Success,
+            },
+            // Our own refusals from below say nothing about the host.
+            Err(e) if classify_error(&**e) == FailureKind::Local => Outcome::Neither,
+            Err(_) => Outcome::Failure,
+        };
+        self.done = true;
+        self.breaker.record(self.ticket, outcome);
+    }
+}
+
+impl<K: BreakerKey> Drop for Guard<K> {
+    fn drop(&mut self) {
+        if !self.done {
+            self.breaker.record(self.ticket, Outcome::Neither);
+        }
+    }
+}

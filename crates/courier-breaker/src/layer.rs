@@ -1,0 +1,177 @@
+//! [`CircuitBreakerLayer`]: the settings, and the state every service it makes shares.
+
+use crate::config::{Config, FailureRate, OpenBackoff, StatusSet};
+use crate::handle::BreakerHandle;
+use crate::key::{ByHost, Global, MakeKey};
+use crate::registry::Shared;
+use crate::service::CircuitBreaker;
+use http::StatusCode;
+use std::fmt;
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::sync::Arc;
+use std::time::Duration;
+use tower_layer::Layer;
+
+/// Wraps a service in a [`CircuitBreaker`]: one breaker per host by default.
+///
+/// Every service this layer makes, and every clone of those, shares the same breakers
+/// (behind an `Arc`), and so does the [`handle`](Self::handle). Each setter starts a fresh
+/// set of breakers, so take the handle after the last setter.
+pub struct CircuitBreakerLayer<M: MakeKey = ByHost> {
+    config: Config,
+    make_key: M,
+    shared: Arc<Shared<M::Key>>,
+}
+
+impl CircuitBreakerLayer {
+    /// A breaker per host with the defaults: open after 5 consecutive failures, stay open
+    /// 30 s, then let 1 trial through; 500, 502, 503 and 504 count as failures.
+    pub fn new() -> Self {
+        Self::with(Config::default(), ByHost)
+    }
+}
+
+impl Default for CircuitBreakerLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl<M: MakeKey> CircuitBreakerLayer<M> {
+    fn with(config: Config, make_key: M) -> Self {
+        let single = M::SINGLE
+            .then(|| make_key.make_key(&crate::RequestParts::new(&http::Request::new(()))));
+        Self {
+            shared: Arc::new(Shared::new(config.clone(), single)),
+            config,
+            make_key,
+        }
+    }
+
+    fn set(mut self, f: impl FnOnce(&mut Config)) -> Self {
+        f(&mut self.config);
+        Self::with(self.config, self.make_key)
+    }
+
+    /// Keys breakers by `make_key`: [`ByHost`], [`Global`], or any
+    /// `Fn(&RequestParts<'_>) -> K`.
+    ///
+    /// Defaults to [`ByHost`] (scheme and authority).
+    pub fn key_fn<M2: MakeKey>(self, make_key: M2) -> CircuitBreakerLayer<M2> {
+        CircuitBreakerLayer::with(self.config, make_key)
+    }
+
+    /// One breaker for every request, whatever its host.
+    ///
+    /// Defaults to one per host.
+    pub fn global(self) -> CircuitBreakerLayer<Global> {
+        self.key_fn(Global)
+    }
+
+    /// Opens after this many failures in a row (ignored when
+    /// [`failure_rate`](Self::failure_rate) is set).
+    ///
+    /// Defaults to 5.
+    pub fn consecutive_failures(self, n: NonZeroU32) -> Self {
+        self.set(|c| c.consecutive_failures = n)
+    }
+
+    /// Opens on the failure rate over a sliding window instead of on consecutive failures.
+    ///
+    /// Defaults to off.
+    pub fn failure_rate(self, rate: FailureRate) -> Self {
+        self.set(|c| c.failure_rate = Some(rate))
+    }
+
+    /// How long the circuit stays open before a trial may go (at least 1 ms).
+    ///
+    /// Defaults to 30 s.
+    pub fn open_duration(self, d: Duration) -> Self {
+        self.set(|c| c.open_duration = d)
+    }
+
+    /// Lets the open duration grow with consecutive trips, with jitter.
+    ///
+    /// Defaults to off: every trip stays open for the same [`open_duration`](Self::open_duration).
+    pub fn open_backoff(self, backoff: OpenBackoff) -> Self {
+        self.set(|c| c.open_backoff = Some(backoff))
+    }
+
+    /// How many trial calls may be in flight while half-open; the rest fail fast.
+    ///
+    /// Defaults to 1.
+    pub fn half_open_trials(self, n: NonZeroU32) -> Self {
+        self.set(|c| c.half_open_trials = n)
+    }
+
+    /// The response statuses that count as failures. Every other status counts as success:
+    /// a 429 or any other 4xx is a healthy server answering on purpose.
+    ///
+    /// Defaults to 500, 502, 503 and 504.
+    pub fn failure_statuses(self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
+        let mut set = StatusSet::empty();
+        for s in statuses {
+            set.insert(s);
+        }
+        self.set(|c| c.failure_statuses = set)
+    }
+
+    /// Counts a call whose response headers took longer than `limit` as a failure, whatever
+    /// its status. Costs a clock read at the start and end of every call.
+    ///
+    /// Defaults to off.
+    pub fn slow_call_threshold(self, limit: Duration) -> Self {
+        self.set(|c| c.slow_call = Some(limit))
+    }
+
+    /// The most keys kept. When a new key would pass it, the least recently used breakers
+    /// are dropped first, healthy closed ones before those that are open, forced ones last,
+    /// until a quarter of the room is free.
+    ///
+    /// Defaults to 4096.
+    pub fn max_hosts(self, n: NonZeroUsize) -> Self {
+        self.set(|c| c.max_hosts = n)
+    }
+
+    /// Seeds the jitter of the growing open duration, for reproducible runs.
+    ///
+    /// Defaults to a random seed.
+    pub fn seed(self, seed: u64) -> Self {
+        self.set(|c| c.seed = Some(seed))
+    }
+
+    /// A handle on the breakers this layer's services share: read states, force open or
+    /// closed, reset.
+    pub fn handle(&self) -> BreakerHandle<M::Key> {
+        BreakerHandle {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<M: MakeKey + Clone> Clone for CircuitBreakerLayer<M> {
+    fn clone(&self) -> Self {
+        Self {
+            config: self.config.clone(),
+            make_key: self.make_key.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<M: MakeKey + fmt::Debug> fmt::Debug for CircuitBreakerLayer<M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreakerLayer")
+            .field("config", &self.config)
+            .field("make_key", &self.make_key)
+            .finish()
+    }
+}
+
+impl<S, M: MakeKey + Clone> Layer<S> for CircuitBreakerLayer<M> {
+    type Service = CircuitBreaker<S, M>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        CircuitBreaker::from_parts(inner, self.make_key.clone(), self.shared.clone())
+    }
+}

@@ -1,0 +1,397 @@
+//! The state shared by the layer, every service it makes, their clones and the handle.
+
+use crate::config::Config;
+use crate::state::{Admission, Machine, Phase, Reason, Ticket, Transition};
+use courier_core::CircuitOpen;
+use rand::rngs::SmallRng;
+use rand::{Rng, SeedableRng};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// What a call's outcome means to the breaker.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Outcome {
+    Success,
+    Failure,
+    /// Cancelled, or refused by our own layers below: says nothing about the host.
+    Neither,
+}
+
+// === impl Core ===
+
+/// Settings, the clock origin and the jitter source: what every breaker needs to decide.
+#[derive(Debug)]
+pub(crate) struct Core {
+    pub(crate) config: Config,
+    base: Instant,
+    rng: Mutex<SmallRng>,
+}
+
+impl Core {
+    fn new(config: Config) -> Self {
+        let rng = match config.seed {
+            Some(seed) => SmallRng::seed_from_u64(seed),
+            None => SmallRng::from_rng(&mut rand::rng()),
+        };
+        Self {
+            config,
+            base: Instant::now(),
+            rng: Mutex::new(rng),
+        }
+    }
+
+    pub(crate) fn now_ms(&self) -> u64 {
+        let ms = Instant::now()
+            .saturating_duration_since(self.base)
+            .as_millis();
+        ms.min(u128::from(u64::MAX)) as u64
+    }
+
+    fn open_ms(&self, trips: u32) -> u64 {
+        let u = match self.config.open_backoff {
+            Some(b) if b.jitter_share() > 0.0 => {
+                // A poisoned generator still makes numbers.
+                let mut rng = self.rng.lock().unwrap_or_else(|p| p.into_inner());
+                rng.random::<f64>()
+            }
+            _ => 0.0,
+        };
+        self.config.open_ms(trips, u)
+    }
+}
+
+// === impl Window ===
+
+const WINDOW_BUCKETS: u64 = 10;
+const IDX_BITS: u32 = 24;
+const COUNT_BITS: u32 = 20;
+const IDX_MASK: u64 = (1 << IDX_BITS) - 1;
+const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+
+/// Calls and failures over a sliding window, in ten buckets of one atomic word each:
+/// bucket index (24 bits), calls (20 bits), failures (20 bits).
+#[derive(Debug)]
+struct Window {
+    buckets: Box<[AtomicU64]>,
+    bucket_ms: u64,
+    threshold: f64,
+    min_calls: u64,
+}
+
+impl Window {
+    fn new(rate: crate::FailureRate) -> Self {
+        let window_ms = rate.window().as_millis().min(u128::from(u64::MAX)) as u64;
+        Self {
+            buckets: (0..WINDOW_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
+            bucket_ms: (window_ms / WINDOW_BUCKETS).max(1),
+            threshold: rate.threshold(),
+            min_calls: u64::from(rate.min_calls().get()),
+        }
+    }
+
+    fn record(&self, now_ms: u64, failed: bool) {
+        let idx = (now_ms / self.bucket_ms) & IDX_MASK;
+        let slot = &self.buckets[((now_ms / self.bucket_ms) % WINDOW_BUCKETS) as usize];
+        let mut cur = slot.load(Ordering::Relaxed);
+        loop {
+            let (calls, fails) = if cur & IDX_MASK == idx {
+                (
+                    (cur >> IDX_BITS) & COUNT_MASK,
+                    cur >> (IDX_BITS + COUNT_BITS),
+                )
+            } else {
+                (0, 0)
+            };
+            let calls = (calls + 1).min(COUNT_MASK);
+            let fails = (fails + u64::from(failed)).min(calls);
+            let new = idx | (calls << IDX_BITS) | (fails << (IDX_BITS + COUNT_BITS));
+            match slot.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    fn tripped(&self, now_ms: u64) -> bool {
+        let cur = (now_ms / self.bucket_ms) & IDX_MASK;
+        let (mut calls, mut fails) = (0u64, 0u64);
+        for slot in self.buckets.iter() {
+            let w = slot.load(Ordering::Relaxed);
+            let age = cur.wrapping_sub(w & IDX_MASK) & IDX_MASK;
+            if age < WINDOW_BUCKETS {
+                calls += (w >> IDX_BITS) & COUNT_MASK;
+                fails += w >> (IDX_BITS + COUNT_BITS);
+            }
+        }
+        calls >= self.min_calls && fails as f64 >= self.threshold * calls as f64
+    }
+
+    fn clear(&self) {
+        for slot in self.buckets.iter() {
+            slot.store(0, Ordering::Relaxed);
+        }
+    }
+}
+
+// === impl Breaker ===
+
+/// The breaker of one key.
+#[derive(Debug)]
+pub(crate) struct Breaker<K> {
+    pub(crate) key: K,
+    pub(crate) core: Arc<Core>,
+    pub(crate) machine: Machine,
+    window: Option<Window>,
+    /// The eviction epoch this breaker was last used in.
+    last_used: AtomicU64,
+    /// Insertion order, to break ties when evicting.
+    seq: u64,
+}
+
+impl<K: crate::BreakerKey> Breaker<K> {
+    fn new(key: K, core: Arc<Core>, seq: u64, epoch: u64) -> Self {
+        Self {
+            key,
+            window: core.config.failure_rate.map(Window::new),
+            core,
+            machine: Machine::new(),
+            last_used: AtomicU64::new(epoch),
+            seq,
+        }
+    }
+
+    /// May a call go? Closed costs one atomic load and reads no clock.
+    #[inline]
+    pub(crate) fn admit(&self) -> Result<Ticket, CircuitOpen> {
+        let max = self.core.config.half_open_trials.get();
+        let (admission, transition) = self.machine.admit(max, || self.core.now_ms());
+        if let Some(t) = transition {
+            self.changed(t);
+        }
+        match admission {
+            Admission::Go(ticket) => Ok(ticket),
+            Admission::Reject { retry_in_ms } => Err(CircuitOpen::new(
+                retry_in_ms.map_or(self.core.config.open_duration, Duration::from_millis),
+            )),
+        }
+    }
+
+    /// Applies a call's outcome.
+    #[inline]
+    pub(crate) fn record(&self, ticket: Ticket, outcome: Outcome) {
+        let transition = match (outcome, ticket) {
+            (_, Ticket::Unchecked) => None,
+            (Outcome::Neither, _) => {
+                self.machine.release(ticket);
+                None
+            }
+            (Outcome::Success, _) => {
+                if let (Some(window), Ticket::Closed(_)) = (&self.window, ticket) {
+                    window.record(self.core.now_ms(), false);
+                }
+                self.machine.on_success(ticket)
+            }
+            (Outcome::Failure, _) => self.record_failure(ticket),
+        };
+        if let Some(t) = transition {
+            self.changed(t);
+        }
+    }
+
+    #[cold]
+    fn record_failure(&self, ticket: Ticket) -> Option<Transition> {
+        let now = self.core.now_ms();
+        let open_ms = |trips| self.core.open_ms(trips);
+        match (&self.window, ticket) {
+            (Some(window), Ticket::Closed(generation)) => {
+                window.record(now, true);
+                let counted = self.machine.on_failure(ticket, None, now, open_ms);
+                if counted.is_some() {
+                    return counted;
+                }
+                if window.tripped(now) {
+                    return self
+                        .machine
+                        .trip(generation, Reason::FailureRate, now, open_ms);
+                }
+                None
+            }
+            _ => {
+                let threshold = Some(self.core.config.consecutive_failures.get());
+                self.machine.on_failure(ticket, threshold, now, open_ms)
+            }
+        }
+    }
+
+    pub(crate) fn force(&self, to: Phase) {
+        if let Some(t) = self.machine.force(to) {
+            self.changed(t);
+        }
+    }
+
+    #[cold]
+    fn changed(&self, t: Transition) {
+        if let Some(window) = &self.window
+            && matches!(t.to, Phase::Closed | Phase::Open)
+        {
+            window.clear();
+        }
+        let from = crate::CircuitState::from(t.from).as_str();
+        let to = crate::CircuitState::from(t.to).as_str();
+        let why = t.reason.as_str();
+        if matches!(t.to, Phase::Open | Phase::ForcedOpen) {
+            tracing::warn!(
+                target: "courier::breaker",
+                host = ?self.key, from, to, why, open_ms = t.open_ms,
+                "circuit opened; calls to this host fail fast"
+            );
+        } else {
+            tracing::info!(
+                target: "courier::breaker",
+                host = ?self.key, from, to, why,
+                "circuit state changed"
+            );
+        }
+    }
+
+    /// What eviction keeps longest: forced, then open or half-open, then closed with
+    /// failures; a closed breaker with no failures loses nothing when dropped.
+    fn rank(&self) -> u8 {
+        let w = self.machine.load();
+        match w.phase() {
+            Phase::ForcedOpen | Phase::ForcedClosed => 3,
+            Phase::Open | Phase::HalfOpen => 2,
+            Phase::Closed if w.payload() > 0 => 1,
+            Phase::Closed => 0,
+        }
+    }
+}
+
+// === impl Shared ===
+
+/// Every breaker, keyed; shared behind an `Arc` by the layer, its services and the handle.
+pub(crate) struct Shared<K> {
+    pub(crate) core: Arc<Core>,
+    map: papaya::HashMap<K, Arc<Breaker<K>>>,
+    /// The one breaker when every request has the same key.
+    single: Option<Arc<Breaker<K>>>,
+    epoch: AtomicU64,
+    seq: AtomicU64,
+    evicting: Mutex<()>,
+}
+
+impl<K: crate::BreakerKey> std::fmt::Debug for Shared<K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("core", &self.core)
+            .field("keys", &self.len())
+            .finish()
+    }
+}
+
+impl<K: crate::BreakerKey> Shared<K> {
+    pub(crate) fn new(config: Config, single_key: Option<K>) -> Self {
+        let core = Arc::new(Core::new(config));
+        let single = single_key.map(|k| Arc::new(Breaker::new(k, core.clone(), 0, 0)));
+        Self {
+            core,
+            map: papaya::HashMap::new(),
+            single,
+            epoch: AtomicU64::new(0),
+            seq: AtomicU64::new(1),
+            evicting: Mutex::new(()),
+        }
+    }
+
+    /// The breaker for `key`, made on first use.
+    #[inline]
+    pub(crate) fn breaker(&self, key: K) -> Arc<Breaker<K>> {
+        if let Some(b) = &self.single {
+            return b.clone();
+        }
+        if let Some(b) = self.map.pin().get(&key) {
+            let epoch = self.epoch.load(Ordering::Relaxed);
+            // Write only when it changes: a hot host's line stays shared between cores.
+            if b.last_used.load(Ordering::Relaxed) != epoch {
+                b.last_used.store(epoch, Ordering::Relaxed);
+            }
+            return b.clone();
+        }
+        self.insert(key)
+    }
+
+    #[cold]
+    fn insert(&self, key: K) -> Arc<Breaker<K>> {
+        if self.map.len() >= self.core.config.max_hosts.get() {
+            self.evict();
+        }
+        let map = self.map.pin();
+        map.get_or_insert_with(key.clone(), || {
+            let seq = self.seq.fetch_add(1, Ordering::Relaxed);
+            let epoch = self.epoch.load(Ordering::Relaxed);
+            Arc::new(Breaker::new(key, self.core.clone(), seq, epoch))
+        })
+        .clone()
+    }
+
+    /// Makes room: drops the breakers least worth keeping (least recently used epoch first,
+    /// then by [`Breaker::rank`], then oldest) until a quarter of the room is free again.
+    fn evict(&self) {
+        let _one_at_a_time = self.evicting.lock().unwrap_or_else(|p| p.into_inner());
+        let max = self.core.config.max_hosts.get();
+        let map = self.map.pin();
+        if map.len() < max {
+            return;
+        }
+        self.epoch.fetch_add(1, Ordering::Relaxed);
+        let mut all: Vec<_> = map
+            .iter()
+            .map(|(k, b)| {
+                let forced = b.rank() == 3;
+                let recency = b.last_used.load(Ordering::Relaxed);
+                ((forced, recency, b.rank(), b.seq), k)
+            })
+            .collect();
+        all.sort_unstable_by_key(|(order, _)| *order);
+        let keep = max - 1 - max / 4;
+        let drop = all.len().saturating_sub(keep);
+        for (_, key) in all.into_iter().take(drop) {
+            map.remove(key);
+        }
+    }
+
+    /// The breaker for `key`, if there is one.
+    pub(crate) fn get(&self, key: &K) -> Option<Arc<Breaker<K>>> {
+        if let Some(b) = &self.single {
+            return (b.key == *key).then(|| b.clone());
+        }
+        self.map.pin().get(key).cloned()
+    }
+
+    /// The breaker for `key`, made if missing (for the handle).
+    pub(crate) fn get_or_make(&self, key: K) -> Arc<Breaker<K>> {
+        match self.get(&key) {
+            Some(b) => b,
+            None if self.single.is_some() => self.breaker(key),
+            None => self.insert(key),
+        }
+    }
+
+    /// Every breaker.
+    pub(crate) fn all(&self) -> Vec<Arc<Breaker<K>>> {
+        if let Some(b) = &self.single {
+            return vec![b.clone()];
+        }
+        self.map.pin().iter().map(|(_, b)| b.clone()).collect()
+    }
+
+    /// How many keys have a breaker.
+    pub(crate) fn len(&self) -> usize {
+        if self.single.is_some() {
+            return 1;
+        }
+        self.map.len()
+    }
+}

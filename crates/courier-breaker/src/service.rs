@@ -1,0 +1,117 @@
+//! [`CircuitBreaker`]: the service.
+
+use crate::future::{Guard, ResponseFuture};
+use crate::handle::BreakerHandle;
+use crate::key::{ByHost, MakeKey, RequestParts};
+use crate::layer::CircuitBreakerLayer;
+use crate::registry::Shared;
+use courier_core::BoxError;
+use std::fmt;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use tokio::time::Instant;
+use tower_service::Service;
+
+/// Fails calls at once while their key's circuit is open, without calling the inner service.
+///
+/// Made by [`CircuitBreakerLayer`]; see the [crate docs](crate).
+///
+/// # Clone
+///
+/// Clones share the breakers (behind an `Arc`) and clone the inner service.
+pub struct CircuitBreaker<S, M: MakeKey = ByHost> {
+    inner: S,
+    make_key: M,
+    shared: Arc<Shared<M::Key>>,
+}
+
+impl<S> CircuitBreaker<S> {
+    /// The layer with the defaults (see [`CircuitBreakerLayer::new`]).
+    pub fn layer() -> CircuitBreakerLayer {
+        CircuitBreakerLayer::new()
+    }
+}
+
+impl<S, M: MakeKey> CircuitBreaker<S, M> {
+    pub(crate) fn from_parts(inner: S, make_key: M, shared: Arc<Shared<M::Key>>) -> Self {
+        Self {
+            inner,
+            make_key,
+            shared,
+        }
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, unwrapped.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+
+    /// A handle on the breakers this service shares with its layer.
+    pub fn handle(&self) -> BreakerHandle<M::Key> {
+        BreakerHandle {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<S: Clone, M: MakeKey + Clone> Clone for CircuitBreaker<S, M> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            make_key: self.make_key.clone(),
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, M: MakeKey + fmt::Debug> fmt::Debug for CircuitBreaker<S, M> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CircuitBreaker")
+            .field("inner", &self.inner)
+            .field("make_key", &self.make_key)
+            .field("keys", &self.shared.len())
+            .finish()
+    }
+}
+
+impl<S, M, B, ResB> Service<http::Request<B>> for CircuitBreaker<S, M>
+where
+    S: Service<http::Request<B>, Response = http::Response<ResB>>,
+    S::Error: Into<BoxError>,
+    M: MakeKey,
+{
+    type Response = http::Response<ResB>;
+    type Error = BoxError;
+    type Future = ResponseFuture<S::Future, M::Key>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        let key = self.make_key.make_key(&RequestParts::new(&req));
+        let breaker = self.shared.breaker(key);
+        match breaker.admit() {
+            Ok(ticket) => {
+                let start = breaker.core.config.slow_call.map(|_| Instant::now());
+                // The guard exists before the call, so even a panicking inner service gives a
+                // trial permit back.
+                let guard = Guard::new(breaker, ticket, start);
+                let fut = self.inner.call(req);
+                ResponseFuture::called(fut, guard)
+            }
+            // Open: the inner service is not called and spends nothing.
+            Err(open) => ResponseFuture::rejected(open),
+        }
+    }
+}

@@ -1,0 +1,740 @@
+//! Behaviour of the circuit breaker, on paused time.
+
+use courier_breaker::{
+    BreakerHandle, CircuitBreaker, CircuitBreakerLayer, CircuitOpen, CircuitState, FailureRate,
+    OpenBackoff, RequestParts,
+};
+use courier_core::{BoxError, DeadlineExceeded, HostKey, RateLimited};
+use http::{Request, Response, StatusCode};
+use std::collections::VecDeque;
+use std::future::Future;
+use std::io;
+use std::num::{NonZeroU32, NonZeroUsize};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::{advance, sleep};
+use tower::{Layer, Service, ServiceExt};
+
+// === the scripted upstream ===
+
+#[derive(Debug, Clone)]
+enum Step {
+    Status(u16),
+    Refused,
+    RateLimited,
+    Deadline,
+    /// Answers 200 after a delay.
+    Slow(Duration),
+    /// Never answers.
+    Hang,
+}
+
+#[derive(Clone, Default)]
+struct Upstream {
+    script: Arc<Mutex<VecDeque<Step>>>,
+    calls: Arc<AtomicUsize>,
+}
+
+impl Upstream {
+    fn push(&self, step: Step, times: usize) {
+        let mut s = self.script.lock().unwrap();
+        for _ in 0..times {
+            s.push_back(step.clone());
+        }
+    }
+
+    fn calls(&self) -> usize {
+        self.calls.load(Ordering::SeqCst)
+    }
+}
+
+type BoxFut = Pin<Box<dyn Future<Output = Result<Response<()>, BoxError>> + Send>>;
+
+impl Service<Request<()>> for Upstream {
+    type Response = Response<()>;
+    type Error = BoxError;
+    type Future = BoxFut;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<()>) -> BoxFut {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let step = self
+            .script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Step::Status(200));
+        Box::pin(async move {
+            let status = match step {
+                Step::Status(s) => s,
+                Step::Refused => {
+                    return Err(io::Error::from(io::ErrorKind::ConnectionRefused).into());
+                }
+                Step::RateLimited => return Err(RateLimited::new(Duration::from_secs(1)).into()),
+                Step::Deadline => {
+                    return Err(DeadlineExceeded::new(
+                        Duration::from_secs(1),
+                        Duration::from_secs(1),
+                    )
+                    .into());
+                }
+                Step::Slow(d) => {
+                    sleep(d).await;
+                    200
+                }
+                Step::Hang => std::future::pending().await,
+            };
+            Ok(Response::builder().status(status).body(()).unwrap())
+        })
+    }
+}
+
+fn req(host: &str) -> Request<()> {
+    Request::get(format!("http://{host}/x")).body(()).unwrap()
+}
+
+fn key(host: &str) -> HostKey {
+    HostKey::from_request(&req(host))
+}
+
+fn nz(n: u32) -> NonZeroU32 {
+    NonZeroU32::new(n).unwrap()
+}
+
+type Svc = CircuitBreaker<Upstream>;
+
+fn setup(layer: CircuitBreakerLayer) -> (Svc, Upstream, BreakerHandle) {
+    let up = Upstream::default();
+    let handle = layer.handle();
+    (layer.layer(up.clone()), up, handle)
+}
+
+async fn send(svc: &Svc, host: &str) -> Result<StatusCode, BoxError> {
+    svc.clone().oneshot(req(host)).await.map(|r| r.status())
+}
+
+fn open_err(r: Result<StatusCode, BoxError>) -> CircuitOpen {
+    let err = r.expect_err("the circuit should refuse");
+    *err.downcast_ref::<CircuitOpen>()
+        .unwrap_or_else(|| panic!("not CircuitOpen: {err}"))
+}
+
+async fn trip(svc: &Svc, up: &Upstream, host: &str, n: usize) {
+    up.push(Step::Status(503), n);
+    for _ in 0..n {
+        assert_eq!(
+            send(svc, host).await.unwrap(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+}
+
+// === transitions ===
+
+#[tokio::test(start_paused = true)]
+async fn closed_opens_after_five_consecutive_failures_and_fails_fast() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new());
+    up.push(Step::Status(503), 4);
+    for _ in 0..4 {
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    assert_eq!(handle.status(&key("a")).unwrap().consecutive_failures(), 4);
+    up.push(Step::Status(500), 1);
+    assert_eq!(
+        send(&svc, "a").await.unwrap(),
+        StatusCode::INTERNAL_SERVER_ERROR,
+        "a status stays a response"
+    );
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+
+    let before = up.calls();
+    let err = open_err(send(&svc, "a").await);
+    assert_eq!(err.retry_in(), Duration::from_secs(30));
+    assert_eq!(
+        up.calls(),
+        before,
+        "an open circuit does not call the inner service"
+    );
+    advance(Duration::from_secs(10)).await;
+    assert_eq!(
+        open_err(send(&svc, "a").await).retry_in(),
+        Duration::from_secs(20)
+    );
+    assert_eq!(up.calls(), before);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_success_resets_the_consecutive_count() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new());
+    up.push(Step::Status(503), 4);
+    up.push(Step::Status(200), 1);
+    up.push(Step::Status(503), 4);
+    for _ in 0..9 {
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    assert_eq!(handle.status(&key("a")).unwrap().consecutive_failures(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn open_half_open_then_trial_success_closes() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new());
+    trip(&svc, &up, "a", 5).await;
+    advance(Duration::from_secs(30)).await;
+    assert_eq!(
+        handle.state(&key("a")),
+        Some(CircuitState::Open),
+        "moves on the next call"
+    );
+    up.push(Step::Slow(Duration::from_secs(1)), 1);
+    let trial = tokio::spawn({
+        let svc = svc.clone();
+        async move { send(&svc, "a").await }
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::HalfOpen));
+    // The trial is in flight: everyone else fails fast, told to try again at once.
+    assert_eq!(open_err(send(&svc, "a").await).retry_in(), Duration::ZERO);
+    assert_eq!(trial.await.unwrap().unwrap(), StatusCode::OK);
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    assert_eq!(handle.status(&key("a")).unwrap().trips(), 0);
+    assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
+}
+
+#[tokio::test(start_paused = true)]
+async fn trial_failure_reopens_at_once() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new());
+    trip(&svc, &up, "a", 5).await;
+    advance(Duration::from_secs(30)).await;
+    up.push(Step::Refused, 1);
+    let err = send(&svc, "a").await.unwrap_err();
+    assert!(
+        err.downcast_ref::<io::Error>().is_some(),
+        "the inner error passes through"
+    );
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+    assert_eq!(
+        open_err(send(&svc, "a").await).retry_in(),
+        Duration::from_secs(30)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn transport_errors_count_as_failures() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new().consecutive_failures(nz(3)));
+    up.push(Step::Refused, 3);
+    for _ in 0..3 {
+        assert!(send(&svc, "a").await.is_err());
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+}
+
+// === growing open duration ===
+
+#[tokio::test(start_paused = true)]
+async fn open_duration_doubles_to_the_cap_and_a_success_starts_over() {
+    let layer = CircuitBreakerLayer::new()
+        .consecutive_failures(nz(1))
+        .open_duration(Duration::from_secs(1))
+        .open_backoff(OpenBackoff::new(Duration::from_secs(5)).jitter(0.0));
+    let (svc, up, _handle) = setup(layer);
+    trip(&svc, &up, "a", 1).await;
+    let mut seen = vec![open_err(send(&svc, "a").await).retry_in()];
+    for _ in 0..4 {
+        advance(seen[seen.len() - 1]).await;
+        up.push(Step::Status(502), 1);
+        send(&svc, "a").await.unwrap();
+        seen.push(open_err(send(&svc, "a").await).retry_in());
+    }
+    let secs: Vec<u64> = seen.iter().map(|d| d.as_secs()).collect();
+    assert_eq!(secs, [1, 2, 4, 5, 5]);
+    // A successful trial forgets the trips.
+    advance(Duration::from_secs(5)).await;
+    send(&svc, "a").await.unwrap();
+    trip(&svc, &up, "a", 1).await;
+    assert_eq!(
+        open_err(send(&svc, "a").await).retry_in(),
+        Duration::from_secs(1)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn growing_open_duration_is_jittered_within_bounds_and_seedable() {
+    async fn run(seed: u64) -> Vec<Duration> {
+        let layer = CircuitBreakerLayer::new()
+            .consecutive_failures(nz(1))
+            .open_duration(Duration::from_secs(1))
+            .open_backoff(OpenBackoff::new(Duration::from_secs(60)).jitter(0.5))
+            .seed(seed);
+        let (svc, up, _handle) = setup(layer);
+        trip(&svc, &up, "a", 1).await;
+        let mut seen = vec![open_err(send(&svc, "a").await).retry_in()];
+        for _ in 0..5 {
+            advance(seen[seen.len() - 1]).await;
+            up.push(Step::Status(503), 1);
+            send(&svc, "a").await.unwrap();
+            seen.push(open_err(send(&svc, "a").await).retry_in());
+        }
+        seen
+    }
+    let a = run(7).await;
+    for (n, d) in a.iter().enumerate() {
+        let ceiling = Duration::from_secs(1 << n);
+        assert!(*d <= ceiling && *d >= ceiling / 2, "trip {n}: {d:?}");
+    }
+    assert_eq!(a, run(7).await, "the same seed gives the same waits");
+    assert_ne!(a, run(8).await, "jitter spreads clients out");
+}
+
+// === half-open concurrency ===
+
+async fn race_into_half_open(trials: u32) {
+    let layer = CircuitBreakerLayer::new().half_open_trials(nz(trials));
+    let (svc, up, handle) = setup(layer);
+    trip(&svc, &up, "a", 5).await;
+    advance(Duration::from_secs(30)).await;
+    up.push(Step::Hang, trials as usize);
+    let before = up.calls();
+
+    // `call` decides admission synchronously, so 50 threads calling at once race on the
+    // breaker for real. Each enters the runtime to read its paused clock.
+    let rt = tokio::runtime::Handle::current();
+    let barrier = std::sync::Barrier::new(50);
+    let futures = Mutex::new(Vec::new());
+    std::thread::scope(|s| {
+        for _ in 0..50 {
+            s.spawn(|| {
+                let _rt = rt.enter();
+                let mut svc = svc.clone();
+                barrier.wait();
+                let fut = svc.call(req("a"));
+                futures.lock().unwrap().push(fut);
+            });
+        }
+    });
+    assert_eq!(
+        up.calls() - before,
+        trials as usize,
+        "only the trials reach the inner service"
+    );
+    let mut refused = 0;
+    let mut pending = Vec::new();
+    for fut in futures.into_inner().unwrap() {
+        let mut task = tokio_test::task::spawn(fut);
+        match task.poll() {
+            Poll::Ready(Err(e)) if e.is::<CircuitOpen>() => refused += 1,
+            Poll::Pending => pending.push(task),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!(refused, 50 - trials as usize);
+    assert_eq!(pending.len(), trials as usize);
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::HalfOpen));
+    // Dropping every trial gives every permit back.
+    drop(pending);
+    up.push(Step::Status(200), 1);
+    assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn fifty_racing_calls_let_exactly_one_trial_through() {
+    race_into_half_open(1).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn fifty_racing_calls_let_exactly_the_configured_trials_through() {
+    race_into_half_open(3).await;
+}
+
+// === cancellation ===
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_trial_gives_its_permit_back() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new());
+    trip(&svc, &up, "a", 5).await;
+    advance(Duration::from_secs(30)).await;
+    up.push(Step::Hang, 1);
+    let trial = tokio::time::timeout(Duration::from_secs(5), send(&svc, "a")).await;
+    assert!(trial.is_err(), "the trial was cancelled by the caller");
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::HalfOpen));
+    // It counted as neither: no failure reopened the circuit, and the next call is the trial.
+    let before = up.calls();
+    assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
+    assert_eq!(up.calls(), before + 1);
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_closed_call_counts_as_neither() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new().consecutive_failures(nz(1)));
+    up.push(Step::Hang, 3);
+    for _ in 0..3 {
+        let _ = tokio::time::timeout(Duration::from_secs(1), send(&svc, "a")).await;
+    }
+    assert_eq!(handle.status(&key("a")).unwrap().consecutive_failures(), 0);
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+}
+
+// === what counts ===
+
+#[tokio::test(start_paused = true)]
+async fn a_429_or_other_4xx_counts_as_success() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new());
+    for healthy in [429, 404, 400, 403] {
+        up.push(Step::Status(503), 4);
+        up.push(Step::Status(healthy), 1);
+    }
+    for _ in 0..20 {
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    assert_eq!(handle.status(&key("a")).unwrap().consecutive_failures(), 0);
+}
+
+#[tokio::test(start_paused = true)]
+async fn statuses_outside_the_set_are_healthy_and_the_set_is_configurable() {
+    let layer = CircuitBreakerLayer::new()
+        .consecutive_failures(nz(2))
+        .failure_statuses([StatusCode::NOT_IMPLEMENTED]);
+    let (svc, up, handle) = setup(layer);
+    up.push(Step::Status(503), 5);
+    for _ in 0..5 {
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    up.push(Step::Status(501), 2);
+    send(&svc, "a").await.unwrap();
+    send(&svc, "a").await.unwrap();
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+}
+
+#[tokio::test(start_paused = true)]
+async fn local_refusals_from_below_count_as_neither() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new().consecutive_failures(nz(2)));
+    up.push(Step::Status(503), 1);
+    up.push(Step::RateLimited, 5);
+    up.push(Step::Deadline, 5);
+    for _ in 0..11 {
+        let _ = send(&svc, "a").await;
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    assert_eq!(
+        handle.status(&key("a")).unwrap().consecutive_failures(),
+        1,
+        "neither a failure nor a success"
+    );
+    // As a trial, a local refusal gives the permit back and leaves the circuit half-open.
+    up.push(Step::Status(503), 1);
+    send(&svc, "a").await.unwrap();
+    advance(Duration::from_secs(30)).await;
+    up.push(Step::RateLimited, 1);
+    let err = send(&svc, "a").await.unwrap_err();
+    assert!(err.is::<RateLimited>());
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::HalfOpen));
+    assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn slow_calls_count_as_failures_when_asked() {
+    let layer = CircuitBreakerLayer::new()
+        .consecutive_failures(nz(3))
+        .slow_call_threshold(Duration::from_secs(1));
+    let (svc, up, handle) = setup(layer);
+    up.push(Step::Slow(Duration::from_millis(900)), 5);
+    for _ in 0..5 {
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    up.push(Step::Slow(Duration::from_millis(1500)), 3);
+    for _ in 0..3 {
+        assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+
+    // Without the option, slowness is not a failure.
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new().consecutive_failures(nz(3)));
+    up.push(Step::Slow(Duration::from_secs(60)), 3);
+    for _ in 0..3 {
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+}
+
+#[tokio::test(start_paused = true)]
+async fn failure_rate_over_a_sliding_window() {
+    let rate = FailureRate::new(0.5, Duration::from_secs(10), nz(10)).unwrap();
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new().failure_rate(rate));
+    // 6 failures in 9 calls, 3 in a row: too few calls for the rate to count.
+    for s in [503, 200, 503, 200, 503, 200, 503, 503, 503] {
+        up.push(Step::Status(s), 1);
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(
+        handle.state(&key("a")),
+        Some(CircuitState::Closed),
+        "below min_calls"
+    );
+    // The window slides: those calls age out.
+    advance(Duration::from_secs(11)).await;
+    for s in [503, 200, 200, 200, 200, 200, 200, 200, 200, 503] {
+        up.push(Step::Status(s), 1);
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(
+        handle.state(&key("a")),
+        Some(CircuitState::Closed),
+        "2 of 10 failed"
+    );
+    for _ in 0..6 {
+        trip(&svc, &up, "a", 1).await;
+    }
+    assert_eq!(
+        handle.state(&key("a")),
+        Some(CircuitState::Open),
+        "8 of 16 failed"
+    );
+    // Five failures in a row alone do not trip it in rate mode.
+    let rate = FailureRate::new(0.9, Duration::from_secs(10), nz(100)).unwrap();
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new().failure_rate(rate));
+    trip(&svc, &up, "a", 20).await;
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+}
+
+// === keys ===
+
+#[tokio::test(start_paused = true)]
+async fn hosts_are_isolated() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new());
+    trip(&svc, &up, "a", 5).await;
+    assert!(send(&svc, "a").await.is_err());
+    let before = up.calls();
+    assert_eq!(send(&svc, "b").await.unwrap(), StatusCode::OK);
+    assert_eq!(
+        send(&svc, "a:8080").await.unwrap(),
+        StatusCode::OK,
+        "the port is part of the host"
+    );
+    assert_eq!(up.calls(), before + 2);
+    let mut states = handle.states();
+    states.sort_by_key(|(k, _)| k.to_string());
+    assert_eq!(
+        states,
+        [
+            (key("a"), CircuitState::Open),
+            (key("a:8080"), CircuitState::Closed),
+            (key("b"), CircuitState::Closed),
+        ]
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn global_and_custom_keys() {
+    let up = Upstream::default();
+    let layer = CircuitBreakerLayer::new().global();
+    let handle = layer.handle();
+    let mut svc = layer.layer(up.clone());
+    up.push(Step::Status(503), 5);
+    for h in ["a", "b", "c", "d", "e"] {
+        svc.ready().await.unwrap().call(req(h)).await.unwrap();
+    }
+    assert_eq!(handle.state(&()), Some(CircuitState::Open));
+    assert!(
+        svc.ready()
+            .await
+            .unwrap()
+            .call(req("z"))
+            .await
+            .unwrap_err()
+            .is::<CircuitOpen>()
+    );
+
+    let by_tenant = |r: &RequestParts<'_>| {
+        r.headers()
+            .get("x-tenant")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+            .to_owned()
+    };
+    let layer = CircuitBreakerLayer::new()
+        .consecutive_failures(nz(1))
+        .key_fn(by_tenant);
+    let handle = layer.handle();
+    let mut svc = layer.layer(up.clone());
+    let tenant = |t: &str| {
+        Request::get("http://same/")
+            .header("x-tenant", t)
+            .body(())
+            .unwrap()
+    };
+    up.push(Step::Status(503), 1);
+    svc.ready().await.unwrap().call(tenant("t1")).await.unwrap();
+    assert!(
+        svc.ready()
+            .await
+            .unwrap()
+            .call(tenant("t1"))
+            .await
+            .unwrap_err()
+            .is::<CircuitOpen>()
+    );
+    assert!(svc.ready().await.unwrap().call(tenant("t2")).await.is_ok());
+    assert_eq!(handle.state(&"t1".to_owned()), Some(CircuitState::Open));
+}
+
+// === handle ===
+
+#[tokio::test(start_paused = true)]
+async fn handle_forces_open_and_closed_and_resets() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new());
+    assert_eq!(handle.state(&key("a")), None, "no breaker until first use");
+    handle.force_open(key("a"));
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::ForcedOpen));
+    assert!(open_err(send(&svc, "a").await).retry_in() > Duration::ZERO);
+    advance(Duration::from_secs(3600)).await;
+    assert!(
+        send(&svc, "a").await.is_err(),
+        "forced open does not time out"
+    );
+    assert_eq!(up.calls(), 0);
+
+    handle.force_closed(key("a"));
+    trip(&svc, &up, "a", 20).await;
+    assert_eq!(
+        handle.state(&key("a")),
+        Some(CircuitState::ForcedClosed),
+        "nothing is counted"
+    );
+
+    handle.reset(&key("a"));
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    trip(&svc, &up, "a", 5).await;
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+    assert!(handle.status(&key("a")).unwrap().retry_in().is_some());
+    handle.reset(&key("a"));
+    assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
+
+    trip(&svc, &up, "b", 5).await;
+    handle.reset_all();
+    assert!(
+        handle
+            .states()
+            .iter()
+            .all(|(_, s)| *s == CircuitState::Closed)
+    );
+    assert_eq!(handle.len(), 2);
+    // Clones of the handle see the same breakers.
+    let h2 = handle.clone();
+    h2.force_open(key("b"));
+    assert_eq!(handle.state(&key("b")), Some(CircuitState::ForcedOpen));
+}
+
+// === eviction ===
+
+#[tokio::test(start_paused = true)]
+async fn idle_hosts_are_evicted_under_the_maximum() {
+    let layer = CircuitBreakerLayer::new().max_hosts(NonZeroUsize::new(2).unwrap());
+    let (svc, up, handle) = setup(layer);
+    trip(&svc, &up, "down", 5).await;
+    send(&svc, "b").await.unwrap();
+    send(&svc, "c").await.unwrap();
+    assert_eq!(handle.len(), 2);
+    assert_eq!(
+        handle.state(&key("down")),
+        Some(CircuitState::Open),
+        "an open host outlives a healthy one"
+    );
+    assert_eq!(handle.state(&key("b")), None);
+    for i in 0..50 {
+        send(&svc, &format!("h{i}")).await.unwrap();
+        assert!(handle.len() <= 2);
+    }
+    // A host used since the last sweep outlives one that was not.
+    let layer = CircuitBreakerLayer::new().max_hosts(NonZeroUsize::new(4).unwrap());
+    let (svc, _up, handle) = setup(layer);
+    for h in ["a", "b", "c", "d"] {
+        send(&svc, h).await.unwrap();
+    }
+    // Full: the sweep keeps 2 of 4 (the newest, "c" and "d"), then adds "e".
+    send(&svc, "e").await.unwrap();
+    assert_eq!(handle.len(), 3);
+    assert_eq!(handle.state(&key("a")), None);
+    // "b" comes back and is used after that sweep; "c" and "d" are not.
+    send(&svc, "b").await.unwrap();
+    send(&svc, "f").await.unwrap();
+    for (host, kept) in [
+        ("b", true),
+        ("c", false),
+        ("d", false),
+        ("e", true),
+        ("f", true),
+    ] {
+        assert_eq!(handle.state(&key(host)).is_some(), kept, "{host}");
+    }
+}
+
+// === tower contract ===
+
+/// Ready only after `poll_ready` on this very instance; a clone starts unready.
+#[derive(Debug)]
+struct Picky {
+    ready: bool,
+}
+
+impl Clone for Picky {
+    fn clone(&self) -> Self {
+        Self { ready: false }
+    }
+}
+
+impl Service<Request<()>> for Picky {
+    type Response = Response<()>;
+    type Error = BoxError;
+    type Future = std::future::Ready<Result<Response<()>, BoxError>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.ready = true;
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<()>) -> Self::Future {
+        assert!(self.ready, "called without poll_ready on this instance");
+        self.ready = false;
+        std::future::ready(Ok(Response::new(())))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_the_instance_it_made_ready() {
+    let mut svc = CircuitBreakerLayer::new().layer(Picky { ready: false });
+    for _ in 0..3 {
+        let ready = svc.ready().await.unwrap();
+        let _clone = ready.clone();
+        assert!(ready.call(req("a")).await.is_ok());
+    }
+    assert!(svc.get_ref().ready.eq(&false));
+    let _ = svc.get_mut();
+    let _inner: Picky = svc.into_inner();
+}
+
+#[test]
+fn services_layers_handles_and_futures_are_send_sync_static() {
+    fn check<T: Send + Sync + 'static>(_: &T) {}
+    fn check_future<T: Send + 'static>(_: &T) {}
+    let layer = CircuitBreakerLayer::new();
+    check(&layer);
+    check(&layer.handle());
+    let svc = layer.layer(Upstream::default());
+    check(&svc);
+    let mut svc2 = svc.clone();
+    // The future is as Sync as the inner one; here it is Send + 'static.
+    check_future(&svc2.call(req("a")));
+}
