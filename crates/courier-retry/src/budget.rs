@@ -21,8 +21,11 @@
 //! layer makes, and every clone of those, draws on the same budget.
 
 use courier_core::HostKey;
+use http::uri::Authority;
+use http::{HeaderMap, Uri};
 use std::collections::HashMap;
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -118,7 +121,8 @@ impl RetryBudget {
             slot_nanos: (window_nanos / SLOTS as u64).max(1),
             origin: Instant::now(),
             inner: Mutex::new(Buckets {
-                hosts: HashMap::new(),
+                hosts: HashMap::default(),
+                len: 0,
                 global: Bucket::default(),
             }),
         })
@@ -136,8 +140,43 @@ pub(crate) struct BudgetState {
 }
 
 struct Buckets {
-    hosts: HashMap<HostKey, Bucket>,
+    /// Host hash to the hosts with that hash (almost always one).
+    hosts: HashMap<u64, Vec<(HostKey, Bucket)>, BuildHasherDefault<PassHasher>>,
+    /// How many hosts in all.
+    len: usize,
     global: Bucket,
+}
+
+/// A multiply-rotate hash (as in rustc's FxHash) over the host's text, a word at a time: host
+/// keys come from our own requests and the map is bounded, so flooding is not a concern, and
+/// SipHash over `HostKey` byte by byte was a large share of the no-retry path.
+#[derive(Default)]
+struct FastHasher(u64);
+
+impl FastHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+/// The map's keys are hashes already.
+#[derive(Default)]
+struct PassHasher(u64);
+
+impl Hasher for PassHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0 << 8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, i: u64) {
+        self.0 = i;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
 }
 
 #[derive(Default, Clone, Copy)]
@@ -192,8 +231,12 @@ impl Bucket {
 
 impl BudgetState {
     fn epoch(&self, now: Instant) -> u64 {
-        let nanos = now.saturating_duration_since(self.origin).as_nanos();
-        u64::try_from(nanos / u128::from(self.slot_nanos)).unwrap_or(u64::MAX)
+        let since = now.saturating_duration_since(self.origin);
+        let nanos = since
+            .as_secs()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(u64::from(since.subsec_nanos()));
+        nanos / self.slot_nanos
     }
 
     fn lock(&self) -> MutexGuard<'_, Buckets> {
@@ -201,41 +244,46 @@ impl BudgetState {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn with_bucket<R>(&self, host: &HostKey, now: u64, f: impl FnOnce(&mut Bucket) -> R) -> R {
+    /// Runs `f` on the bucket of the request's host, creating it if needed. Returns the host's
+    /// hash too (0 for the shared budget).
+    fn with_bucket<R>(
+        &self,
+        uri: &Uri,
+        headers: &HeaderMap,
+        now: u64,
+        f: impl FnOnce(&mut Bucket) -> R,
+    ) -> (u64, R) {
         let mut guard = self.lock();
         let buckets = &mut *guard;
         if !self.config.per_host {
             buckets.global.advance(now);
-            return f(&mut buckets.global);
+            return (0, f(&mut buckets.global));
         }
-        if let Some(bucket) = buckets.hosts.get_mut(host) {
-            bucket.advance(now);
-            return f(bucket);
-        }
-        if buckets.hosts.len() >= self.config.max_hosts {
-            // An idle host's bucket is the same as a fresh one: dropping it loses nothing.
-            buckets.hosts.retain(|_, b| !b.is_idle(now));
-            if buckets.hosts.len() >= self.config.max_hosts {
-                let oldest = buckets
-                    .hosts
-                    .iter()
-                    .min_by_key(|(_, b)| b.head)
-                    .map(|(k, _)| k.clone());
-                if let Some(k) = oldest {
-                    buckets.hosts.remove(&k);
-                }
+        with_view(uri, headers, |view| {
+            let hash = view.hash();
+            if let Some(list) = buckets.hosts.get_mut(&hash)
+                && let Some((_, bucket)) = list.iter_mut().find(|(k, _)| view.matches(k))
+            {
+                bucket.advance(now);
+                return (hash, f(bucket));
             }
-        }
-        let bucket = buckets.hosts.entry(host.clone()).or_default();
-        bucket.advance(now);
-        f(bucket)
+            if buckets.len >= self.config.max_hosts {
+                buckets.evict(now, self.config.max_hosts);
+            }
+            buckets.len += 1;
+            let list = buckets.hosts.entry(hash).or_default();
+            list.push((HostKey::from_parts(uri, headers), Bucket::default()));
+            let bucket = &mut list.last_mut().expect("pushed above").1;
+            bucket.advance(now);
+            (hash, f(bucket))
+        })
     }
 
     /// Records one request.
-    pub(crate) fn deposit(&self, host: &HostKey, now: Instant) {
+    pub(crate) fn deposit(&self, uri: &Uri, headers: &HeaderMap, now: Instant) {
         let epoch = self.epoch(now);
         let amount = self.deposit;
-        self.with_bucket(host, epoch, |b| {
+        self.with_bucket(uri, headers, epoch, |b| {
             b.deposits = b.deposits.saturating_add(amount);
             let slot = b.slot(epoch);
             slot.deposits = slot.deposits.saturating_add(amount);
@@ -244,10 +292,15 @@ impl BudgetState {
 
     /// Takes one retry if the budget allows it; dropping the returned guard without
     /// [`Withdrawal::commit`] gives it back.
-    pub(crate) fn withdraw(self: &Arc<Self>, host: &HostKey, now: Instant) -> Option<Withdrawal> {
+    pub(crate) fn withdraw(
+        self: &Arc<Self>,
+        uri: &Uri,
+        headers: &HeaderMap,
+        now: Instant,
+    ) -> Option<Withdrawal> {
         let epoch = self.epoch(now);
         let floor = self.floor;
-        let ok = self.with_bucket(host, epoch, |b| {
+        let (hash, ok) = self.with_bucket(uri, headers, epoch, |b| {
             let have = u128::from(floor) + u128::from(b.deposits);
             let owe = u128::from(b.withdrawals) + u128::from(UNIT);
             if have >= owe {
@@ -260,19 +313,24 @@ impl BudgetState {
         });
         ok.then(|| Withdrawal {
             budget: self.clone(),
-            host: host.clone(),
+            hash,
+            host: HostKey::from_parts(uri, headers),
             epoch,
             committed: false,
         })
     }
 
-    fn refund(&self, host: &HostKey, epoch: u64) {
+    fn refund(&self, hash: u64, host: &HostKey, epoch: u64) {
         let now = self.epoch(Instant::now());
         let mut guard = self.lock();
         let buckets = &mut *guard;
         let bucket = if self.config.per_host {
-            match buckets.hosts.get_mut(host) {
-                Some(b) => b,
+            let found = buckets
+                .hosts
+                .get_mut(&hash)
+                .and_then(|list| list.iter_mut().find(|(k, _)| k == host));
+            match found {
+                Some((_, b)) => b,
                 None => return,
             }
         } else {
@@ -291,7 +349,113 @@ impl BudgetState {
     /// How many hosts are tracked.
     #[cfg(test)]
     fn hosts(&self) -> usize {
-        self.lock().hosts.len()
+        self.lock().len
+    }
+}
+
+// === impl Buckets ===
+
+impl Buckets {
+    /// Makes room for one more host: idle hosts first, then the least recently used.
+    fn evict(&mut self, now: u64, max: usize) {
+        // An idle host's bucket is the same as a fresh one: dropping it loses nothing.
+        self.hosts.retain(|_, list| {
+            list.retain(|(_, b)| !b.is_idle(now));
+            !list.is_empty()
+        });
+        self.len = self.hosts.values().map(Vec::len).sum();
+        if self.len >= max {
+            let oldest = self
+                .hosts
+                .iter()
+                .flat_map(|(h, list)| {
+                    list.iter()
+                        .enumerate()
+                        .map(move |(i, (_, b))| (b.head, *h, i))
+                })
+                .min();
+            if let Some((_, hash, i)) = oldest {
+                if let Some(list) = self.hosts.get_mut(&hash) {
+                    list.swap_remove(i);
+                    if list.is_empty() {
+                        self.hosts.remove(&hash);
+                    }
+                }
+                self.len -= 1;
+            }
+        }
+    }
+}
+
+/// Lowercases the ASCII letters of eight bytes at once.
+fn ascii_lowercase(word: u64) -> u64 {
+    const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let low = word & LOW7;
+    // High bit set where the byte is >= 'A' (0x41), and where it is > 'Z' (0x5a).
+    let ge_a = low + 0x3f3f_3f3f_3f3f_3f3f;
+    let gt_z = low + 0x2525_2525_2525_2525;
+    let upper = (ge_a ^ gt_z) & !word & HIGH;
+    word | (upper >> 2)
+}
+
+/// A request's host as borrowed text: what [`HostKey::from_parts`] keys on, without copying.
+struct HostView<'a> {
+    scheme: Option<&'a str>,
+    authority: &'a str,
+}
+
+fn with_view<R>(uri: &Uri, headers: &HeaderMap, f: impl FnOnce(HostView<'_>) -> R) -> R {
+    let scheme = uri.scheme_str();
+    if let Some(a) = uri.authority() {
+        return f(HostView {
+            scheme,
+            authority: a.as_str(),
+        });
+    }
+    let fallback = headers
+        .get(http::header::HOST)
+        .and_then(|h| Authority::try_from(h.as_bytes()).ok());
+    f(HostView {
+        scheme,
+        authority: fallback.as_ref().map_or("", Authority::as_str),
+    })
+}
+
+impl HostView<'_> {
+    /// A hash that ignores ASCII case, as [`HostKey`]'s equality does.
+    fn hash(&self) -> u64 {
+        let mut h = FastHasher::default();
+        let scheme = self.scheme.unwrap_or("");
+        h.add(scheme.len() as u64 | u64::from(self.scheme.is_some()) << 32);
+        for part in [scheme, self.authority] {
+            let mut chunks = part.as_bytes().chunks_exact(8);
+            for chunk in &mut chunks {
+                let word = u64::from_le_bytes(chunk.try_into().expect("chunks of eight"));
+                h.add(ascii_lowercase(word));
+            }
+            let mut tail = [0u8; 8];
+            let rest = chunks.remainder();
+            tail[..rest.len()].copy_from_slice(rest);
+            h.add(ascii_lowercase(u64::from_le_bytes(tail)));
+        }
+        // Spread the bits: the map uses the top ones too.
+        let mut x = h.0;
+        x ^= x >> 33;
+        x = x.wrapping_mul(0xff51_afd7_ed55_8ccd);
+        x ^= x >> 33;
+        x
+    }
+
+    fn matches(&self, key: &HostKey) -> bool {
+        let authority = key.authority().map_or("", Authority::as_str);
+        let same = |a: &str, b: &str| a == b || a.eq_ignore_ascii_case(b);
+        let scheme = match (key.scheme(), self.scheme) {
+            (Some(a), Some(b)) => same(a.as_str(), b),
+            (None, None) => true,
+            _ => false,
+        };
+        scheme && same(authority, self.authority)
     }
 }
 
@@ -306,6 +470,7 @@ impl fmt::Debug for BudgetState {
 /// A retry taken from the budget; given back on drop unless the retry was sent.
 pub(crate) struct Withdrawal {
     budget: Arc<BudgetState>,
+    hash: u64,
     host: HostKey,
     epoch: u64,
     committed: bool,
@@ -321,7 +486,7 @@ impl Withdrawal {
 impl Drop for Withdrawal {
     fn drop(&mut self) {
         if !self.committed {
-            self.budget.refund(&self.host, self.epoch);
+            self.budget.refund(self.hash, &self.host, self.epoch);
         }
     }
 }
@@ -340,11 +505,22 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
-    fn host(name: &str) -> HostKey {
-        HostKey::from_parts(
-            &format!("http://{name}/").parse().unwrap(),
-            &Default::default(),
-        )
+    fn host(name: &str) -> Uri {
+        format!("http://{name}/").parse().unwrap()
+    }
+
+    trait Short {
+        fn deposit_(&self, uri: &Uri, now: Instant);
+        fn withdraw_(&self, uri: &Uri, now: Instant) -> Option<Withdrawal>;
+    }
+
+    impl Short for Arc<BudgetState> {
+        fn deposit_(&self, uri: &Uri, now: Instant) {
+            self.deposit(uri, &HeaderMap::new(), now)
+        }
+        fn withdraw_(&self, uri: &Uri, now: Instant) -> Option<Withdrawal> {
+            self.withdraw(uri, &HeaderMap::new(), now)
+        }
     }
 
     #[tokio::test(start_paused = true)]
@@ -353,24 +529,24 @@ mod tests {
         let h = host("a");
         let now = Instant::now();
         for _ in 0..9 {
-            b.deposit(&h, now);
+            b.deposit_(&h, now);
         }
-        assert!(b.withdraw(&h, now).is_none(), "9 requests earn 0.9 retry");
-        b.deposit(&h, now);
-        b.withdraw(&h, now).expect("10 requests earn one").commit();
-        assert!(b.withdraw(&h, now).is_none());
+        assert!(b.withdraw_(&h, now).is_none(), "9 requests earn 0.9 retry");
+        b.deposit_(&h, now);
+        b.withdraw_(&h, now).expect("10 requests earn one").commit();
+        assert!(b.withdraw_(&h, now).is_none());
     }
 
     #[tokio::test(start_paused = true)]
     async fn floor_and_window() {
         let b = RetryBudget::new().ratio(0.0).floor(2).build();
         let h = host("a");
-        b.withdraw(&h, Instant::now()).unwrap().commit();
-        b.withdraw(&h, Instant::now()).unwrap().commit();
-        assert!(b.withdraw(&h, Instant::now()).is_none());
+        b.withdraw_(&h, Instant::now()).unwrap().commit();
+        b.withdraw_(&h, Instant::now()).unwrap().commit();
+        assert!(b.withdraw_(&h, Instant::now()).is_none());
         tokio::time::advance(Duration::from_secs(10)).await;
         assert!(
-            b.withdraw(&h, Instant::now()).is_some(),
+            b.withdraw_(&h, Instant::now()).is_some(),
             "spent floor comes back"
         );
     }
@@ -379,23 +555,23 @@ mod tests {
     async fn dropped_withdrawal_is_refunded() {
         let b = RetryBudget::new().ratio(0.0).floor(1).build();
         let h = host("a");
-        let w = b.withdraw(&h, Instant::now()).unwrap();
-        assert!(b.withdraw(&h, Instant::now()).is_none());
+        let w = b.withdraw_(&h, Instant::now()).unwrap();
+        assert!(b.withdraw_(&h, Instant::now()).is_none());
         drop(w);
-        assert!(b.withdraw(&h, Instant::now()).is_some());
+        assert!(b.withdraw_(&h, Instant::now()).is_some());
     }
 
     #[tokio::test(start_paused = true)]
     async fn hosts_are_separate_and_bounded() {
         let b = RetryBudget::new().ratio(0.0).floor(1).max_hosts(2).build();
-        b.withdraw(&host("a"), Instant::now()).unwrap().commit();
-        assert!(b.withdraw(&host("a"), Instant::now()).is_none());
-        b.withdraw(&host("b"), Instant::now()).unwrap().commit();
-        b.withdraw(&host("c"), Instant::now()).unwrap().commit();
+        b.withdraw_(&host("a"), Instant::now()).unwrap().commit();
+        assert!(b.withdraw_(&host("a"), Instant::now()).is_none());
+        b.withdraw_(&host("b"), Instant::now()).unwrap().commit();
+        b.withdraw_(&host("c"), Instant::now()).unwrap().commit();
         assert!(b.hosts() <= 2);
         tokio::time::advance(Duration::from_secs(11)).await;
         for name in ["d", "e", "f"] {
-            b.deposit(&host(name), Instant::now());
+            b.deposit_(&host(name), Instant::now());
         }
         assert!(b.hosts() <= 2);
         let g = RetryBudget::new()
@@ -403,11 +579,41 @@ mod tests {
             .floor(1)
             .per_host(false)
             .build();
-        g.withdraw(&host("a"), Instant::now()).unwrap().commit();
+        g.withdraw_(&host("a"), Instant::now()).unwrap().commit();
         assert!(
-            g.withdraw(&host("b"), Instant::now()).is_none(),
+            g.withdraw_(&host("b"), Instant::now()).is_none(),
             "one shared budget"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn host_matching_ignores_case_and_reads_the_host_header() {
+        let b = RetryBudget::new().ratio(0.0).floor(1).build();
+        let now = Instant::now();
+        b.withdraw_(&host("API.example"), now).unwrap().commit();
+        assert!(
+            b.withdraw_(&host("api.EXAMPLE"), now).is_none(),
+            "same host"
+        );
+        let mut headers = HeaderMap::new();
+        headers.insert("host", "svc:8080".parse().unwrap());
+        let origin_form: Uri = "/a?b=c".parse().unwrap();
+        b.withdraw(&origin_form, &headers, now).unwrap().commit();
+        assert!(b.withdraw(&origin_form, &headers, now).is_none());
+        assert_eq!(b.hosts(), 2);
+        // The shared budget for requests without any host.
+        b.withdraw(&origin_form, &HeaderMap::new(), now)
+            .unwrap()
+            .commit();
+        assert_eq!(b.hosts(), 3);
+    }
+
+    proptest! {
+        #[test]
+        fn word_lowercase_matches_bytewise(bytes in any::<[u8; 8]>()) {
+            let want = u64::from_le_bytes(bytes.map(|b| b.to_ascii_lowercase()));
+            prop_assert_eq!(ascii_lowercase(u64::from_le_bytes(bytes)), want);
+        }
     }
 
     proptest! {
@@ -432,9 +638,9 @@ mod tests {
                     tokio::time::advance(Duration::from_millis(gap_ms)).await;
                     let now = Instant::now();
                     if is_request {
-                        b.deposit(&h, now);
+                        b.deposit_(&h, now);
                         events.push((now - start, true));
-                    } else if let Some(w) = b.withdraw(&h, now) {
+                    } else if let Some(w) = b.withdraw_(&h, now) {
                         w.commit();
                         events.push((now - start, false));
                     }

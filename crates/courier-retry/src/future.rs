@@ -45,7 +45,8 @@ pin_project! {
     {
         #[pin]
         state: State<S::Future, RB>,
-        ctx: Option<Ctx<S, B>>,
+        // Boxed so that the future stays small to move; one allocation per call.
+        ctx: Option<Box<Ctx<S, B>>>,
     }
 }
 
@@ -66,7 +67,6 @@ pub(crate) struct Ctx<S, B> {
     pub(crate) parts: Parts,
     /// The body to replay from; `None` when it cannot be replayed.
     pub(crate) body: Option<B>,
-    pub(crate) host: HostKey,
     pub(crate) retry_safe: bool,
     pub(crate) deadline: Option<Deadline>,
     pub(crate) start: Instant,
@@ -96,7 +96,7 @@ impl<S, B, RB> ResponseFuture<S, B, RB>
 where
     S: Service<Request<B>>,
 {
-    pub(crate) fn new(fut: S::Future, ctx: Ctx<S, B>) -> Self {
+    pub(crate) fn new(fut: S::Future, ctx: Box<Ctx<S, B>>) -> Self {
         Self {
             state: State::First { fut },
             ctx: Some(ctx),
@@ -156,7 +156,7 @@ where
 
 /// Every attempt after the first.
 async fn retry_loop<S, B, RB>(
-    mut ctx: Ctx<S, B>,
+    mut ctx: Box<Ctx<S, B>>,
     mut res: Result<Response<RB>, BoxError>,
     mut next: Next<B>,
 ) -> Result<Response<RB>, BoxError>
@@ -320,7 +320,7 @@ impl<S, B: RetryBody> Ctx<S, B> {
         let withdrawal = match &config.budget {
             Some(budget) => Some(
                 budget
-                    .withdraw(&self.host, now)
+                    .withdraw(&self.parts.uri, &self.parts.headers, now)
                     .ok_or(Reason::BudgetExhausted)?,
             ),
             None => None,
@@ -346,14 +346,16 @@ impl<S, B: RetryBody> Ctx<S, B> {
     }
 
     fn finish<RB>(
-        mut self,
+        &mut self,
         res: Result<Response<RB>, BoxError>,
         record: AttemptRecord,
     ) -> Result<Response<RB>, BoxError> {
         self.log(&record);
         self.records.push(record);
         let mut response = res?;
-        response.extensions_mut().insert(Attempts(self.records));
+        response
+            .extensions_mut()
+            .insert(Attempts(std::mem::take(&mut self.records)));
         Ok(response)
     }
 
@@ -366,7 +368,7 @@ impl<S, B: RetryBody> Ctx<S, B> {
                     $level,
                     attempt = r.attempt,
                     method = %self.parts.method,
-                    host = %self.host,
+                    host = %HostKey::from_parts(&self.parts.uri, &self.parts.headers),
                     path = self.parts.uri.path(),
                     outcome = %r.outcome,
                     decision = r.decision.as_str(),

@@ -2,7 +2,7 @@ use crate::body::RetryBody;
 use crate::future::{Ctx, ResponseFuture};
 use crate::layer::{Config, RetryLayer};
 use courier_core::idempotency::IDEMPOTENCY_KEY;
-use courier_core::{BoxError, Deadline, HostKey};
+use courier_core::{BoxError, Deadline};
 use http::{HeaderValue, Method, Request, Response};
 use http_body::Body;
 use std::fmt;
@@ -90,9 +90,8 @@ where
                 HeaderValue::from_str(key).expect("a hyphenated uuid is a valid header value"),
             );
         }
-        let host = HostKey::from_parts(&parts.uri, &parts.headers);
         if let Some(budget) = &config.budget {
-            budget.deposit(&host, start);
+            budget.deposit(&parts.uri, &parts.headers, start);
         }
         let retry_safe = config.is_retry_safe(&parts.method, &parts.headers);
         let deadline = Deadline::get(&parts.extensions);
@@ -109,12 +108,11 @@ where
         let fut = svc.call(Request::from_parts(parts.clone(), body));
         ResponseFuture::new(
             fut,
-            Ctx {
+            Box::new(Ctx {
                 config,
                 svc,
                 parts,
                 body: template,
-                host,
                 retry_safe,
                 deadline,
                 start,
@@ -122,7 +120,7 @@ where
                 records: Vec::new(),
                 rng: None,
                 call_seq,
-            },
+            }),
         )
     }
 }
