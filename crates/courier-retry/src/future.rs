@@ -351,6 +351,10 @@ impl<S, B: RetryBody> Ctx<S, B> {
         record: AttemptRecord,
     ) -> Result<Response<RB>, BoxError> {
         self.log(&record);
+        if self.records.capacity() == 0 {
+            // The common case: one attempt, one exact allocation.
+            self.records.reserve_exact(1);
+        }
         self.records.push(record);
         let mut response = res?;
         response
