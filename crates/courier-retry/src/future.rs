@@ -1,7 +1,8 @@
 //! The response future of [`Retry`](crate::Retry).
 //!
-//! The first attempt is polled in place, with no allocation beyond the attempt record. Only
-//! when a retry is decided does the call move into a boxed loop that waits, drains the failed
+//! The first attempt is polled in place; the call's context (the request template) is one
+//! allocation and the attempt record another. Only when a retry is decided does the call move
+//! into a boxed loop that waits, drains the failed
 //! response body meanwhile, and drives further attempts. Dropping the future at any point stops
 //! everything: no further attempt is sent, and a budget withdrawal for a retry not yet sent is
 //! given back.
