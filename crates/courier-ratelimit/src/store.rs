@@ -155,8 +155,15 @@ pub struct InMemoryStore<K> {
     inner: Arc<Inner<K>>,
 }
 
+/// foldhash, with a random seed per map: a `HostKey` hashes byte by byte (to fold ASCII case),
+/// which costs SipHash about twice as much (measured in the bench); foldhash gathers small
+/// writes before it mixes.
+type Hasher = foldhash::fast::RandomState;
+
+type MapRef<'m, K> = papaya::HashMapRef<'m, K, Cell, Hasher, papaya::LocalGuard<'m>>;
+
 struct Inner<K> {
-    map: papaya::HashMap<K, Cell>,
+    map: papaya::HashMap<K, Cell, Hasher>,
     base: Instant,
     max_keys: usize,
     sweeping: AtomicBool,
@@ -176,7 +183,14 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
     pub fn with_max_keys(max_keys: usize) -> Self {
         Self {
             inner: Arc::new(Inner {
-                map: papaya::HashMap::new(),
+                // Blocking resizes: a table grown incrementally (by `get_or_insert_with`) was
+                // measured to leave every later lookup several times slower until the copy
+                // finished; a blocking resize finishes the copy at once, on the (rare, cold)
+                // insert that grows the table. Lookups stay lock-free either way.
+                map: papaya::HashMap::builder()
+                    .hasher(Hasher::default())
+                    .resize_mode(papaya::ResizeMode::Blocking)
+                    .build(),
                 base: Instant::now(),
                 max_keys: max_keys.max(1),
                 sweeping: AtomicBool::new(false),
@@ -244,22 +258,13 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
     }
 
     #[cold]
-    fn insert<'g>(
-        &self,
-        map: &'g papaya::HashMapRef<'_, K, Cell, std::hash::RandomState, papaya::LocalGuard<'_>>,
-        key: &K,
-        now: u64,
-    ) -> &'g Cell {
+    fn insert<'g>(&self, map: &'g MapRef<'_, K>, key: &K, now: u64) -> &'g Cell {
         // Sweep before inserting, so the new (full, hence idle) bucket is not swept at once.
         self.maybe_sweep(map, now);
         map.get_or_insert_with(key.clone(), Cell::new)
     }
 
-    fn maybe_sweep(
-        &self,
-        map: &papaya::HashMapRef<'_, K, Cell, std::hash::RandomState, papaya::LocalGuard<'_>>,
-        now: u64,
-    ) {
+    fn maybe_sweep(&self, map: &MapRef<'_, K>, now: u64) {
         let max = self.inner.max_keys;
         let len = map.len();
         if len < max || len < self.inner.sweep_floor.load(Ordering::Relaxed) {
@@ -291,12 +296,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
         }
     }
 
-    fn park_ns(
-        &self,
-        map: &papaya::HashMapRef<'_, K, Cell, std::hash::RandomState, papaya::LocalGuard<'_>>,
-        key: K,
-        until: u64,
-    ) {
+    fn park_ns(&self, map: &MapRef<'_, K>, key: K, until: u64) {
         loop {
             let cell = match map.get(&key) {
                 Some(cell) => cell,

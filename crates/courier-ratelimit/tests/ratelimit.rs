@@ -566,3 +566,75 @@ fn the_refusal_says_what_to_do() {
     let text = RateLimited::new(secs(2.0)).to_string();
     assert!(text.starts_with("rate limited"), "{text}");
 }
+
+// === tracing ===
+
+mod capture {
+    use std::fmt::Write;
+    use std::sync::{Arc, Mutex};
+    use tracing::field::{Field, Visit};
+    use tracing::{Event, Metadata, Subscriber, span};
+
+    /// Records every event as `name=value` text.
+    pub(super) struct Capture(pub(super) Arc<Mutex<Vec<String>>>);
+
+    struct Text(String);
+
+    impl Visit for Text {
+        fn record_debug(&mut self, field: &Field, value: &dyn std::fmt::Debug) {
+            let _ = write!(self.0, "{}={:?} ", field.name(), value);
+        }
+    }
+
+    impl Subscriber for Capture {
+        fn enabled(&self, _: &Metadata<'_>) -> bool {
+            true
+        }
+        fn new_span(&self, _: &span::Attributes<'_>) -> span::Id {
+            span::Id::from_u64(1)
+        }
+        fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
+        fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
+        fn event(&self, event: &Event<'_>) {
+            let mut text = Text(String::new());
+            event.record(&mut text);
+            self.0.lock().unwrap().push(text.0);
+        }
+        fn enter(&self, _: &span::Id) {}
+        fn exit(&self, _: &span::Id) {}
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn long_waits_and_parks_are_logged_with_host_until_and_why() {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let _guard = tracing::subscriber::set_default(capture::Capture(events.clone()));
+    let up = Upstream::new();
+    up.plan("p", vec![step(429, &[("retry-after", "5")])]);
+    let svc = layer(1.0, 1).log_waits_over(secs(0.5)).layer(up.clone());
+    concurrently(&svc, "a", 2).await;
+    send(svc.clone(), get("p")).await.unwrap();
+    let events = events.lock().unwrap().clone();
+    let waits: Vec<_> = events
+        .iter()
+        .filter(|e| e.contains("waiting for a slot"))
+        .collect();
+    assert_eq!(waits.len(), 1, "{events:?}");
+    assert!(waits[0].contains("wait_ms=1000"), "{}", waits[0]);
+    assert!(waits[0].contains("http://a"), "{}", waits[0]);
+    let parks: Vec<_> = events
+        .iter()
+        .filter(|e| e.contains("parked by the server"))
+        .collect();
+    assert_eq!(parks.len(), 1, "{events:?}");
+    for field in [
+        "host=HostKey(http://p)",
+        "until=",
+        "GMT",
+        "why=\"retry_after\"",
+        "wait_ms=5000",
+        "status=429",
+    ] {
+        assert!(parks[0].contains(field), "{field} missing in {}", parks[0]);
+    }
+}
