@@ -113,10 +113,16 @@ fn host_map(c: &mut Criterion) {
 
     let papaya = papaya::HashMap::new();
     let dashmap = dashmap::DashMap::new();
+    let papaya_fold = papaya::HashMap::with_hasher(foldhash::fast::RandomState::default());
+    let dashmap_fold = dashmap::DashMap::with_hasher(foldhash::fast::RandomState::default());
     for u in hosts.iter().chain([&uri]) {
         let k = HostKey::from_parts(u, &headers);
         papaya.pin().insert(k.clone(), Arc::new(AtomicU64::new(0)));
-        dashmap.insert(k, Arc::new(AtomicU64::new(0)));
+        dashmap.insert(k.clone(), Arc::new(AtomicU64::new(0)));
+        papaya_fold
+            .pin()
+            .insert(k.clone(), Arc::new(AtomicU64::new(0)));
+        dashmap_fold.insert(k, Arc::new(AtomicU64::new(0)));
     }
     g.bench_function("papaya", |b| {
         b.iter(|| {
@@ -130,6 +136,20 @@ fn host_map(c: &mut Criterion) {
             let req = request(&uri);
             let key = HostKey::from_parts(req.uri(), req.headers());
             black_box(dashmap.get(&key).map(|e| e.value().clone()))
+        })
+    });
+    g.bench_function("papaya_foldhash", |b| {
+        b.iter(|| {
+            let req = request(&uri);
+            let key = HostKey::from_parts(req.uri(), req.headers());
+            black_box(papaya_fold.pin().get(&key).cloned())
+        })
+    });
+    g.bench_function("dashmap_foldhash", |b| {
+        b.iter(|| {
+            let req = request(&uri);
+            let key = HostKey::from_parts(req.uri(), req.headers());
+            black_box(dashmap_fold.get(&key).map(|e| e.value().clone()))
         })
     });
     g.bench_function("key_only", |b| {

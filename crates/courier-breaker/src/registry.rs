@@ -274,7 +274,9 @@ impl<K: crate::BreakerKey> Breaker<K> {
 /// Every breaker, keyed; shared behind an `Arc` by the layer, its services and the handle.
 pub(crate) struct Shared<K> {
     pub(crate) core: Arc<Core>,
-    map: papaya::HashMap<K, Arc<Breaker<K>>>,
+    /// foldhash: HostKey hashes its authority byte by byte, which SipHash makes the largest
+    /// cost of a lookup. foldhash's per-map random seed still keeps hashes unpredictable.
+    map: papaya::HashMap<K, Arc<Breaker<K>>, foldhash::fast::RandomState>,
     /// The one breaker when every request has the same key.
     single: Option<Arc<Breaker<K>>>,
     epoch: AtomicU64,
@@ -297,7 +299,7 @@ impl<K: crate::BreakerKey> Shared<K> {
         let single = single_key.map(|k| Arc::new(Breaker::new(k, core.clone(), 0, 0)));
         Self {
             core,
-            map: papaya::HashMap::new(),
+            map: papaya::HashMap::with_hasher(foldhash::fast::RandomState::default()),
             single,
             epoch: AtomicU64::new(0),
             seq: AtomicU64::new(1),

@@ -236,16 +236,28 @@ impl Machine {
     ///
     /// Open => HalfOpen once the deadline has passed; the caller that moves it is the first
     /// trial. HalfOpen admits at most `max_trials` trials in flight.
+    #[inline]
     pub(crate) fn admit(
         &self,
         max_trials: u32,
         now_ms: impl FnOnce() -> u64,
     ) -> (Admission, Option<Transition>) {
-        let mut w = self.load();
+        let w = self.load();
         // Fast path: closed costs this one load.
         if w.phase() == Phase::Closed {
             return (Admission::Go(Ticket::Closed(w.generation())), None);
         }
+        self.admit_slow(w, max_trials, now_ms)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn admit_slow(
+        &self,
+        mut w: Word,
+        max_trials: u32,
+        now_ms: impl FnOnce() -> u64,
+    ) -> (Admission, Option<Transition>) {
         let mut now_ms = Some(now_ms);
         let mut now = None;
         loop {
@@ -303,8 +315,22 @@ impl Machine {
     ///
     /// Closed: the failure count goes back to zero (no write when it already is).
     /// HalfOpen => Closed on a trial of the current generation.
+    #[inline]
     pub(crate) fn on_success(&self, ticket: Ticket) -> Option<Transition> {
-        let mut w = self.load();
+        let w = self.load();
+        // Fast path: closed with nothing counted is left untouched.
+        if ticket == Ticket::Closed(w.generation())
+            && w.phase() == Phase::Closed
+            && w.payload() == 0
+        {
+            return None;
+        }
+        self.on_success_slow(w, ticket)
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn on_success_slow(&self, mut w: Word, ticket: Ticket) -> Option<Transition> {
         loop {
             let new = match (ticket, w.phase()) {
                 (Ticket::Closed(g), Phase::Closed) if g == w.generation() && w.payload() > 0 => {
@@ -529,6 +555,83 @@ mod tests {
             (tr.from, tr.to, tr.open_ms),
             (Phase::HalfOpen, Phase::Open, 2000)
         );
+    }
+
+    use proptest::prelude::*;
+
+    #[derive(Debug, Clone)]
+    enum Op {
+        Admit,
+        Succeed(usize),
+        Fail(usize),
+        Release(usize),
+        Tick(u64),
+        Force(u8),
+    }
+
+    fn op() -> impl Strategy<Value = Op> {
+        prop_oneof![
+            4 => Just(Op::Admit),
+            2 => any::<usize>().prop_map(Op::Succeed),
+            3 => any::<usize>().prop_map(Op::Fail),
+            2 => any::<usize>().prop_map(Op::Release),
+            2 => (0u64..60).prop_map(Op::Tick),
+            1 => (0u8..3).prop_map(Op::Force),
+        ]
+    }
+
+    proptest! {
+        /// Whatever the order of admissions, verdicts, cancellations and forced changes, the
+        /// half-open permit count equals the trials of the current generation still out, it
+        /// never passes the bound, and an open breaker always becomes due.
+        #[test]
+        fn permits_match_outstanding_trials(
+            max in 1u32..4,
+            threshold in 1u32..4,
+            ops in proptest::collection::vec(op(), 1..200),
+        ) {
+            let m = Machine::new();
+            let mut now = 0u64;
+            let mut out: Vec<Ticket> = Vec::new();
+            for op in ops {
+                match op {
+                    Op::Admit => {
+                        if let (Admission::Go(t), _) = m.admit(max, || now) {
+                            out.push(t);
+                        }
+                    }
+                    Op::Succeed(i) if !out.is_empty() => {
+                        let t = out.swap_remove(i % out.len());
+                        m.on_success(t);
+                    }
+                    Op::Fail(i) if !out.is_empty() => {
+                        let t = out.swap_remove(i % out.len());
+                        m.on_failure(t, Some(threshold), now, |_| 10);
+                    }
+                    Op::Release(i) if !out.is_empty() => {
+                        let t = out.swap_remove(i % out.len());
+                        m.release(t);
+                    }
+                    Op::Tick(ms) => now += ms,
+                    Op::Force(p) => {
+                        m.force([Phase::ForcedOpen, Phase::ForcedClosed, Phase::Closed][p as usize]);
+                    }
+                    _ => {}
+                }
+                let w = m.load();
+                if w.phase() == Phase::HalfOpen {
+                    let live = out
+                        .iter()
+                        .filter(|t| **t == Ticket::Trial(w.generation()))
+                        .count() as u64;
+                    prop_assert_eq!(w.payload(), live);
+                    prop_assert!(w.payload() <= u64::from(max));
+                }
+                if w.phase() == Phase::Open {
+                    prop_assert!(w.payload() <= now + 10, "an open breaker becomes due");
+                }
+            }
+        }
     }
 
     #[test]
