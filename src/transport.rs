@@ -79,15 +79,35 @@ mod reqwest_impl {
     /// # Clone
     ///
     /// Cheap: `reqwest::Client` is an `Arc` inside; clones share its connection pool.
-    #[derive(Debug, Clone)]
-    pub struct ReqwestService {
+    ///
+    /// `B` is the request body type, fixed per service as hyper's client fixes it, so that type
+    /// inference through a deep stack stays cheap.
+    pub struct ReqwestService<B = http_body_util::Full<bytes::Bytes>> {
         client: reqwest::Client,
+        _body: std::marker::PhantomData<fn(B)>,
     }
 
-    impl ReqwestService {
+    impl<B> Clone for ReqwestService<B> {
+        fn clone(&self) -> Self {
+            Self::new(self.client.clone())
+        }
+    }
+
+    impl<B> std::fmt::Debug for ReqwestService<B> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("ReqwestService")
+                .field("client", &self.client)
+                .finish()
+        }
+    }
+
+    impl<B> ReqwestService<B> {
         /// Wraps `client`.
         pub const fn new(client: reqwest::Client) -> Self {
-            Self { client }
+            Self {
+                client,
+                _body: std::marker::PhantomData,
+            }
         }
 
         /// A service over a client from [`reqwest_client_builder`].
@@ -124,11 +144,10 @@ mod reqwest_impl {
             .retry(reqwest::retry::never())
     }
 
-    impl<B> tower_service::Service<http::Request<B>> for ReqwestService
+    impl<B> tower_service::Service<http::Request<B>> for ReqwestService<B>
     where
-        B: http_body::Body + Send + Sync + 'static,
-        B::Data: Into<bytes::Bytes>,
-        B::Error: Into<BoxError>,
+        B: http_body::Body<Data = bytes::Bytes> + Send + Sync + 'static,
+        B::Error: std::error::Error + Send + Sync + 'static,
     {
         type Response = http::Response<reqwest::Body>;
         type Error = BoxError;

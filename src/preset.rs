@@ -1,0 +1,346 @@
+//! The preset: every courier layer in the order that makes them work together.
+//!
+//! ```text
+//! caller
+//!  └ Deadline            total budget for the whole call, response body included
+//!    └ EtagCache         fresh hit: answer at once; else add validators; 304: stored body
+//!      └ Retry           the attempt loop; every attempt goes through everything below
+//!        └ CircuitBreaker    per host: fail fast while open, one trial while half-open
+//!          └ RateLimit       per host: pace every attempt, retries included
+//!            └ AttemptTimeout   bound one attempt; never longer than the deadline's rest
+//!              └ transport      hyper-util or reqwest, with its own retries off
+//! ```
+//!
+//! - The deadline is outermost so that it covers retries, backoff and rate-limit waits, and the
+//!   body: one budget, whatever happens inside.
+//! - The cache sits outside retry so that every attempt carries the same validators and a 304
+//!   is merged once; a fresh hit spends no attempt, no token and no breaker trial.
+//! - The breaker is outside the limiter so that an open circuit spends no token.
+//! - The limiter is inside retry so that a retry costs a token like a first try: a retry costs
+//!   the server exactly as much.
+//! - The attempt timeout is innermost so that it bounds one attempt, never the waits between.
+//! - Retry happens in one place: the transports built here have their own retries off.
+//!
+//! Each layer can be switched off or replaced by one configured by hand; the stack keeps one
+//! concrete type either way ([`Maybe`]), so nothing is boxed per call.
+//!
+//! ```no_run
+//! use courier::CourierLayer;
+//! use http_body_util::Full;
+//! use bytes::Bytes;
+//! use std::time::Duration;
+//! use tower::ServiceExt;
+//!
+//! # async fn run() -> Result<(), courier::core::BoxError> {
+//! let client = CourierLayer::new()
+//!     .deadline(Duration::from_secs(10))
+//!     .hyper::<Full<Bytes>>();
+//! let resp = client
+//!     .oneshot(http::Request::get("http://127.0.0.1:8080/items").body(Full::default())?)
+//!     .await?;
+//! println!("{}", resp.status());
+//! # Ok(()) }
+//! ```
+
+use crate::maybe::{Maybe, MaybeLayer};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tower_layer::Layer;
+use tower_service::Service;
+
+#[cfg(feature = "breaker")]
+use courier_breaker::{CircuitBreaker, CircuitBreakerLayer};
+#[cfg(feature = "cache")]
+use courier_cache::{EtagCache, EtagCacheLayer};
+#[cfg(feature = "deadline")]
+use courier_deadline::{AttemptTimeout, AttemptTimeoutLayer, Deadline, DeadlineLayer};
+#[cfg(feature = "ratelimit")]
+use courier_ratelimit::{TokenBucketRateLimit, TokenBucketRateLimitLayer};
+#[cfg(feature = "retry")]
+use courier_retry::{Retry, RetryLayer};
+
+/// The preset's default total budget per call: room for three attempts and a server-requested
+/// wait of up to the retry layer's 60 s `max_wait`.
+pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(90);
+
+/// The preset's default bound on one attempt (to response headers).
+pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+
+// The stack, innermost first. A layer compiled out by its feature is the identity.
+
+#[cfg(feature = "deadline")]
+type L6<S> = Maybe<AttemptTimeout<S>, S>;
+#[cfg(not(feature = "deadline"))]
+type L6<S> = S;
+#[cfg(feature = "ratelimit")]
+type L5<S> = Maybe<TokenBucketRateLimit<L6<S>>, L6<S>>;
+#[cfg(not(feature = "ratelimit"))]
+type L5<S> = L6<S>;
+#[cfg(feature = "breaker")]
+type L4<S> = Maybe<CircuitBreaker<L5<S>>, L5<S>>;
+#[cfg(not(feature = "breaker"))]
+type L4<S> = L5<S>;
+#[cfg(feature = "retry")]
+type L3<S> = Maybe<Retry<L4<S>>, L4<S>>;
+#[cfg(not(feature = "retry"))]
+type L3<S> = L4<S>;
+#[cfg(feature = "cache")]
+type L2<S> = Maybe<EtagCache<L3<S>>, L3<S>>;
+#[cfg(not(feature = "cache"))]
+type L2<S> = L3<S>;
+#[cfg(feature = "deadline")]
+type L1<S> = Maybe<Deadline<L2<S>>, L2<S>>;
+#[cfg(not(feature = "deadline"))]
+type L1<S> = L2<S>;
+
+/// The preset as a `tower::Layer`: DESIGN's order and defaults, each layer optional.
+///
+/// Defaults: a 90 s total deadline, a 30 s attempt timeout, the ETag cache (64 MiB), retry
+/// (3 attempts, full jitter, 60 s max wait, 10 % budget), the circuit breaker (5 failures, 30 s
+/// open). The rate limiter is off until [`rate_limit`](Self::rate_limit) gives it the host's
+/// quota.
+///
+/// # Clone
+///
+/// Each layer keeps its state (buckets, breakers, budgets, the cache) behind an `Arc`, so every
+/// service this layer makes, and every clone of those, shares the same limits and the same
+/// cache.
+#[derive(Debug, Clone)]
+pub struct CourierLayer {
+    #[cfg(feature = "deadline")]
+    deadline: Option<DeadlineLayer>,
+    #[cfg(feature = "cache")]
+    cache: Option<EtagCacheLayer>,
+    #[cfg(feature = "retry")]
+    retry: Option<RetryLayer>,
+    #[cfg(feature = "breaker")]
+    breaker: Option<CircuitBreakerLayer>,
+    #[cfg(feature = "ratelimit")]
+    rate_limit: Option<TokenBucketRateLimitLayer>,
+    #[cfg(feature = "deadline")]
+    attempt_timeout: Option<AttemptTimeoutLayer>,
+}
+
+impl Default for CourierLayer {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// === impl CourierLayer ===
+
+impl CourierLayer {
+    /// Every layer with its defaults (the rate limiter off).
+    pub fn new() -> Self {
+        Self {
+            #[cfg(feature = "deadline")]
+            deadline: Some(DeadlineLayer::new(DEFAULT_DEADLINE)),
+            #[cfg(feature = "cache")]
+            cache: Some(EtagCacheLayer::new()),
+            #[cfg(feature = "retry")]
+            retry: Some(RetryLayer::new()),
+            #[cfg(feature = "breaker")]
+            breaker: Some(CircuitBreakerLayer::new()),
+            #[cfg(feature = "ratelimit")]
+            rate_limit: None,
+            #[cfg(feature = "deadline")]
+            attempt_timeout: Some(AttemptTimeoutLayer::new(DEFAULT_ATTEMPT_TIMEOUT)),
+        }
+    }
+
+    /// Every layer off: the stack passes calls straight through. Switch on what you need.
+    pub fn bare() -> Self {
+        Self {
+            #[cfg(feature = "deadline")]
+            deadline: None,
+            #[cfg(feature = "cache")]
+            cache: None,
+            #[cfg(feature = "retry")]
+            retry: None,
+            #[cfg(feature = "breaker")]
+            breaker: None,
+            #[cfg(feature = "ratelimit")]
+            rate_limit: None,
+            #[cfg(feature = "deadline")]
+            attempt_timeout: None,
+        }
+    }
+
+    /// The total budget per call, or `None` for no deadline. Defaults to 90 s.
+    #[cfg(feature = "deadline")]
+    pub fn deadline(mut self, budget: impl Into<Option<Duration>>) -> Self {
+        self.deadline = budget.into().map(DeadlineLayer::new);
+        self
+    }
+
+    /// A deadline layer configured by hand (e.g. with propagation to the server).
+    /// Defaults to a 90 s [`DeadlineLayer`].
+    #[cfg(feature = "deadline")]
+    pub fn deadline_layer(mut self, layer: impl Into<Option<DeadlineLayer>>) -> Self {
+        self.deadline = layer.into();
+        self
+    }
+
+    /// The bound on one attempt, or `None` for no bound. Defaults to 30 s.
+    #[cfg(feature = "deadline")]
+    pub fn attempt_timeout(mut self, per_attempt: impl Into<Option<Duration>>) -> Self {
+        self.attempt_timeout = per_attempt.into().map(AttemptTimeoutLayer::new);
+        self
+    }
+
+    /// An attempt-timeout layer configured by hand. Defaults to a 30 s
+    /// [`AttemptTimeoutLayer`].
+    #[cfg(feature = "deadline")]
+    pub fn attempt_timeout_layer(mut self, layer: impl Into<Option<AttemptTimeoutLayer>>) -> Self {
+        self.attempt_timeout = layer.into();
+        self
+    }
+
+    /// The cache, or `None` for no cache. Defaults to [`EtagCacheLayer::new`].
+    #[cfg(feature = "cache")]
+    pub fn cache(mut self, layer: impl Into<Option<EtagCacheLayer>>) -> Self {
+        self.cache = layer.into();
+        self
+    }
+
+    /// The retry policy, or `None` for a single attempt. Defaults to [`RetryLayer::new`].
+    #[cfg(feature = "retry")]
+    pub fn retry(mut self, layer: impl Into<Option<RetryLayer>>) -> Self {
+        self.retry = layer.into();
+        self
+    }
+
+    /// The circuit breaker, or `None` for none. Defaults to [`CircuitBreakerLayer::new`].
+    #[cfg(feature = "breaker")]
+    pub fn circuit_breaker(mut self, layer: impl Into<Option<CircuitBreakerLayer>>) -> Self {
+        self.breaker = layer.into();
+        self
+    }
+
+    /// The rate limiter, or `None` for none. Defaults to `None`: pacing needs the host's quota.
+    #[cfg(feature = "ratelimit")]
+    pub fn rate_limit(mut self, layer: impl Into<Option<TokenBucketRateLimitLayer>>) -> Self {
+        self.rate_limit = layer.into();
+        self
+    }
+
+    /// The circuit breaker layer, to reach its control handle.
+    #[cfg(feature = "breaker")]
+    pub fn breaker_layer(&self) -> Option<&CircuitBreakerLayer> {
+        self.breaker.as_ref()
+    }
+
+    /// Wraps `inner`, any `Service<http::Request<B>>`.
+    pub fn service<S>(&self, inner: S) -> Courier<S> {
+        self.layer(inner)
+    }
+
+    /// Wraps a pooled hyper-util client built by [`crate::transport::hyper_client`].
+    #[cfg(feature = "hyper-client")]
+    pub fn hyper<B>(&self) -> Courier<crate::transport::HyperClient<B>>
+    where
+        B: http_body::Body + Send + 'static,
+        B::Data: Send,
+    {
+        self.layer(crate::transport::hyper_client())
+    }
+
+    /// Wraps a `reqwest::Client` (build it with [`crate::transport::reqwest_client_builder`] so
+    /// that its own retries are off).
+    #[cfg(feature = "reqwest")]
+    pub fn reqwest<B>(
+        &self,
+        client: reqwest::Client,
+    ) -> Courier<crate::transport::ReqwestService<B>> {
+        self.layer(crate::transport::ReqwestService::new(client))
+    }
+}
+
+impl<S> Layer<S> for CourierLayer {
+    type Service = Courier<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        #[cfg(feature = "deadline")]
+        let inner = MaybeLayer(self.attempt_timeout.clone()).layer(inner);
+        #[cfg(feature = "ratelimit")]
+        let inner = MaybeLayer(self.rate_limit.clone()).layer(inner);
+        #[cfg(feature = "breaker")]
+        let inner = MaybeLayer(self.breaker.clone()).layer(inner);
+        #[cfg(feature = "retry")]
+        let inner = MaybeLayer(self.retry.clone()).layer(inner);
+        #[cfg(feature = "cache")]
+        let inner = MaybeLayer(self.cache.clone()).layer(inner);
+        #[cfg(feature = "deadline")]
+        let inner = MaybeLayer(self.deadline.clone()).layer(inner);
+        Courier { inner }
+    }
+}
+
+/// The preset's service: the whole stack over `S`. Made by [`CourierLayer`].
+///
+/// `Clone + Send + Sync + 'static` whenever `S` is; needs no `Buffer`. Its error is
+/// [`BoxError`](courier_core::BoxError); convert it with [`crate::Error::from`] to match on it.
+#[derive(Debug, Clone)]
+pub struct Courier<S> {
+    inner: L1<S>,
+}
+
+// === impl Courier ===
+
+impl<S> Courier<S> {
+    /// The whole stack.
+    pub fn get_ref(&self) -> &impl std::fmt::Debug
+    where
+        S: std::fmt::Debug,
+    {
+        &self.inner
+    }
+
+    /// Boxes the service and its response body, for a type that names no layer:
+    /// `BoxCloneSyncService<Request<B>, Response<UnsyncBoxBody<Bytes, BoxError>>, BoxError>`.
+    /// Costs an allocation per call and per body.
+    pub fn boxed<B, RB>(
+        self,
+    ) -> tower::util::BoxCloneSyncService<
+        http::Request<B>,
+        http::Response<
+            http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, courier_core::BoxError>,
+        >,
+        courier_core::BoxError,
+    >
+    where
+        Self: Service<http::Request<B>, Response = http::Response<RB>, Error = courier_core::BoxError>
+            + Clone
+            + Send
+            + Sync
+            + 'static,
+        <Self as Service<http::Request<B>>>::Future: Send + 'static,
+        RB: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+        RB::Error: Into<courier_core::BoxError>,
+    {
+        use http_body_util::BodyExt;
+        use tower::ServiceExt;
+        tower::util::BoxCloneSyncService::new(self.map_response(|resp: http::Response<RB>| {
+            resp.map(|b| b.map_err(Into::into).boxed_unsync())
+        }))
+    }
+}
+
+impl<S, B> Service<http::Request<B>> for Courier<S>
+where
+    L1<S>: Service<http::Request<B>>,
+{
+    type Response = <L1<S> as Service<http::Request<B>>>::Response;
+    type Error = <L1<S> as Service<http::Request<B>>>::Error;
+    type Future = <L1<S> as Service<http::Request<B>>>::Future;
+
+    #[inline]
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    #[inline]
+    fn call(&mut self, req: http::Request<B>) -> Self::Future {
+        self.inner.call(req)
+    }
+}
