@@ -13,6 +13,7 @@ pub use courier_ratelimit as ratelimit;
 #[cfg(feature = "retry")]
 pub use courier_retry as retry;
 
+mod builder;
 mod error;
 pub mod maybe;
 #[cfg(feature = "paginate")]
@@ -20,5 +21,6 @@ pub mod paginate;
 pub mod preset;
 pub mod transport;
 
+pub use builder::ServiceBuilderExt;
 pub use error::Error;
 pub use preset::{Courier, CourierLayer};
