@@ -1,0 +1,1 @@
+//! A Redis-backed store for courier's token bucket.
