@@ -1,4 +1,4 @@
-//! courier: a Tower middleware stack for service-to-service HTTP calls.
+#![doc = include_str!("../README.md")]
 
 pub use courier_core as core;
 
