@@ -13,6 +13,11 @@
 //! which serializes with serde and can be handed back to `resume` to continue where a crashed
 //! run stopped.
 //!
+//! A stream ends after its first failure: an error (the stack below has already retried what
+//! could be retried), or a page whose status is not 2xx, which is yielded as it came. The
+//! position then still names the page that failed, so resuming asks for it again rather than
+//! taking an incomplete listing for a finished one.
+//!
 //! ```no_run
 //! # async fn run() -> Result<(), courier::Error> {
 //! use futures_util::TryStreamExt;
@@ -107,9 +112,10 @@ impl Page {
 /// Where a [`LinkPages`] stream stands: the next URL to fetch and every URL fetched so far.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkPosition {
-    /// The next page to fetch; `None` when the stream has ended.
+    /// The next page to fetch (the failed one, after a failure); `None` once the last page was
+    /// read.
     pub next: Option<Url>,
-    /// Pages fetched so far, in order.
+    /// Pages read so far, in order.
     pub visited: Vec<Url>,
 }
 
@@ -120,7 +126,7 @@ pub struct CursorPosition {
     pub url: Url,
     /// The cursor for the next page: `None` before the first page.
     pub cursor: Option<String>,
-    /// Pages fetched so far.
+    /// Pages read so far (a failed page does not count).
     pub pages: u64,
     /// Whether the last page had no next cursor.
     pub done: bool,
@@ -201,6 +207,8 @@ pub struct LinkPages<S, B> {
     position: LinkPosition,
     max_pages: Option<usize>,
     in_flight: Option<PageFuture>,
+    /// Set after a failure: the position still names the failed page, but this run is over.
+    ended: bool,
     _body: PhantomData<fn() -> B>,
 }
 
@@ -212,6 +220,7 @@ impl<S, B> LinkPages<S, B> {
             position,
             max_pages: None,
             in_flight: None,
+            ended: false,
             _body: PhantomData,
         }
     }
@@ -234,6 +243,7 @@ impl<S, B> fmt::Debug for LinkPages<S, B> {
         f.debug_struct("LinkPages")
             .field("position", &self.position)
             .field("max_pages", &self.max_pages)
+            .field("ended", &self.ended)
             .finish_non_exhaustive()
     }
 }
@@ -254,6 +264,9 @@ where
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        if this.ended {
+            return Poll::Ready(None);
+        }
         if this.in_flight.is_none() {
             let Some(next) = this.position.next.clone() else {
                 return Poll::Ready(None);
@@ -269,16 +282,19 @@ where
         let fut = this.in_flight.as_mut().expect("a fetch is in flight");
         let result = ready!(fut.as_mut().poll(cx));
         this.in_flight = None;
+        // On a failure the position still names the failed page: resuming asks for it again.
         let page = match result {
             Ok(page) => page,
-            // The position still names the page that failed: resuming asks for it again.
-            Err(e) => return Poll::Ready(Some(Err(e))),
+            Err(e) => {
+                this.ended = true;
+                return Poll::Ready(Some(Err(e)));
+            }
         };
-        this.position.visited.push(page.url.clone());
         if !page.status.is_success() {
-            this.position.next = None;
+            this.ended = true;
             return Poll::Ready(Some(Ok(page)));
         }
+        this.position.visited.push(page.url.clone());
         let links = parse_link_headers(&page.headers, &page.url);
         let next = next_link(&links).cloned();
         this.position.next = match next {
@@ -304,6 +320,8 @@ pub struct CursorPages<S, B> {
     param: String,
     max_pages: Option<u64>,
     in_flight: Option<PageFuture>,
+    /// Set after a failure: the position still names the failed page, but this run is over.
+    ended: bool,
     _body: PhantomData<fn() -> B>,
 }
 
@@ -317,6 +335,7 @@ impl<S, B> CursorPages<S, B> {
             param: "cursor".to_owned(),
             max_pages: None,
             in_flight: None,
+            ended: false,
             _body: PhantomData,
         }
     }
@@ -375,6 +394,7 @@ impl<S, B> fmt::Debug for CursorPages<S, B> {
             .field("field", &self.field)
             .field("param", &self.param)
             .field("max_pages", &self.max_pages)
+            .field("ended", &self.ended)
             .finish_non_exhaustive()
     }
 }
@@ -395,6 +415,9 @@ where
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
         let this = &mut *self;
+        if this.ended {
+            return Poll::Ready(None);
+        }
         if this.in_flight.is_none() {
             if this.position.done || this.max_pages.is_some_and(|m| this.position.pages >= m) {
                 return Poll::Ready(None);
@@ -405,13 +428,16 @@ where
         let fut = this.in_flight.as_mut().expect("a fetch is in flight");
         let result = ready!(fut.as_mut().poll(cx));
         this.in_flight = None;
+        // On a failure the position still names the failed page: resuming asks for it again.
         let page = match result {
             Ok(page) => page,
-            Err(e) => return Poll::Ready(Some(Err(e))),
+            Err(e) => {
+                this.ended = true;
+                return Poll::Ready(Some(Err(e)));
+            }
         };
-        this.position.pages += 1;
         if !page.status.is_success() {
-            this.position.done = true;
+            this.ended = true;
             return Poll::Ready(Some(Ok(page)));
         }
         let next = match serde_json::from_slice::<serde_json::Value>(&page.body) {
@@ -423,13 +449,14 @@ where
                 Some(other) => Some(other.to_string()),
             },
             Err(e) => {
-                this.position.done = true;
+                this.ended = true;
                 return Poll::Ready(Some(Err(Error::Pagination(format!(
                     "page {} is not JSON: {e}",
                     page.url
                 )))));
             }
         };
+        this.position.pages += 1;
         match next {
             None => this.position.done = true,
             Some(c) if this.position.seen.contains(&c) => {
