@@ -1,0 +1,451 @@
+//! `courier::paginate` through the preset over hyper, against the fault server on loopback.
+//!
+//! `/items` serves 23 items as Link-header pages of at most 10, `/cursor` the same items behind
+//! an opaque `next_cursor`. Every test is bounded by [`BOUND`]; the server counts the requests.
+
+use bytes::Bytes;
+use courier::paginate::{self, CursorPosition, LinkPosition, Page};
+use courier::retry::RetryLayer;
+use courier::transport::HyperClient;
+use courier::{Courier, CourierLayer};
+use courier_faultserver::{FaultServer, Step};
+use futures_util::TryStreamExt;
+use http_body_util::Full;
+use std::future::Future;
+use std::time::Duration;
+use url::Url;
+
+/// The longest any test here may run.
+const BOUND: Duration = Duration::from_secs(10);
+
+type Client = Courier<HyperClient<Full<Bytes>>>;
+
+/// The preset with a quick, seeded backoff, so a retried page costs milliseconds.
+fn client() -> Client {
+    CourierLayer::new()
+        .retry(
+            RetryLayer::new()
+                .base(Duration::from_millis(10))
+                .cap(Duration::from_millis(50))
+                .seed(9),
+        )
+        .hyper::<Full<Bytes>>()
+}
+
+async fn bounded<F: Future>(fut: F) -> F::Output {
+    tokio::time::timeout(BOUND, fut)
+        .await
+        .expect("the test finished within its bound")
+}
+
+fn url(server: &FaultServer, path: &str) -> Url {
+    Url::parse(&server.url_for(path)).expect("the fault server's URLs parse")
+}
+
+/// The `id` of every item on `pages`, in order; `field` names the array for cursor pages.
+fn ids(pages: &[Page], field: Option<&str>) -> Vec<u64> {
+    pages
+        .iter()
+        .flat_map(|p| p.json_items(field).expect("a page of items"))
+        .map(|item| item["id"].as_u64().expect("an item has a numeric id"))
+        .collect()
+}
+
+// === links ===
+
+#[tokio::test]
+async fn link_stream_yields_all_items_across_three_pages() {
+    let server = FaultServer::start().await.unwrap();
+    let pages: Vec<Page> = bounded(paginate::links(client(), url(&server, "/items")).try_collect())
+        .await
+        .expect("every page arrives");
+
+    assert_eq!(pages.len(), 3);
+    assert!(pages.iter().all(|p| p.status() == 200));
+    assert_eq!(ids(&pages, None), (1..=23).collect::<Vec<_>>());
+    // The stream followed the server's links, not page numbers of its own.
+    assert_eq!(pages[1].url().query(), Some("page=2&per_page=10"));
+    assert_eq!(pages[2].url().query(), Some("page=3&per_page=10"));
+    assert_eq!(server.hits("items").len(), 3);
+}
+
+#[tokio::test]
+async fn link_stream_stops_at_max_pages() {
+    let server = FaultServer::start().await.unwrap();
+    let mut pages = paginate::links(client(), url(&server, "/items")).max_pages(2);
+    let mut got = Vec::new();
+    while let Some(page) = bounded(pages.try_next()).await.unwrap() {
+        got.push(page);
+    }
+
+    assert_eq!(got.len(), 2);
+    assert_eq!(ids(&got, None), (1..=20).collect::<Vec<_>>());
+    assert_eq!(server.hits("items").len(), 2, "no third page was fetched");
+    // The position still names the page a later run would fetch.
+    let next = pages.position().next.as_ref().expect("a next page remains");
+    assert_eq!(next.query(), Some("page=3&per_page=10"));
+}
+
+#[tokio::test]
+async fn link_stream_resumes_from_a_saved_position_without_repeating() {
+    let server = FaultServer::start().await.unwrap();
+    let start = url(&server, "/items?per_page=5");
+
+    let mut first_run = paginate::links(client(), start);
+    let first = bounded(first_run.try_next())
+        .await
+        .unwrap()
+        .expect("a first page");
+    let saved = serde_json::to_string(first_run.position()).unwrap();
+    drop(first_run);
+
+    let position: LinkPosition = serde_json::from_str(&saved).unwrap();
+    assert_eq!(position.visited.len(), 1);
+    let rest: Vec<Page> = bounded(paginate::LinkPages::resume(client(), position).try_collect())
+        .await
+        .unwrap();
+
+    assert_eq!(ids(&[first], None), vec![1, 2, 3, 4, 5]);
+    assert_eq!(rest.len(), 4);
+    assert_eq!(ids(&rest, None), (6..=23).collect::<Vec<_>>());
+    let queries: Vec<_> = server
+        .hits("items")
+        .into_iter()
+        .map(|h| h.query.unwrap_or_default())
+        .collect();
+    assert_eq!(
+        queries,
+        [
+            "per_page=5",
+            "page=2&per_page=5",
+            "page=3&per_page=5",
+            "page=4&per_page=5",
+            "page=5&per_page=5"
+        ],
+        "each page fetched once, across both runs"
+    );
+}
+
+#[tokio::test]
+async fn link_stream_max_pages_counts_pages_fetched_before_a_resume() {
+    let server = FaultServer::start().await.unwrap();
+    let mut first_run = paginate::links(client(), url(&server, "/items"));
+    bounded(first_run.try_next()).await.unwrap().unwrap();
+    let position = first_run.position().clone();
+
+    let rest: Vec<Page> = bounded(
+        paginate::LinkPages::resume(client(), position)
+            .max_pages(2)
+            .try_collect(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        rest.len(),
+        1,
+        "one page before the resume and one after make two"
+    );
+    assert_eq!(server.hits("items").len(), 2);
+}
+
+#[tokio::test]
+async fn link_back_to_a_visited_page_ends_with_a_pagination_error() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "loop-a",
+        vec![
+            Step::ok()
+                .header("link", "</s/loop-b>; rel=\"next\"")
+                .body("[1]"),
+        ],
+    );
+    server.set_plan(
+        "loop-b",
+        vec![
+            Step::ok()
+                .header("link", "</s/loop-a>; rel=\"next\"")
+                .body("[2]"),
+        ],
+    );
+
+    let mut pages = paginate::links(client(), url(&server, "/s/loop-a"));
+    let a = bounded(pages.try_next()).await.unwrap().expect("page a");
+    assert_eq!(a.body().as_ref(), b"[1]");
+    let err = bounded(pages.try_next())
+        .await
+        .expect_err("b links back to a");
+    assert!(
+        matches!(err, courier::Error::Pagination(_)),
+        "unexpected error {err}"
+    );
+    assert!(err.to_string().contains("/s/loop-a"), "{err}");
+    assert!(
+        bounded(pages.try_next()).await.unwrap().is_none(),
+        "the stream has ended"
+    );
+    assert_eq!(
+        server.hits("loop-a").len(),
+        1,
+        "page a was not fetched twice"
+    );
+    assert_eq!(server.hits("loop-b").len(), 1);
+}
+
+#[tokio::test]
+async fn link_stream_ends_after_a_non_2xx_page() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "gone",
+        vec![
+            Step::status(404)
+                .header("link", "</s/after>; rel=\"next\"")
+                .body("not here"),
+        ],
+    );
+
+    let mut stream = paginate::links(client(), url(&server, "/s/gone"));
+    let page = bounded(stream.try_next())
+        .await
+        .unwrap()
+        .expect("the 404 page");
+    assert_eq!(page.status(), 404);
+    assert!(
+        bounded(stream.try_next()).await.unwrap().is_none(),
+        "the stream ended"
+    );
+    assert!(
+        server.hits("after").is_empty(),
+        "a failed page's links are not followed"
+    );
+
+    // The position still names the failed page, so a later run asks for it again.
+    let position = stream.position().clone();
+    assert_eq!(position.next, Some(url(&server, "/s/gone")));
+    assert!(position.visited.is_empty());
+    let again: Vec<Page> = bounded(paginate::LinkPages::resume(client(), position).try_collect())
+        .await
+        .unwrap();
+    assert_eq!(again.len(), 1);
+    assert_eq!(again[0].status(), 200, "the plan is used up");
+    assert_eq!(server.hits("gone").len(), 2);
+}
+
+#[tokio::test]
+async fn link_stream_ends_after_an_error_and_can_resume_from_the_failed_page() {
+    let server = FaultServer::start().await.unwrap();
+    let closed = closed_port_url().await;
+
+    let mut stream = paginate::links(client(), closed.clone());
+    let err = bounded(stream.try_next())
+        .await
+        .expect_err("nothing listens");
+    assert!(
+        matches!(
+            err,
+            courier::Error::Transport {
+                kind: courier::core::FailureKind::Connect,
+                ..
+            }
+        ),
+        "unexpected error {err}"
+    );
+    assert!(
+        bounded(stream.try_next()).await.unwrap().is_none(),
+        "the stream ends after an error instead of asking again forever"
+    );
+    assert_eq!(stream.position().next.as_ref(), Some(&closed));
+
+    // Point the saved position at a live server: the run picks up there.
+    let mut position = stream.position().clone();
+    position.next = Some(url(&server, "/items"));
+    let pages: Vec<Page> = bounded(paginate::LinkPages::resume(client(), position).try_collect())
+        .await
+        .unwrap();
+    assert_eq!(ids(&pages, None).len(), 23);
+}
+
+/// A loopback URL where nothing listens.
+async fn closed_port_url() -> Url {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    Url::parse(&format!("http://{addr}/items")).unwrap()
+}
+
+#[tokio::test]
+async fn every_link_page_goes_through_the_whole_stack() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "p1",
+        vec![
+            Step::status(503),
+            Step::ok()
+                .header("link", "</s/p2>; rel=\"next\"")
+                .body("[{\"id\":1}]"),
+        ],
+    );
+    server.set_plan(
+        "p2",
+        vec![Step::status(503), Step::ok().body("[{\"id\":2}]")],
+    );
+
+    let pages: Vec<Page> = bounded(paginate::links(client(), url(&server, "/s/p1")).try_collect())
+        .await
+        .unwrap();
+    assert_eq!(ids(&pages, None), vec![1, 2]);
+    for page in &pages {
+        assert_eq!(page.status(), 200);
+        let attempts = page.attempts().expect("the retry layer recorded the page");
+        assert_eq!(attempts.count(), 2, "503 then 200 on {}", page.url());
+    }
+    assert_eq!(server.hits("p1").len(), 2);
+    assert_eq!(server.hits("p2").len(), 2);
+}
+
+// === cursor ===
+
+#[tokio::test]
+async fn cursor_stream_yields_all_items() {
+    let server = FaultServer::start().await.unwrap();
+    let pages: Vec<Page> =
+        bounded(paginate::cursor(client(), url(&server, "/cursor?limit=10")).try_collect())
+            .await
+            .unwrap();
+
+    assert_eq!(pages.len(), 3);
+    assert_eq!(ids(&pages, Some("items")), (1..=23).collect::<Vec<_>>());
+    let hits = server.hits("cursor");
+    assert_eq!(hits.len(), 3);
+    assert_eq!(hits[0].query.as_deref(), Some("limit=10"));
+    for hit in &hits[1..] {
+        let query = hit.query.as_deref().unwrap_or_default();
+        assert!(query.starts_with("limit=10&cursor="), "{query}");
+    }
+}
+
+#[tokio::test]
+async fn cursor_stream_resumes_from_a_saved_position() {
+    let server = FaultServer::start().await.unwrap();
+    let mut first_run = paginate::cursor(client(), url(&server, "/cursor?limit=10"));
+    let first = bounded(first_run.try_next()).await.unwrap().unwrap();
+    let saved = serde_json::to_vec(first_run.position()).unwrap();
+    drop(first_run);
+
+    let position: CursorPosition = serde_json::from_slice(&saved).unwrap();
+    assert_eq!(position.pages, 1);
+    assert!(!position.done);
+    let echoed = position
+        .cursor
+        .clone()
+        .expect("the first page gave a cursor");
+    let rest: Vec<Page> = bounded(paginate::CursorPages::resume(client(), position).try_collect())
+        .await
+        .unwrap();
+
+    assert_eq!(ids(&[first], Some("items")), (1..=10).collect::<Vec<_>>());
+    assert_eq!(ids(&rest, Some("items")), (11..=23).collect::<Vec<_>>());
+    let hits = server.hits("cursor");
+    assert_eq!(hits.len(), 3, "the first page was not fetched again");
+    assert_eq!(
+        hits[1].query.as_deref(),
+        Some(format!("limit=10&cursor={echoed}").as_str()),
+        "the saved cursor was sent back as given"
+    );
+}
+
+#[tokio::test]
+async fn cursor_stream_ends_after_a_non_2xx_page() {
+    let server = FaultServer::start().await.unwrap();
+    // A cursor the server never gave out is a 400.
+    let pages: Vec<Page> = bounded(
+        paginate::CursorPages::resume(
+            client(),
+            CursorPosition {
+                url: url(&server, "/cursor"),
+                cursor: Some("not-a-cursor".into()),
+                pages: 0,
+                done: false,
+                seen: Vec::new(),
+            },
+        )
+        .try_collect(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pages.len(), 1);
+    assert_eq!(pages[0].status(), 400);
+    assert_eq!(server.hits("cursor").len(), 1);
+}
+
+#[tokio::test]
+async fn cursor_position_after_a_failed_page_names_that_page() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "flaky",
+        vec![
+            Step::ok().body(r#"{"items":[{"id":1}],"next_cursor":"c1"}"#),
+            // Retried by the stack, and still failing when the attempts run out.
+            Step::status(500).times(3),
+            Step::ok().body(r#"{"items":[{"id":2}],"next_cursor":null}"#),
+        ],
+    );
+    let mut stream = paginate::cursor(client(), url(&server, "/s/flaky"));
+    let first = bounded(stream.try_next()).await.unwrap().unwrap();
+    let failed = bounded(stream.try_next()).await.unwrap().unwrap();
+    assert_eq!(failed.status(), 500);
+    assert_eq!(failed.attempts().map(|a| a.count()), Some(3));
+    assert!(bounded(stream.try_next()).await.unwrap().is_none());
+
+    let position = stream.position().clone();
+    assert_eq!(position.cursor.as_deref(), Some("c1"));
+    assert_eq!(position.pages, 1, "the failed page is not counted as read");
+    assert!(!position.done, "an incomplete listing is not finished");
+    let rest: Vec<Page> = bounded(paginate::CursorPages::resume(client(), position).try_collect())
+        .await
+        .unwrap();
+    assert_eq!(ids(&[first], Some("items")), vec![1]);
+    assert_eq!(ids(&rest, Some("items")), vec![2]);
+    let hits = server.hits("flaky");
+    assert_eq!(hits.len(), 5);
+    assert_eq!(hits[4].query.as_deref(), Some("cursor=c1"));
+}
+
+#[tokio::test]
+async fn cursor_stream_stops_at_max_pages() {
+    let server = FaultServer::start().await.unwrap();
+    let pages: Vec<Page> = bounded(
+        paginate::cursor(client(), url(&server, "/cursor?limit=5"))
+            .max_pages(2)
+            .try_collect(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(ids(&pages, Some("items")), (1..=10).collect::<Vec<_>>());
+    assert_eq!(server.hits("cursor").len(), 2);
+}
+
+#[tokio::test]
+async fn every_cursor_page_goes_through_the_whole_stack() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "c",
+        vec![
+            Step::status(503),
+            Step::ok().body(r#"{"items":[{"id":1}],"next_cursor":"opaque+/="}"#),
+            Step::status(503),
+            Step::ok().body(r#"{"items":[{"id":2}],"next_cursor":null}"#),
+        ],
+    );
+    let pages: Vec<Page> = bounded(paginate::cursor(client(), url(&server, "/s/c")).try_collect())
+        .await
+        .unwrap();
+    assert_eq!(ids(&pages, Some("items")), vec![1, 2]);
+    for page in &pages {
+        assert_eq!(page.attempts().map(|a| a.count()), Some(2));
+    }
+    let hits = server.hits("c");
+    assert_eq!(hits.len(), 4);
+    // The cursor is echoed, percent-encoded, never decoded or changed.
+    let query = hits[2].query.as_deref().unwrap_or_default();
+    assert_eq!(query, "cursor=opaque%2B%2F%3D");
+}
