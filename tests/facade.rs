@@ -1,0 +1,388 @@
+//! The facade from a user's side: the preset's types, boxing, the preset as a plain
+//! `tower::Layer`, `courier::Error` on real failures, `bare()`, the cache and POST through the
+//! preset over both transports. Loopback against the fault server; every test is bounded.
+
+use bytes::Bytes;
+use courier::breaker::CircuitBreakerLayer;
+use courier::core::{Attempts, BoxError, CacheStatus, FailureKind};
+use courier::ratelimit::{Mode, Rate, TokenBucketRateLimitLayer};
+use courier::retry::RetryLayer;
+use courier::transport::{HyperClient, ReqwestService};
+use courier::{Courier, CourierLayer, ServiceBuilderExt};
+use courier_faultserver::{FaultServer, Step};
+use http::{Request, Response, StatusCode};
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full};
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+use tower::util::{BoxCloneSyncService, MapRequestLayer};
+use tower::{Service, ServiceBuilder, ServiceExt};
+
+/// The longest any test here may run.
+const BOUND: Duration = Duration::from_secs(10);
+
+async fn bounded<F: Future>(fut: F) -> F::Output {
+    tokio::time::timeout(BOUND, fut)
+        .await
+        .expect("the test finished within its bound")
+}
+
+/// A retry layer with a quick, seeded backoff, so a retried call costs milliseconds.
+fn quick_retry() -> RetryLayer {
+    RetryLayer::new()
+        .base(Duration::from_millis(10))
+        .cap(Duration::from_millis(50))
+        .seed(7)
+}
+
+fn get(url: &str) -> Request<Full<Bytes>> {
+    Request::get(url).body(Full::default()).unwrap()
+}
+
+type Boxed =
+    BoxCloneSyncService<Request<Full<Bytes>>, Response<UnsyncBoxBody<Bytes, BoxError>>, BoxError>;
+
+#[derive(Debug, Clone, Copy)]
+enum Transport {
+    Hyper,
+    Reqwest,
+}
+
+const TRANSPORTS: [Transport; 2] = [Transport::Hyper, Transport::Reqwest];
+
+fn over(transport: Transport, layer: &CourierLayer) -> Boxed {
+    match transport {
+        Transport::Hyper => layer.hyper::<Full<Bytes>>().boxed(),
+        Transport::Reqwest => {
+            let client = courier::transport::reqwest_client_builder()
+                .build()
+                .expect("reqwest builds a plain-HTTP client");
+            layer.reqwest::<Full<Bytes>>(client).boxed()
+        }
+    }
+}
+
+// === types ===
+
+fn assert_preset<S>()
+where
+    S: Service<Request<Full<Bytes>>> + Clone + Send + Sync + 'static,
+    S::Future: Send + 'static,
+    S::Response: Send + 'static,
+    S::Error: Send + Sync + 'static,
+{
+}
+
+/// Checked when this file compiles: both presets can be cloned into tasks and threads, with no
+/// `Buffer`.
+const _: fn() = || {
+    assert_preset::<Courier<HyperClient<Full<Bytes>>>>();
+    assert_preset::<Courier<ReqwestService<Full<Bytes>>>>();
+    assert_preset::<Boxed>();
+};
+
+#[tokio::test]
+async fn boxed_preset_is_a_clone_sync_service_that_moves_into_tasks() {
+    let server = FaultServer::start().await.unwrap();
+    let layer = CourierLayer::new().retry(quick_retry());
+    for transport in TRANSPORTS {
+        server.clear("boxed");
+        server.set_plan("boxed", vec![Step::status(503), Step::ok().body("fine")]);
+        let client: Boxed = over(transport, &layer);
+        let url = server.url_for("/s/boxed");
+        let task = tokio::spawn(client.clone().oneshot(get(&url)));
+        let resp = bounded(task).await.unwrap().unwrap();
+        assert_eq!(resp.status(), 200, "{transport:?}");
+        let attempts = resp.extensions().get::<Attempts>().cloned().unwrap();
+        assert_eq!(attempts.count(), 2, "{transport:?}");
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body.as_ref(), b"fine");
+        assert_eq!(server.hits("boxed").len(), 2, "{transport:?}");
+    }
+}
+
+// === the preset as a layer ===
+
+#[tokio::test]
+async fn preset_is_a_plain_layer_between_user_layers() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan("layered", vec![Step::status(503), Step::ok()]);
+
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counter = Arc::clone(&sent);
+    let client = ServiceBuilder::new()
+        // Around the preset: runs once per call.
+        .layer(MapRequestLayer::new(|mut req: Request<Full<Bytes>>| {
+            req.headers_mut()
+                .insert("x-outer", http::HeaderValue::from_static("once"));
+            req
+        }))
+        .layer(CourierLayer::new().retry(quick_retry()))
+        // Between the preset and the transport: runs once per attempt.
+        .layer(MapRequestLayer::new(
+            move |mut req: Request<Full<Bytes>>| {
+                let n = counter.fetch_add(1, Ordering::Relaxed) + 1;
+                req.headers_mut().insert("x-attempt", n.into());
+                req
+            },
+        ))
+        .service(courier::transport::hyper_client::<Full<Bytes>>());
+
+    let resp = bounded(client.oneshot(get(&server.url_for("/s/layered"))))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(
+        resp.extensions().get::<Attempts>().map(Attempts::count),
+        Some(2)
+    );
+    assert_eq!(sent.load(Ordering::Relaxed), 2);
+    let hits = server.hits("layered");
+    assert_eq!(hits.len(), 2);
+    for (i, hit) in hits.iter().enumerate() {
+        assert_eq!(hit.header("x-outer"), Some("once"));
+        assert_eq!(hit.header("x-attempt"), Some((i + 1).to_string().as_str()));
+    }
+}
+
+#[tokio::test]
+async fn preset_as_a_service_builder_method() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan("builder", vec![Step::status(502), Step::ok()]);
+    let client = ServiceBuilder::new()
+        .concurrency_limit(4)
+        .courier(CourierLayer::new().retry(quick_retry()))
+        .service(courier::transport::hyper_client::<Full<Bytes>>());
+    let resp = bounded(client.oneshot(get(&server.url_for("/s/builder"))))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), 200);
+    assert_eq!(server.hits("builder").len(), 2);
+}
+
+// === courier::Error on real failures ===
+
+#[tokio::test]
+async fn open_circuit_converts_to_circuit_open() {
+    let server = FaultServer::start().await.unwrap();
+    for transport in TRANSPORTS {
+        server.clear("down");
+        server.set_plan("down", vec![Step::status(503).times(10)]);
+        let layer = CourierLayer::new().retry(None).circuit_breaker(
+            CircuitBreakerLayer::new()
+                .consecutive_failures(NonZeroU32::new(5).unwrap())
+                .open_duration(Duration::from_secs(30)),
+        );
+        let client = over(transport, &layer);
+        let url = server.url_for("/s/down");
+
+        for _ in 0..5 {
+            let resp = bounded(client.clone().oneshot(get(&url))).await.unwrap();
+            assert_eq!(resp.status(), 503, "a status is never an error");
+        }
+        let err = bounded(client.clone().oneshot(get(&url)))
+            .await
+            .expect_err("the circuit is open");
+        let err = courier::Error::from(err);
+        match &err {
+            courier::Error::CircuitOpen(open) => {
+                assert!(open.retry_in() <= Duration::from_secs(30));
+                assert!(open.retry_in() > Duration::from_secs(25));
+            }
+            other => panic!("{transport:?}: unexpected {other}"),
+        }
+        assert!(err.nothing_sent());
+        assert_eq!(
+            server.hits("down").len(),
+            5,
+            "{transport:?}: the sixth call was not sent"
+        );
+    }
+}
+
+#[tokio::test]
+async fn closed_port_converts_to_a_connect_failure() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    drop(listener);
+    let url = format!("http://{addr}/nothing");
+
+    for transport in TRANSPORTS {
+        let client = over(transport, &CourierLayer::new().retry(quick_retry()));
+        let err = bounded(client.oneshot(get(&url)))
+            .await
+            .expect_err("nothing listens");
+        let err = courier::Error::from(err);
+        assert!(
+            matches!(
+                err,
+                courier::Error::Transport {
+                    kind: FailureKind::Connect,
+                    ..
+                }
+            ),
+            "{transport:?}: unexpected {err}"
+        );
+        assert!(err.nothing_sent());
+    }
+}
+
+#[tokio::test]
+async fn tiny_deadline_converts_to_deadline_exceeded() {
+    let server = FaultServer::start().await.unwrap();
+    for transport in TRANSPORTS {
+        server.clear("slow");
+        server.set_plan("slow", vec![Step::ok().delay(Duration::from_secs(2))]);
+        let client = over(
+            transport,
+            &CourierLayer::new().deadline(Duration::from_millis(100)),
+        );
+        let err = bounded(client.oneshot(get(&server.url_for("/s/slow"))))
+            .await
+            .expect_err("the answer comes after the deadline");
+        let err = courier::Error::from(err);
+        assert!(
+            matches!(err, courier::Error::DeadlineExceeded(_)),
+            "{transport:?}: unexpected {err}"
+        );
+        assert_eq!(
+            server.hits("slow").len(),
+            1,
+            "{transport:?}: no retry past the deadline"
+        );
+    }
+}
+
+#[tokio::test]
+async fn rate_limit_in_reject_mode_converts_to_rate_limited() {
+    let server = FaultServer::start().await.unwrap();
+    let limiter =
+        TokenBucketRateLimitLayer::new(Rate::per_second(1.0).unwrap(), NonZeroU32::new(1).unwrap())
+            .mode(Mode::Reject);
+    let client = CourierLayer::new()
+        .rate_limit(limiter)
+        .hyper::<Full<Bytes>>();
+    let url = server.url_for("/s/paced");
+
+    let resp = bounded(client.clone().oneshot(get(&url))).await.unwrap();
+    assert_eq!(resp.status(), 200);
+    let err = bounded(client.clone().oneshot(get(&url)))
+        .await
+        .expect_err("the bucket is empty");
+    let err = courier::Error::from(err);
+    match &err {
+        courier::Error::RateLimited(limited) => {
+            assert!(limited.retry_in() <= Duration::from_secs(1));
+        }
+        other => panic!("unexpected {other}"),
+    }
+    assert!(err.retry_in().is_some());
+    assert_eq!(
+        server.hits("paced").len(),
+        1,
+        "the refused call was not sent"
+    );
+}
+
+// === bare, cache, POST ===
+
+#[tokio::test]
+async fn bare_preset_passes_calls_straight_through() {
+    let server = FaultServer::start().await.unwrap();
+    for transport in TRANSPORTS {
+        server.clear("plain");
+        server.set_plan("plain", vec![Step::status(503)]);
+        let client = over(transport, &CourierLayer::bare());
+        let resp = bounded(client.oneshot(get(&server.url_for("/s/plain"))))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 503, "{transport:?}");
+        assert!(
+            resp.extensions().get::<Attempts>().is_none(),
+            "no retry layer"
+        );
+        assert!(resp.extensions().get::<CacheStatus>().is_none(), "no cache");
+        assert_eq!(server.hits("plain").len(), 1, "{transport:?}: not retried");
+    }
+}
+
+#[tokio::test]
+async fn cache_merges_a_304_on_the_second_get_over_both_transports() {
+    for transport in TRANSPORTS {
+        let server = FaultServer::start().await.unwrap();
+        let client = over(transport, &CourierLayer::new());
+        let url = server.url_for("/conditional");
+
+        let first = bounded(client.clone().oneshot(get(&url))).await.unwrap();
+        assert_eq!(first.status(), 200);
+        assert_eq!(
+            first.extensions().get::<CacheStatus>(),
+            Some(&CacheStatus::Miss),
+            "{transport:?}"
+        );
+        let first_body = first.into_body().collect().await.unwrap().to_bytes();
+        assert!(!first_body.is_empty());
+
+        let second = bounded(client.clone().oneshot(get(&url))).await.unwrap();
+        assert_eq!(second.status(), 200, "{transport:?}: the 304 was merged");
+        assert_eq!(
+            second.extensions().get::<CacheStatus>(),
+            Some(&CacheStatus::Revalidated),
+            "{transport:?}"
+        );
+        let second_body = second.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(second_body, first_body);
+
+        let hits = server.hits("conditional");
+        assert_eq!(hits.len(), 2, "{transport:?}");
+        assert!(hits[0].header("if-none-match").is_none());
+        assert!(
+            hits[1].header("if-none-match").is_some(),
+            "{transport:?}: the second GET carried the stored validator"
+        );
+    }
+}
+
+#[tokio::test]
+async fn post_without_a_key_is_sent_once_over_both_transports() {
+    let server = FaultServer::start().await.unwrap();
+    for transport in TRANSPORTS {
+        server.clear("orders");
+        server.set_plan("orders", vec![Step::status(503).times(3)]);
+        let client = over(transport, &CourierLayer::new().retry(quick_retry()));
+        let req = Request::post(server.url_for("/s/orders"))
+            .body(Full::new(Bytes::from_static(b"{\"qty\":1}")))
+            .unwrap();
+        let resp = bounded(client.oneshot(req)).await.unwrap();
+        assert_eq!(resp.status(), 503, "{transport:?}");
+        let attempts = resp.extensions().get::<Attempts>().cloned().unwrap();
+        assert_eq!(attempts.count(), 1);
+        assert_eq!(
+            attempts.last().map(|a| a.reason),
+            Some(courier::core::extensions::Reason::NotRetrySafe)
+        );
+        let hits = server.hits("orders");
+        assert_eq!(
+            hits.len(),
+            1,
+            "{transport:?}: a POST without a key is not repeated"
+        );
+        assert_eq!(hits[0].method, "POST");
+        assert!(hits[0].idempotency_key.is_none());
+    }
+}
+
+#[tokio::test]
+async fn status_codes_are_responses_not_errors() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan("teapot", vec![Step::status(418)]);
+    let client = CourierLayer::new().hyper::<Full<Bytes>>();
+    let resp = bounded(client.oneshot(get(&server.url_for("/s/teapot"))))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::IM_A_TEAPOT);
+    assert_eq!(server.hits("teapot").len(), 1);
+}
