@@ -386,3 +386,96 @@ async fn status_codes_are_responses_not_errors() {
     assert_eq!(resp.status(), StatusCode::IM_A_TEAPOT);
     assert_eq!(server.hits("teapot").len(), 1);
 }
+
+// === more failures, over both transports ===
+
+#[tokio::test]
+async fn attempts_that_all_time_out_convert_to_attempt_timed_out() {
+    let server = FaultServer::start().await.unwrap();
+    for transport in TRANSPORTS {
+        server.clear("stuck");
+        server.set_plan(
+            "stuck",
+            vec![Step::ok().delay(Duration::from_secs(3)).times(3)],
+        );
+        let layer = CourierLayer::new()
+            .retry(quick_retry())
+            .attempt_timeout(Duration::from_millis(100));
+        let client = over(transport, &layer);
+        let err = bounded(client.oneshot(get(&server.url_for("/s/stuck"))))
+            .await
+            .expect_err("every attempt times out");
+        let err = courier::Error::from(err);
+        assert!(
+            matches!(err, courier::Error::AttemptTimedOut(_)),
+            "{transport:?}: unexpected {err}"
+        );
+        assert_eq!(err.kind(), FailureKind::Timeout);
+        assert_eq!(server.hits("stuck").len(), 3, "{transport:?}");
+    }
+}
+
+#[tokio::test]
+async fn post_without_a_key_is_not_repeated_after_a_reset() {
+    let server = FaultServer::start().await.unwrap();
+    for transport in TRANSPORTS {
+        server.clear("pay");
+        server.set_plan("pay", vec![Step::reset()]);
+        let client = over(transport, &CourierLayer::new().retry(quick_retry()));
+        let req = Request::post(server.url_for("/s/pay"))
+            .body(Full::new(Bytes::from_static(b"{\"amount\":1}")))
+            .unwrap();
+        let err = bounded(client.oneshot(req))
+            .await
+            .expect_err("the connection was reset");
+        let err = courier::Error::from(err);
+        assert!(
+            matches!(
+                err,
+                courier::Error::Transport {
+                    kind: FailureKind::Read,
+                    ..
+                }
+            ),
+            "{transport:?}: unexpected {err}"
+        );
+        assert!(!err.nothing_sent(), "the request may have run");
+        assert_eq!(
+            server.hits("pay").len(),
+            1,
+            "{transport:?}: a POST that may have run is not sent again"
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_body_read_past_the_deadline_converts_to_deadline_exceeded() {
+    let server = FaultServer::start().await.unwrap();
+    for transport in TRANSPORTS {
+        server.clear("drip");
+        server.set_plan(
+            "drip",
+            vec![
+                Step::ok()
+                    .body("a slow body, one byte at a time")
+                    .drip(Duration::from_millis(100)),
+            ],
+        );
+        let client = over(
+            transport,
+            &CourierLayer::new().deadline(Duration::from_millis(400)),
+        );
+        let resp = bounded(client.oneshot(get(&server.url_for("/s/drip"))))
+            .await
+            .expect("the headers arrive in time");
+        assert_eq!(resp.status(), 200);
+        let err = bounded(resp.into_body().collect())
+            .await
+            .expect_err("the body is still dripping when the deadline passes");
+        let err = courier::Error::from(err);
+        assert!(
+            matches!(err, courier::Error::DeadlineExceeded(_)),
+            "{transport:?}: unexpected {err}"
+        );
+    }
+}
