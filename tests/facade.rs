@@ -195,10 +195,20 @@ async fn open_circuit_converts_to_circuit_open() {
             other => panic!("{transport:?}: unexpected {other}"),
         }
         assert!(err.nothing_sent());
+
+        // Another service made by the same layer shares the breaker: it refuses too.
+        let sibling = over(transport, &layer);
+        let err = bounded(sibling.oneshot(get(&url)))
+            .await
+            .expect_err("the circuit is shared");
+        assert!(matches!(
+            courier::Error::from(err),
+            courier::Error::CircuitOpen(_)
+        ));
         assert_eq!(
             server.hits("down").len(),
             5,
-            "{transport:?}: the sixth call was not sent"
+            "{transport:?}: neither refused call was sent"
         );
     }
 }
