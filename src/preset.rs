@@ -288,14 +288,6 @@ pub struct Courier<S> {
 // === impl Courier ===
 
 impl<S> Courier<S> {
-    /// The whole stack.
-    pub fn get_ref(&self) -> &impl std::fmt::Debug
-    where
-        S: std::fmt::Debug,
-    {
-        &self.inner
-    }
-
     /// Boxes the service and its response body, for a type that names no layer:
     /// `BoxCloneSyncService<Request<B>, Response<UnsyncBoxBody<Bytes, BoxError>>, BoxError>`.
     /// Costs an allocation per call and per body.

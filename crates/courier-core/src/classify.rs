@@ -112,7 +112,7 @@ pub fn classify_error(err: &(dyn Error + 'static)) -> FailureKind {
         if let Some(kind) = classify_one(e) {
             return kind;
         }
-        next = e.source();
+        next = crate::error::next_cause(e);
     }
     FailureKind::Other
 }
@@ -205,7 +205,7 @@ fn chain_has_tls(err: &(dyn Error + 'static)) -> bool {
         {
             return true;
         }
-        next = e.source();
+        next = crate::error::next_cause(e);
     }
     false
 }

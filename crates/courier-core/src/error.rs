@@ -12,6 +12,10 @@ pub type BoxError = Box<dyn Error + Send + Sync + 'static>;
 
 /// Returns the first error in `err`'s `source()` chain (`err` itself included) that is an `E`.
 ///
+/// An `io::Error` that wraps another error is looked through: `io::Error::source()` skips its
+/// payload, so the walk goes to `get_ref()` instead, and a refusal wrapped in an `io::Error` (a
+/// body turned into an async reader, say) is still found.
+///
 /// ```
 /// use courier_core::{BoxError, RateLimited, cause_ref};
 /// use std::time::Duration;
@@ -25,9 +29,20 @@ pub fn cause_ref<'a, E: Error + 'static>(err: &'a (dyn Error + 'static)) -> Opti
         if let Some(found) = e.downcast_ref::<E>() {
             return Some(found);
         }
-        next = e.source();
+        next = next_cause(e);
     }
     None
+}
+
+/// The next error in a chain: an `io::Error`'s payload when it has one, else `source()`.
+pub fn next_cause<'a>(err: &'a (dyn Error + 'static)) -> Option<&'a (dyn Error + 'static)> {
+    match err
+        .downcast_ref::<std::io::Error>()
+        .and_then(|io| io.get_ref())
+    {
+        Some(inner) => Some(inner),
+        None => err.source(),
+    }
 }
 
 /// Whether an `E` stands anywhere in `err`'s `source()` chain, `err` itself included.
@@ -190,6 +205,17 @@ mod tests {
         assert_eq!(found.retry_in(), Duration::from_secs(3));
         assert!(is_caused_by::<CircuitOpen>(&err));
         assert!(!is_caused_by::<RateLimited>(&err));
+    }
+
+    #[test]
+    fn cause_ref_looks_inside_io_errors() {
+        let err = Wrap(Box::new(std::io::Error::other(RateLimited::new(
+            Duration::from_secs(4),
+        ))));
+        assert_eq!(
+            cause_ref::<RateLimited>(&err).map(RateLimited::retry_in),
+            Some(Duration::from_secs(4))
+        );
     }
 
     #[test]
