@@ -1,12 +1,21 @@
 //! The `courier` command line.
 //!
 //! Each subcommand lives in its own module; `main` parses the arguments and hands over.
+//! Exit status: 0 when the call worked, 1 when it failed (an HTTP error status, a transport
+//! failure, an open circuit), 2 for a usage error.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod output;
+mod parse;
+mod plan;
+mod request;
 mod serve;
+
+/// The exit status of a usage error (clap's own too).
+const USAGE_ERROR: u8 = 2;
 
 /// Service-to-service HTTP calls that retry, pace, time out and cache with care.
 #[derive(Debug, Parser)]
@@ -18,6 +27,9 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Send one request through the preset: body on stdout, one JSON line per attempt on
+    /// stderr.
+    Request(Box<request::RequestArgs>),
     /// Run the fault server on 127.0.0.1 until Ctrl-C.
     Serve(serve::ServeArgs),
 }
@@ -25,6 +37,7 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
+        Command::Request(args) => request::run(*args),
         Command::Serve(args) => serve::run(args),
     }
 }

@@ -1,0 +1,201 @@
+//! Value parsers for the command line. Each returns a message that says what is wrong and what
+//! to write instead; clap prints it and exits with status 2.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use courier::ratelimit::Rate;
+use http::{HeaderName, HeaderValue, Method};
+use url::Url;
+
+/// An HTTP method, upper-cased (`get` sends `GET`).
+pub(crate) fn method(s: &str) -> Result<Method, String> {
+    Method::from_bytes(s.to_ascii_uppercase().as_bytes())
+        .map_err(|_| "a method is one token of letters, such as GET or POST".to_owned())
+}
+
+/// An absolute `http://` or `https://` URL with a host, without its fragment.
+pub(crate) fn url(s: &str) -> Result<Url, String> {
+    let mut url = Url::parse(s)
+        .map_err(|e| format!("{e}; give an absolute URL such as http://127.0.0.1:8080/items"))?;
+    match url.scheme() {
+        "http" => {}
+        "https" if cfg!(feature = "rustls") => {}
+        "https" => {
+            return Err("https needs courier built with `--features rustls`; \
+                        use http:// or rebuild"
+                .to_owned());
+        }
+        other => return Err(format!("scheme {other:?} is not http or https")),
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err("the URL names no host".to_owned());
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(
+            "credentials in the URL are not sent; pass -H 'Authorization: ...' instead".to_owned(),
+        );
+    }
+    url.set_fragment(None);
+    // The URL crate accepts a few forms that `http::Uri` does not; refuse them here, not later.
+    url.as_str()
+        .parse::<http::Uri>()
+        .map_err(|e| format!("{e}; the URL cannot be sent as a request target"))?;
+    Ok(url)
+}
+
+/// A header written `Name: value`. The value may be empty; it may not hold control characters.
+pub(crate) fn header(s: &str) -> Result<(HeaderName, HeaderValue), String> {
+    let Some((name, value)) = s.split_once(':') else {
+        return Err("write a header as 'Name: value'".to_owned());
+    };
+    let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
+        format!(
+            "{:?} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)",
+            name.trim()
+        )
+    })?;
+    if name == http::header::CONTENT_LENGTH || name == http::header::TRANSFER_ENCODING {
+        return Err(format!("{name} is set from -d; leave it out of -H"));
+    }
+    let value = HeaderValue::from_str(value.trim_matches([' ', '\t'])).map_err(|_| {
+        format!("the value of {name} holds a control character or a byte outside visible ASCII")
+    })?;
+    Ok((name, value))
+}
+
+/// An `Idempotency-Key` value: visible ASCII, not blank.
+pub(crate) fn idempotency_key(s: &str) -> Result<HeaderValue, String> {
+    if s.trim().is_empty() {
+        return Err("a blank key identifies nothing; give a unique string".to_owned());
+    }
+    HeaderValue::from_str(s)
+        .map_err(|_| "a key must be visible ASCII, without control characters".to_owned())
+}
+
+fn seconds_at_least(s: &str, zero_ok: bool) -> Result<Duration, String> {
+    let what = if zero_ok {
+        "a number of seconds, 0 or more, such as 0.5 or 30"
+    } else {
+        "a number of seconds above 0, such as 0.5 or 30"
+    };
+    let secs: f64 = s.trim().parse().map_err(|_| format!("want {what}"))?;
+    if !secs.is_finite() || secs < 0.0 || (secs == 0.0 && !zero_ok) {
+        return Err(format!("want {what}"));
+    }
+    Duration::try_from_secs_f64(secs).map_err(|_| format!("too large; want {what}"))
+}
+
+/// Seconds, fractional allowed, above zero.
+pub(crate) fn positive_seconds(s: &str) -> Result<Duration, String> {
+    seconds_at_least(s, false)
+}
+
+/// Seconds, fractional allowed, zero or more.
+pub(crate) fn seconds(s: &str) -> Result<Duration, String> {
+    seconds_at_least(s, true)
+}
+
+/// Requests per second, fractional allowed.
+pub(crate) fn rate(s: &str) -> Result<Rate, String> {
+    let rps: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| "want a number of requests per second, such as 5 or 0.5".to_owned())?;
+    Rate::per_second(rps).map_err(|e| e.requirement().to_owned())
+}
+
+/// A retry count: a whole number, 0 or more.
+pub(crate) fn retries(s: &str) -> Result<u32, String> {
+    s.trim()
+        .parse::<u32>()
+        .map_err(|_| "want a whole number of retries, 0 or more (0: one attempt only)".to_owned())
+}
+
+/// A burst: a whole number of requests, at least 1.
+pub(crate) fn burst(s: &str) -> Result<NonZeroU32, String> {
+    s.trim()
+        .parse::<NonZeroU32>()
+        .map_err(|_| "want a whole number of requests, at least 1".to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seconds_refuse_what_is_not_a_duration() {
+        for bad in [
+            "-1", "nan", "NaN", "inf", "-inf", "1e400", "", "abc", "1s", "1e30",
+        ] {
+            assert!(seconds(bad).is_err(), "{bad:?}");
+            assert!(positive_seconds(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(seconds("0"), Ok(Duration::ZERO));
+        assert!(positive_seconds("0").is_err());
+        assert!(positive_seconds("-0").is_err());
+        assert_eq!(positive_seconds("0.25"), Ok(Duration::from_millis(250)));
+        assert_eq!(positive_seconds(" 2 "), Ok(Duration::from_secs(2)));
+    }
+
+    #[test]
+    fn headers_split_at_the_first_colon() {
+        let (n, v) = header("X-Trace:  a:b ").unwrap();
+        assert_eq!(n, "x-trace");
+        assert_eq!(v, "a:b");
+        let (_, v) = header("X-Empty:").unwrap();
+        assert_eq!(v, "");
+        for bad in [
+            "no colon",
+            ": v",
+            "bad name: v",
+            "X: a\nb",
+            "X: a\rb",
+            "Content-Length: 3",
+        ] {
+            assert!(header(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn urls_must_be_absolute_http_with_a_host() {
+        assert!(url("http://127.0.0.1:8080/items?a=1#frag").is_ok_and(|u| u.fragment().is_none()));
+        for bad in [
+            "/items",
+            "ftp://h/",
+            "http://user:pw@h/",
+            "not a url",
+            "http://",
+        ] {
+            assert!(url(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn methods_are_upper_cased_tokens() {
+        assert_eq!(method("get"), Ok(Method::GET));
+        assert_eq!(method("PURGE").unwrap().as_str(), "PURGE");
+        assert!(method("GE T").is_err());
+        assert!(method("").is_err());
+    }
+
+    #[test]
+    fn rates_and_bursts() {
+        assert!(rate("0").is_err());
+        assert!(rate("-1").is_err());
+        assert!(rate("nan").is_err());
+        assert!(rate("0.5").is_ok());
+        assert!(retries("-1").is_err());
+        assert_eq!(retries("0"), Ok(0));
+        assert!(burst("0").is_err());
+        assert!(burst("-3").is_err());
+        assert_eq!(burst("4").map(NonZeroU32::get), Ok(4));
+    }
+
+    #[test]
+    fn keys_are_not_blank() {
+        assert!(idempotency_key("  ").is_err());
+        assert!(idempotency_key("k\n").is_err());
+        assert!(idempotency_key("order-7f3a").is_ok());
+    }
+}

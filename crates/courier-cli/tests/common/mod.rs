@@ -1,0 +1,69 @@
+//! Running the `courier` binary from a test, every wait bounded.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::Value;
+use tokio::process::Command;
+
+/// The longest a run may take before the test fails; runs take well under a few seconds.
+pub const PATIENCE: Duration = Duration::from_secs(60);
+
+/// What one run of the binary left behind.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The per-attempt JSON lines on stderr, each checked to be a `courier::retry` event.
+    pub fn attempt_lines(&self) -> Vec<Value> {
+        json_lines(&self.stderr)
+    }
+
+    /// The stderr lines that are not JSON.
+    pub fn messages(&self) -> Vec<&str> {
+        self.stderr
+            .lines()
+            .filter(|l| !l.starts_with('{'))
+            .collect()
+    }
+}
+
+/// Parses every line of `text` that starts with `{` as one attempt event.
+pub fn json_lines(text: &str) -> Vec<Value> {
+    text.lines()
+        .filter(|l| l.starts_with('{'))
+        .map(|l| {
+            let v: Value = serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}"));
+            assert_eq!(v["target"], "courier::retry", "{l}");
+            assert_eq!(v["message"], "attempt", "{l}");
+            v
+        })
+        .collect()
+}
+
+/// Runs `courier ARGS...` to the end (stdin closed) and collects its output.
+pub async fn courier(args: &[&str]) -> Run {
+    let child = Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
+        .await
+        .unwrap_or_else(|_| panic!("courier {args:?} did not finish in {PATIENCE:?}"))
+        .expect("the binary runs");
+    Run {
+        code: out.status.code().expect("exited, not killed by a signal"),
+        stdout: String::from_utf8(out.stdout).expect("stdout is UTF-8"),
+        stderr: String::from_utf8(out.stderr).expect("stderr is UTF-8"),
+    }
+}

@@ -1,0 +1,616 @@
+//! `courier request`: exit codes, one JSON line per attempt, options reaching the stack and the
+//! server, and `--dry-run`. Every request goes to a fault server on 127.0.0.1.
+
+mod common;
+
+use std::time::Duration;
+
+use common::{courier, json_lines};
+use courier_faultserver::{FaultServer, Step};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+async fn server_with(name: &str, plan: Vec<Step>) -> (FaultServer, String) {
+    let server = FaultServer::start().await.expect("fault server starts");
+    server.set_plan(name, plan);
+    let url = server.url_for(&format!("/s/{name}"));
+    (server, url)
+}
+
+fn field<'a>(lines: &'a [serde_json::Value], name: &str) -> Vec<&'a serde_json::Value> {
+    lines.iter().map(|l| &l[name]).collect()
+}
+
+#[tokio::test]
+async fn a_200_prints_the_body_on_stdout_and_exits_0() {
+    let (server, url) = server_with("ok", vec![Step::ok().body("hello, courier")]).await;
+    let run = courier(&["request", "GET", &format!("{url}?token=s3cret")]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "hello, courier");
+    let lines = run.attempt_lines();
+    assert_eq!(lines.len(), 1, "{run:?}");
+    let line = &lines[0];
+    assert_eq!(line["attempt"], 1);
+    assert_eq!(line["method"], "GET");
+    assert_eq!(line["path"], "/s/ok");
+    assert_eq!(line["outcome"], "200");
+    assert_eq!(line["decision"], "stop");
+    assert_eq!(line["reason"], "final_status");
+    assert!(line["elapsed_ms"].is_u64());
+    assert!(
+        !run.stderr.contains("s3cret"),
+        "the query is never logged: {}",
+        run.stderr
+    );
+    assert!(run.messages().is_empty(), "{run:?}");
+    assert_eq!(server.hits("ok").len(), 1);
+}
+
+#[tokio::test]
+async fn a_503_after_every_retry_exits_1_with_one_line_per_attempt() {
+    let (server, url) = server_with("down", vec![Step::status(503).times(5)]).await;
+    let run = courier(&["request", "GET", &url, "--seed", "1"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(server.hits("down").len(), 3, "2 retries by default");
+    let lines = run.attempt_lines();
+    assert_eq!(field(&lines, "attempt"), [1, 2, 3]);
+    assert_eq!(field(&lines, "outcome"), ["503", "503", "503"]);
+    assert_eq!(field(&lines, "decision"), ["retry", "retry", "stop"]);
+    assert_eq!(
+        field(&lines, "reason"),
+        ["retryable_status", "retryable_status", "attempts_exhausted"]
+    );
+    assert_eq!(field(&lines, "wait_source"), ["backoff", "backoff", "none"]);
+    assert!(
+        lines[0]["wait_ms"].as_u64().unwrap() <= 500,
+        "first ceiling"
+    );
+    assert!(
+        lines[1]["wait_ms"].as_u64().unwrap() <= 1000,
+        "second ceiling"
+    );
+    let messages = run.messages();
+    assert_eq!(messages.len(), 1, "{run:?}");
+    assert!(
+        messages[0].starts_with("error: the server answered 503 Service Unavailable"),
+        "{messages:?}"
+    );
+    assert!(messages[0].contains("3 attempts"), "{messages:?}");
+    assert!(messages[0].contains("attempts_exhausted"), "{messages:?}");
+}
+
+#[tokio::test]
+async fn retries_count_after_the_first_attempt() {
+    let server = FaultServer::start().await.unwrap();
+    for (retries, want) in [("0", 1), ("1", 2), ("3", 4)] {
+        let name = format!("retries-{retries}");
+        server.set_plan(&name, vec![Step::status(500).times(10)]);
+        let url = server.url_for(&format!("/s/{name}"));
+        let run = courier(&["request", "GET", &url, "--retries", retries, "--seed", "7"]).await;
+        assert_eq!(run.code, 1, "{run:?}");
+        assert_eq!(server.hits(&name).len(), want, "--retries {retries}");
+        assert_eq!(run.attempt_lines().len(), want);
+    }
+}
+
+#[tokio::test]
+async fn a_refused_connection_exits_1_after_retrying() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    drop(listener);
+    let url = format!("http://127.0.0.1:{port}/x");
+    let run = courier(&["request", "POST", &url, "--retries", "1", "--seed", "3"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let lines = run.attempt_lines();
+    assert_eq!(field(&lines, "outcome"), ["connect", "connect"]);
+    // Nothing was sent, so even a POST without a key is tried again.
+    assert_eq!(
+        field(&lines, "reason"),
+        ["retryable_failure", "attempts_exhausted"]
+    );
+    let messages = run.messages();
+    assert_eq!(messages.len(), 1, "{run:?}");
+    assert!(
+        messages[0].starts_with("error: connect failure"),
+        "{messages:?}"
+    );
+    assert!(run.stdout.is_empty());
+}
+
+#[tokio::test]
+async fn usage_errors_exit_2_with_a_message_and_send_nothing() {
+    let (server, url) = server_with("usage", vec![]).await;
+    let u = url.as_str();
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["request"], "required"),
+        (vec!["request", "GET"], "required"),
+        (vec!["request", "GE T", u], "method"),
+        (vec!["request", "GET", "not a url"], "absolute URL"),
+        (vec!["request", "GET", "/s/usage"], "absolute URL"),
+        (
+            vec!["request", "GET", "ftp://127.0.0.1/x"],
+            "not http or https",
+        ),
+        (
+            vec!["request", "GET", "http://me:pw@127.0.0.1/"],
+            "Authorization",
+        ),
+        (vec!["request", "GET", u, "--deadline", "-1"], "above 0"),
+        (vec!["request", "GET", u, "--deadline", "0"], "above 0"),
+        (vec!["request", "GET", u, "--deadline", "nan"], "seconds"),
+        (
+            vec!["request", "GET", u, "--attempt-timeout", "inf"],
+            "seconds",
+        ),
+        (
+            vec!["request", "GET", u, "--attempt-timeout", "1e400"],
+            "seconds",
+        ),
+        (vec!["request", "GET", u, "--max-wait", "-0.5"], "0 or more"),
+        (vec!["request", "GET", u, "--max-wait", "soon"], "seconds"),
+        (vec!["request", "GET", u, "--retries", "-1"], "0 or more"),
+        (vec!["request", "GET", u, "-H", "no colon"], "Name: value"),
+        (
+            vec!["request", "GET", u, "-H", "bad name: v"],
+            "header name",
+        ),
+        (
+            vec!["request", "GET", u, "-H", "X-A: a\x01b"],
+            "control character",
+        ),
+        (
+            vec!["request", "GET", u, "-H", "Content-Length: 9"],
+            "from -d",
+        ),
+        (vec!["request", "GET", u, "--rate", "5"], "--burst"),
+        (vec!["request", "GET", u, "--burst", "5"], "--rate"),
+        (
+            vec!["request", "GET", u, "--rate", "0", "--burst", "1"],
+            "rate",
+        ),
+        (
+            vec!["request", "GET", u, "--rate", "-2", "--burst", "1"],
+            "rate",
+        ),
+        (
+            vec!["request", "GET", u, "--rate", "2", "--burst", "0"],
+            "at least 1",
+        ),
+        (
+            vec![
+                "request",
+                "POST",
+                u,
+                "--idempotency-key",
+                "k",
+                "--auto-idempotency-key",
+            ],
+            "cannot be used with",
+        ),
+        (
+            vec!["request", "POST", u, "--idempotency-key", " "],
+            "blank",
+        ),
+        (
+            vec!["request", "GET", u, "--quiet", "--log", "x.log"],
+            "cannot be used with",
+        ),
+        (
+            vec![
+                "request",
+                "GET",
+                u,
+                "--log",
+                "/nonexistent-dir/courier/x.log",
+            ],
+            "cannot open the log file",
+        ),
+        (vec!["request", "GET", u, "--bogus"], "unexpected argument"),
+        (vec!["teleport"], "unrecognized subcommand"),
+    ];
+    for (args, says) in cases {
+        let run = courier(&args).await;
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(run.stdout.is_empty(), "{args:?}: {run:?}");
+        assert!(
+            run.stderr.contains(says),
+            "{args:?} should say {says:?}: {}",
+            run.stderr
+        );
+        assert!(run.attempt_lines().is_empty(), "{args:?}");
+    }
+    assert!(
+        server.hits("usage").is_empty(),
+        "a usage error sends nothing"
+    );
+}
+
+#[tokio::test]
+async fn quiet_drops_the_attempt_lines_but_not_errors() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan("q-ok", vec![Step::status(503)]);
+    let run = courier(&[
+        "request",
+        "GET",
+        &server.url_for("/s/q-ok"),
+        "--quiet",
+        "--seed",
+        "1",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(server.hits("q-ok").len(), 2);
+    assert!(run.stderr.is_empty(), "{run:?}");
+
+    server.set_plan("q-fail", vec![Step::status(500).times(5)]);
+    let run = courier(&[
+        "request",
+        "GET",
+        &server.url_for("/s/q-fail"),
+        "-q",
+        "--retries",
+        "1",
+        "--seed",
+        "1",
+    ])
+    .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.attempt_lines().is_empty(), "{run:?}");
+    assert_eq!(run.messages().len(), 1, "{run:?}");
+    assert!(run.stderr.starts_with("error: the server answered 500"));
+}
+
+#[tokio::test]
+async fn log_sends_the_attempt_lines_to_a_file() {
+    let (server, url) = server_with("logged", vec![Step::status(503)]).await;
+    let path = std::env::temp_dir().join(format!(
+        "courier-cli-test-{}-{}.log",
+        std::process::id(),
+        server.addr().port()
+    ));
+    let _ = std::fs::remove_file(&path);
+    let run = courier(&[
+        "request",
+        "GET",
+        &url,
+        "--log",
+        path.to_str().unwrap(),
+        "--seed",
+        "2",
+    ])
+    .await;
+    let logged = std::fs::read_to_string(&path).expect("the log file was written");
+    let _ = std::fs::remove_file(&path);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.is_empty(), "{run:?}");
+    let lines = json_lines(&logged);
+    assert_eq!(field(&lines, "attempt"), [1, 2]);
+    assert_eq!(
+        field(&lines, "reason"),
+        ["retryable_status", "final_status"]
+    );
+    assert_eq!(logged.lines().count(), 2, "{logged}");
+}
+
+#[tokio::test]
+async fn data_and_headers_reach_the_server() {
+    let (server, url) = server_with("sent", vec![]).await;
+    let run = courier(&[
+        "request",
+        "post",
+        &url,
+        "-d",
+        r#"{"a":1}"#,
+        "-H",
+        "Content-Type: application/json",
+        "-H",
+        "X-Trace:  abc ",
+        "--header",
+        "X-Trace: def",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let hits = server.hits("sent");
+    assert_eq!(hits.len(), 1);
+    let hit = &hits[0];
+    assert_eq!(hit.method, "POST", "the method is upper-cased");
+    assert_eq!(hit.header("content-type"), Some("application/json"));
+    assert_eq!(hit.header("content-length"), Some("7"));
+    let traces: Vec<_> = hit
+        .headers
+        .iter()
+        .filter(|(n, _)| n == "x-trace")
+        .map(|(_, v)| v.as_str())
+        .collect();
+    assert_eq!(traces, ["abc", "def"], "repeated -H appends");
+}
+
+/// The fault server records headers only; a bare listener shows the body bytes as sent.
+#[tokio::test]
+async fn the_body_is_sent_as_given() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}/raw", listener.local_addr().unwrap());
+    let data = "name=a b&x=ü\n";
+    let server = async {
+        let (mut tcp, _) = listener.accept().await.unwrap();
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        loop {
+            let n = tcp.read(&mut buf).await.unwrap();
+            assert_ne!(n, 0, "the client closed before its body: {got:?}");
+            got.extend_from_slice(&buf[..n]);
+            let text = String::from_utf8_lossy(&got);
+            if let Some((_, body)) = text.split_once("\r\n\r\n")
+                && body.len() >= data.len()
+            {
+                break;
+            }
+        }
+        tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
+            .await
+            .unwrap();
+        String::from_utf8(got).unwrap()
+    };
+    let args = ["request", "PUT", &url, "-d", data];
+    let (run, request) = tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::join!(courier(&args), server)
+    })
+    .await
+    .expect("the exchange finishes");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout, "ok");
+    assert!(request.starts_with("PUT /raw HTTP/1.1\r\n"), "{request}");
+    assert!(request.ends_with(&format!("\r\n\r\n{data}")), "{request}");
+}
+
+#[tokio::test]
+async fn an_idempotency_key_is_the_same_on_every_attempt() {
+    let (server, url) = server_with("keyed", vec![Step::status(503)]).await;
+    let run = courier(&[
+        "request",
+        "POST",
+        &url,
+        "-d",
+        "{}",
+        "--idempotency-key",
+        "order-7f3a",
+        "--seed",
+        "4",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let keys: Vec<_> = server
+        .hits("keyed")
+        .into_iter()
+        .map(|h| h.idempotency_key)
+        .collect();
+    assert_eq!(keys, [Some("order-7f3a".into()), Some("order-7f3a".into())]);
+}
+
+#[tokio::test]
+async fn a_post_without_a_key_is_sent_once() {
+    let (server, url) = server_with("unkeyed", vec![Step::status(503).times(3)]).await;
+    let run = courier(&["request", "POST", &url, "-d", "{}"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let hits = server.hits("unkeyed");
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].idempotency_key, None);
+    let lines = run.attempt_lines();
+    assert_eq!(field(&lines, "reason"), ["not_retry_safe"]);
+    assert!(run.stderr.contains("error: the server answered 503"));
+}
+
+#[tokio::test]
+async fn auto_idempotency_key_adds_one_key_for_every_attempt() {
+    let (server, url) = server_with("auto", vec![Step::status(503)]).await;
+    let run = courier(&[
+        "request",
+        "PATCH",
+        &url,
+        "-d",
+        "{}",
+        "--auto-idempotency-key",
+        "--seed",
+        "5",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let hits = server.hits("auto");
+    assert_eq!(hits.len(), 2);
+    let key = hits[0].idempotency_key.clone().expect("a key was added");
+    assert_eq!(key.len(), 36, "a hyphenated UUID: {key}");
+    assert_eq!(hits[1].idempotency_key.as_deref(), Some(key.as_str()));
+}
+
+#[tokio::test]
+async fn dry_run_prints_the_plan_and_sends_nothing() {
+    let (server, url) = server_with("dry", vec![]).await;
+
+    let run = courier(&[
+        "request",
+        "POST",
+        &url,
+        "-d",
+        "{}",
+        "-H",
+        "Authorization: Bearer s3cret",
+        "--retries",
+        "3",
+        "--dry-run",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.is_empty(), "{run:?}");
+    let plan = &run.stdout;
+    for want in [
+        format!("POST {url}\n"),
+        "retry-safe:      no: POST is not idempotent and carries no Idempotency-Key".into(),
+        "attempts:        4 in all (3 retries)".into(),
+        "ceilings: retry 1: 0.5 s, retry 2: 1 s, retry 3: 2 s\n".into(),
+        "max wait:        60 s".into(),
+        "deadline:        90 s".into(),
+        "attempt timeout: 30 s".into(),
+        "rate limit:      off".into(),
+        "authorization: <redacted>".into(),
+        "body: 2 bytes".into(),
+        "nothing was sent".into(),
+    ] {
+        assert!(plan.contains(&want), "want {want:?} in\n{plan}");
+    }
+    assert!(!plan.contains("s3cret"), "{plan}");
+
+    let run = courier(&[
+        "request",
+        "GET",
+        &url,
+        "--retries",
+        "0",
+        "--deadline",
+        "2.5",
+        "--attempt-timeout",
+        "0.25",
+        "--max-wait",
+        "10",
+        "--rate",
+        "2",
+        "--burst",
+        "3",
+        "--seed",
+        "9",
+        "--dry-run",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let plan = &run.stdout;
+    for want in [
+        "retry-safe:      yes: GET is idempotent",
+        "attempts:        1 in all (0 retries)",
+        "backoff:         none",
+        "max wait:        10 s",
+        "deadline:        2.5 s",
+        "attempt timeout: 0.25 s",
+        "rate limit:      2 requests per second, burst 3",
+        "jitter seed:     9",
+    ] {
+        assert!(plan.contains(want), "want {want:?} in\n{plan}");
+    }
+
+    for (extra, says) in [
+        (
+            "--idempotency-key=k-1",
+            "yes: POST carries an Idempotency-Key",
+        ),
+        (
+            "--auto-idempotency-key",
+            "yes: POST gets a UUID v4 Idempotency-Key",
+        ),
+    ] {
+        let run = courier(&["request", "POST", &url, extra, "--dry-run"]).await;
+        assert_eq!(run.code, 0, "{run:?}");
+        assert!(run.stdout.contains(says), "{extra}: {}", run.stdout);
+    }
+    assert!(server.hits("dry").is_empty(), "a dry run sends nothing");
+}
+
+#[tokio::test]
+async fn max_wait_returns_a_longer_server_wait_at_once() {
+    let (server, url) = server_with(
+        "patient",
+        vec![Step::status(429).header("retry-after", "5")],
+    )
+    .await;
+    let run = courier(&["request", "GET", &url, "--max-wait", "1"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(server.hits("patient").len(), 1);
+    let lines = run.attempt_lines();
+    assert_eq!(field(&lines, "reason"), ["hint_exceeds_max_wait"]);
+    assert!(run.stderr.contains("error: the server answered 429"));
+}
+
+#[tokio::test]
+async fn attempt_timeout_takes_fractional_seconds() {
+    let (server, url) =
+        server_with("slow", vec![Step::ok().delay(Duration::from_millis(1500))]).await;
+    let run = courier(&[
+        "request",
+        "GET",
+        &url,
+        "--attempt-timeout",
+        "0.2",
+        "--retries",
+        "1",
+        "--seed",
+        "1",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(server.hits("slow").len(), 2);
+    let lines = run.attempt_lines();
+    assert_eq!(field(&lines, "outcome"), ["timeout", "200"]);
+}
+
+#[tokio::test]
+async fn a_spent_deadline_exits_1() {
+    let (server, url) = server_with("late", vec![Step::ok().delay(Duration::from_secs(3))]).await;
+    let run = courier(&["request", "GET", &url, "--deadline", "0.3"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(server.hits("late").len(), 1);
+    let messages = run.messages();
+    assert_eq!(messages.len(), 1, "{run:?}");
+    assert!(
+        messages[0].starts_with("error: deadline exceeded"),
+        "{messages:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_open_circuit_exits_1() {
+    // Retry-After: 0 retries at once; the breaker opens after 5 failures in a row.
+    let (server, url) = server_with(
+        "broken",
+        vec![Step::status(503).header("retry-after", "0").times(10)],
+    )
+    .await;
+    let run = courier(&["request", "GET", &url, "--retries", "6"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        server.hits("broken").len(),
+        5,
+        "the open circuit sends nothing"
+    );
+    let lines = run.attempt_lines();
+    assert_eq!(lines.len(), 6);
+    assert_eq!(lines[5]["outcome"], "local");
+    let messages = run.messages();
+    assert!(
+        messages[0].starts_with("error: circuit open"),
+        "{messages:?}"
+    );
+}
+
+#[tokio::test]
+async fn rate_and_burst_pace_every_attempt() {
+    // The server asks for no wait at all; only the limiter spaces the two attempts.
+    let (server, url) =
+        server_with("paced", vec![Step::status(503).header("retry-after", "0")]).await;
+    let run = courier(&[
+        "request",
+        "GET",
+        &url,
+        "--rate",
+        "2",
+        "--burst",
+        "1",
+        "--retries",
+        "1",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let hits = server.hits("paced");
+    assert_eq!(hits.len(), 2);
+    let gap_ms = hits[1].t_ms - hits[0].t_ms;
+    // One token every 500 ms: the retry waits for its token (a lower bound only).
+    assert!(
+        gap_ms >= 450.0,
+        "the retry came {gap_ms} ms after the first try"
+    );
+}
