@@ -2,13 +2,14 @@
 //!
 //! Each subcommand lives in its own module; `main` parses the arguments and hands over.
 //! Exit status: 0 when the call worked, 1 when it failed (an HTTP error status, a transport
-//! failure, an open circuit), 2 for a usage error.
+//! failure, an open circuit, a page that failed), 2 for a usage error.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
 mod output;
+mod paginate;
 mod parse;
 mod plan;
 mod request;
@@ -30,6 +31,8 @@ enum Command {
     /// Send one request through the preset: body on stdout, one JSON line per attempt on
     /// stderr.
     Request(Box<request::RequestArgs>),
+    /// Print every item of a paginated JSON collection, one per line.
+    Paginate(paginate::PaginateArgs),
     /// Run the fault server on 127.0.0.1 until Ctrl-C.
     Serve(serve::ServeArgs),
 }
@@ -38,6 +41,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Request(args) => request::run(*args),
+        Command::Paginate(args) => paginate::run(args),
         Command::Serve(args) => serve::run(args),
     }
 }

@@ -119,6 +119,20 @@ pub(crate) fn burst(s: &str) -> Result<NonZeroU32, String> {
         .map_err(|_| "want a whole number of requests, at least 1".to_owned())
 }
 
+/// A JSON field name for `--cursor`; refuses what looks like the URL that should follow it.
+pub(crate) fn field(s: &str) -> Result<String, String> {
+    if s.is_empty() {
+        return Err("the cursor field name is empty".to_owned());
+    }
+    if s.contains("://") || s.contains('/') {
+        return Err(format!(
+            "{s:?} looks like a URL, not a field name; put the URL before --cursor, \
+             or write --cursor=FIELD"
+        ));
+    }
+    Ok(s.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +204,13 @@ mod tests {
         assert!(burst("0").is_err());
         assert!(burst("-3").is_err());
         assert_eq!(burst("4").map(NonZeroU32::get), Ok(4));
+    }
+
+    #[test]
+    fn cursor_fields_are_not_urls() {
+        assert_eq!(field("next").as_deref(), Ok("next"));
+        assert!(field("http://127.0.0.1/cursor").is_err());
+        assert!(field("").is_err());
     }
 
     #[test]

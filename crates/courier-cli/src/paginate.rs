@@ -1,0 +1,207 @@
+//! `courier paginate URL [--cursor [FIELD]] [--max-pages N]`: every item of every page, one
+//! compact JSON value per line, each page through the preset.
+//!
+//! Without `--cursor` it follows `Link: rel="next"` and the items are the body's top-level
+//! array; with it, it passes the body's FIELD (default `next_cursor`) back as the `cursor`
+//! query parameter and the items are the body's `items` array.
+
+use std::io::{self, IsTerminal, Write};
+use std::process::ExitCode;
+
+use bytes::Bytes;
+use clap::Args;
+use courier::CourierLayer;
+use courier::paginate::Page;
+use futures_util::{Stream, StreamExt};
+use http_body_util::Full;
+use url::Url;
+
+use crate::output::write_or_quit;
+use crate::parse;
+
+/// The cursor field when `--cursor` names none.
+const DEFAULT_CURSOR_FIELD: &str = "next_cursor";
+
+/// Arguments of `courier paginate`.
+#[derive(Debug, Args)]
+pub(crate) struct PaginateArgs {
+    /// The first page, an absolute http:// URL.
+    #[arg(value_parser = parse::url)]
+    url: Url,
+    /// Follow a cursor in the JSON body instead of Link headers; FIELD names it.
+    #[arg(
+        long,
+        value_name = "FIELD",
+        num_args = 0..=1,
+        default_missing_value = DEFAULT_CURSOR_FIELD,
+        value_parser = parse::field,
+    )]
+    cursor: Option<String>,
+    /// Stop after N pages.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    max_pages: Option<u64>,
+}
+
+/// Prints every item; exit 1 when a page fails or answers with a status other than 2xx.
+pub(crate) fn run(args: PaginateArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    runtime.block_on(pages(args))
+}
+
+async fn pages(args: PaginateArgs) -> ExitCode {
+    let client = CourierLayer::new().hyper::<Full<Bytes>>().boxed();
+    let progress = Progress::new(io::stderr().is_terminal().then(io::stderr));
+    match args.cursor {
+        None => {
+            let mut pages = courier::paginate::links::<_, Full<Bytes>>(client, args.url);
+            if let Some(max) = args.max_pages {
+                pages = pages.max_pages(usize::try_from(max).unwrap_or(usize::MAX));
+            }
+            drain(pages, None, progress).await
+        }
+        Some(field) => {
+            let mut pages =
+                courier::paginate::cursor::<_, Full<Bytes>>(client, args.url).field(field);
+            if let Some(max) = args.max_pages {
+                pages = pages.max_pages(max);
+            }
+            drain(pages, Some("items"), progress).await
+        }
+    }
+}
+
+async fn drain<S, W>(mut pages: S, items_field: Option<&str>, mut progress: Progress<W>) -> ExitCode
+where
+    S: Stream<Item = Result<Page, courier::Error>> + Unpin,
+    W: Write,
+{
+    let mut stdout = io::stdout().lock();
+    while let Some(page) = pages.next().await {
+        let page = match page {
+            Ok(page) => page,
+            Err(e) => {
+                progress.clear();
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        if !page.status().is_success() {
+            progress.clear();
+            eprintln!("error: {} answered {}", page.url(), page.status());
+            return ExitCode::FAILURE;
+        }
+        let items = match page.json_items(items_field) {
+            Ok(items) => items,
+            Err(e) => {
+                progress.clear();
+                eprintln!("error: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
+        progress.clear();
+        let mut lines = String::new();
+        for item in &items {
+            lines.push_str(&item.to_string());
+            lines.push('\n');
+        }
+        if let Err(code) = write_or_quit(&mut stdout, lines.as_bytes())
+            .and_then(|()| write_or_quit(&mut stdout, b""))
+        {
+            return code;
+        }
+        progress.page(items.len());
+    }
+    progress.finish();
+    ExitCode::SUCCESS
+}
+
+/// `pages: 3, items: 30`, redrawn in place on stderr; only when stderr is a terminal (`out` is
+/// `None` otherwise).
+#[derive(Debug)]
+struct Progress<W> {
+    out: Option<W>,
+    shown: bool,
+    pages: u64,
+    items: u64,
+}
+
+// === impl Progress ===
+
+impl<W: Write> Progress<W> {
+    fn new(out: Option<W>) -> Self {
+        Self {
+            out,
+            shown: false,
+            pages: 0,
+            items: 0,
+        }
+    }
+
+    fn page(&mut self, items: usize) {
+        self.pages += 1;
+        self.items += items as u64;
+        if let Some(out) = &mut self.out {
+            let _ = write!(out, "\rpages: {}, items: {}", self.pages, self.items);
+            let _ = out.flush();
+            self.shown = true;
+        }
+    }
+
+    /// Erases the line, so that items or an error written to the same terminal start clean.
+    fn clear(&mut self) {
+        if self.shown
+            && let Some(out) = &mut self.out
+        {
+            let _ = write!(out, "\r\x1b[2K");
+            let _ = out.flush();
+            self.shown = false;
+        }
+    }
+
+    /// Leaves the last count on a line of its own.
+    fn finish(&mut self) {
+        if let Some(out) = &mut self.out {
+            let _ = writeln!(out, "\rpages: {}, items: {}", self.pages, self.items);
+            self.shown = false;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn progress_redraws_one_line_and_clears_it_before_other_output() {
+        let mut p = Progress::new(Some(Vec::new()));
+        p.clear();
+        p.page(10);
+        p.clear();
+        p.page(3);
+        p.finish();
+        let out = String::from_utf8(p.out.take().unwrap()).unwrap();
+        assert_eq!(
+            out,
+            "\rpages: 1, items: 10\r\x1b[2K\rpages: 2, items: 13\rpages: 2, items: 13\n"
+        );
+    }
+
+    #[test]
+    fn progress_off_a_terminal_writes_nothing() {
+        let mut p = Progress::<Vec<u8>>::new(None);
+        p.page(10);
+        p.clear();
+        p.finish();
+        assert!(p.out.is_none());
+        assert_eq!((p.pages, p.items), (1, 10));
+    }
+}

@@ -1,0 +1,121 @@
+//! `courier paginate`: Link headers and cursors, one item per line, through the preset.
+
+mod common;
+
+use common::courier;
+use courier_faultserver::{FaultServer, Step};
+use serde_json::Value;
+
+fn ids(stdout: &str) -> Vec<u64> {
+    stdout
+        .lines()
+        .map(|line| {
+            let item: Value = serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            assert_eq!(line, item.to_string(), "one compact JSON value per line");
+            item["id"].as_u64().expect("an id")
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn link_pages_print_every_item_once_per_line() {
+    let server = FaultServer::start().await.unwrap();
+    let run = courier(&["paginate", &server.url_for("/items")]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), (1..=23).collect::<Vec<_>>());
+    assert_eq!(server.hits("items").len(), 3, "10 + 10 + 3");
+    assert!(
+        run.stderr.is_empty(),
+        "no progress line off a terminal: {run:?}"
+    );
+}
+
+#[tokio::test]
+async fn cursor_pages_follow_the_field() {
+    let server = FaultServer::start().await.unwrap();
+    let url = server.url_for("/cursor");
+    let run = courier(&["paginate", &url, "--cursor"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), (1..=23).collect::<Vec<_>>());
+    let hits = server.hits("cursor");
+    assert_eq!(hits.len(), 3);
+    assert_eq!(hits[0].query, None);
+    assert!(
+        hits[1]
+            .query
+            .as_deref()
+            .is_some_and(|q| q.starts_with("cursor=")),
+        "{hits:?}"
+    );
+
+    // The field named, both ways.
+    for args in [
+        vec!["paginate", url.as_str(), "--cursor", "next_cursor"],
+        vec!["paginate", "--cursor=next_cursor", url.as_str()],
+    ] {
+        let run = courier(&args).await;
+        assert_eq!(run.code, 0, "{args:?}: {run:?}");
+        assert_eq!(ids(&run.stdout).len(), 23, "{args:?}");
+    }
+
+    // A field the body does not have: one page, no next.
+    let run = courier(&["paginate", &url, "--cursor=after"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), (1..=10).collect::<Vec<_>>());
+}
+
+#[tokio::test]
+async fn max_pages_stops_early() {
+    let server = FaultServer::start().await.unwrap();
+    let run = courier(&["paginate", &server.url_for("/items"), "--max-pages", "2"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), (1..=20).collect::<Vec<_>>());
+    assert_eq!(server.hits("items").len(), 2);
+
+    let run = courier(&[
+        "paginate",
+        &server.url_for("/cursor?limit=4"),
+        "--cursor",
+        "--max-pages",
+        "3",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), (1..=12).collect::<Vec<_>>());
+    assert_eq!(server.hits("cursor").len(), 3);
+}
+
+#[tokio::test]
+async fn a_page_that_is_not_2xx_exits_1() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan("gone", vec![Step::status(404).body("[]")]);
+    let run = courier(&["paginate", &server.url_for("/s/gone")]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.is_empty(), "{run:?}");
+    assert!(run.stderr.contains("404 Not Found"), "{run:?}");
+
+    server.set_plan("not-json", vec![Step::ok().body("<html>")]);
+    let run = courier(&["paginate", &server.url_for("/s/not-json")]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("not JSON"), "{run:?}");
+}
+
+#[tokio::test]
+async fn paginate_usage_errors_exit_2() {
+    let server = FaultServer::start().await.unwrap();
+    let url = server.url_for("/items");
+    for (args, says) in [
+        (vec!["paginate"], "required"),
+        (vec!["paginate", url.as_str(), "--max-pages", "0"], "0"),
+        (
+            vec!["paginate", "--cursor", url.as_str()],
+            "put the URL before --cursor",
+        ),
+        (vec!["paginate", "items"], "absolute URL"),
+    ] {
+        let run = courier(&args).await;
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(run.stderr.contains(says), "{args:?}: {}", run.stderr);
+    }
+    assert!(server.hits("items").is_empty());
+}
