@@ -1,1 +1,16 @@
-//! Benchmarks of courier side by side with its peers (see the benches and BENCHMARKS.md).
+//! Benchmarks of courier side by side with its peers, and the upstream-load simulations.
+//!
+//! The benches live in `benches/` (see BENCHMARKS.md at the root of the workspace):
+//!
+//! - `layers`: criterion, each layer's added cost on the happy path next to tower's own
+//!   middleware, governor, tower-resilience, failsafe and reqwest-middleware;
+//! - `loopback`: requests per second over 127.0.0.1 against [`server::LoopbackServer`], raw
+//!   clients against the preset over them;
+//! - `upstream_load`: prints the [`sim`] tables (paused time, deterministic).
+//!
+//! This library holds what they share: the loopback server, the mock upstream [`host::Host`]
+//! and the simulations themselves, which are tested here.
+
+pub mod host;
+pub mod server;
+pub mod sim;

@@ -1,0 +1,136 @@
+//! A minimal hyper server on 127.0.0.1, on its own thread and its own current-thread runtime,
+//! so that the client under measurement and the server never share a scheduler.
+//!
+//! Every request is answered `200 OK` with a two-byte body (`ok`) and a `Content-Length`, over
+//! HTTP/1.1 with keep-alive: the cheapest answer a real server gives, so that what the client
+//! adds is as visible as it can be.
+
+use bytes::Bytes;
+use http::{Request, Response};
+use http_body_util::Full;
+use hyper::body::Incoming;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::io;
+use std::net::SocketAddr;
+use std::thread::JoinHandle;
+use tokio::sync::oneshot;
+
+/// The body every answer carries.
+pub const BODY: &[u8] = b"ok";
+
+/// A running loopback server; stopped (and its thread joined) on drop.
+#[derive(Debug)]
+pub struct LoopbackServer {
+    addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    thread: Option<JoinHandle<()>>,
+}
+
+// === impl LoopbackServer ===
+
+impl LoopbackServer {
+    /// Binds an ephemeral port on 127.0.0.1 and serves on a thread of its own.
+    ///
+    /// # Errors
+    ///
+    /// When the port cannot be bound or the thread cannot be spawned.
+    pub fn start() -> io::Result<Self> {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0")?;
+        listener.set_nonblocking(true)?;
+        let addr = listener.local_addr()?;
+        let (tx, rx) = oneshot::channel();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?;
+        let thread = std::thread::Builder::new()
+            .name("loopback-server".into())
+            .spawn(move || runtime.block_on(serve(listener, rx)))?;
+        Ok(Self {
+            addr,
+            shutdown: Some(tx),
+            thread: Some(thread),
+        })
+    }
+
+    /// The address the server listens on.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// `http://127.0.0.1:PORT{path}`.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://{}{}", self.addr, path)
+    }
+}
+
+impl Drop for LoopbackServer {
+    fn drop(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+async fn answer(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infallible> {
+    Ok(Response::builder()
+        .header(http::header::CONTENT_LENGTH, BODY.len())
+        .body(Full::new(Bytes::from_static(BODY)))
+        .unwrap_or_default())
+}
+
+async fn serve(listener: std::net::TcpListener, mut shutdown: oneshot::Receiver<()>) {
+    let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+        return;
+    };
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => return,
+            accepted = listener.accept() => {
+                let Ok((stream, _)) = accepted else { continue };
+                let _ = stream.set_nodelay(true);
+                tokio::spawn(async move {
+                    let _ = hyper::server::conn::http1::Builder::new()
+                        .serve_connection(TokioIo::new(stream), hyper::service::service_fn(answer))
+                        .await;
+                });
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    #[tokio::test(flavor = "current_thread")]
+    async fn answers_ok_over_loopback_and_stops_on_drop() {
+        let server = LoopbackServer::start().expect("server starts");
+        assert!(server.addr().ip().is_loopback());
+        let mut stream = tokio::net::TcpStream::connect(server.addr())
+            .await
+            .expect("connects");
+        stream
+            .write_all(b"GET / HTTP/1.1\r\nhost: x\r\nconnection: close\r\n\r\n")
+            .await
+            .expect("writes");
+        let mut got = Vec::new();
+        tokio::time::timeout(
+            std::time::Duration::from_secs(5),
+            stream.read_to_end(&mut got),
+        )
+        .await
+        .expect("answers within 5 s")
+        .expect("reads");
+        let text = String::from_utf8_lossy(&got);
+        assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
+        assert!(text.ends_with("\r\n\r\nok"), "{text}");
+        let addr = server.addr();
+        drop(server);
+        assert!(tokio::net::TcpStream::connect(addr).await.is_err());
+    }
+}
