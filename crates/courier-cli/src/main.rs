@@ -2,17 +2,22 @@
 //!
 //! Each subcommand lives in its own module; `main` parses the arguments and hands over.
 //! Exit status: 0 when the call worked, 1 when it failed (an HTTP error status, a transport
-//! failure, an open circuit, a page that failed), 2 for a usage error.
+//! failure, an open circuit, a page that failed, a failed demo row), 2 for a usage error.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod demo;
 mod output;
 mod paginate;
 mod parse;
 mod plan;
 mod request;
+// Shared with the workspace's cross-crate tests, which build both transports; the demo uses
+// hyper only.
+#[allow(dead_code, unreachable_pub)]
+mod scenarios;
 mod serve;
 
 /// The exit status of a usage error (clap's own too).
@@ -35,6 +40,8 @@ enum Command {
     Paginate(paginate::PaginateArgs),
     /// Run the fault server on 127.0.0.1 until Ctrl-C.
     Serve(serve::ServeArgs),
+    /// Run the scenario table through the preset against a fault server of its own.
+    Demo,
 }
 
 fn main() -> ExitCode {
@@ -43,5 +50,6 @@ fn main() -> ExitCode {
         Command::Request(args) => request::run(*args),
         Command::Paginate(args) => paginate::run(args),
         Command::Serve(args) => serve::run(args),
+        Command::Demo => demo::run(),
     }
 }
