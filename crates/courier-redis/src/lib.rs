@@ -1,1 +1,128 @@
-//! A Redis-backed store for courier's token bucket.
+//! A Redis-backed store for courier's token bucket: one rate limit shared by many replicas.
+//!
+//! Four replicas of a job that share one API key allowed 10 requests a second must not each
+//! pace themselves at 10 a second. [`RedisStore`] keeps the buckets of
+//! [`TokenBucketRateLimitLayer`](courier_ratelimit::TokenBucketRateLimitLayer) in Redis, so
+//! every replica draws from the same bucket and obeys the same server parks. Plug it in with
+//! [`store_in`](courier_ratelimit::TokenBucketRateLimitLayer::store_in):
+//!
+//! ```no_run
+//! use courier_ratelimit::{Rate, TokenBucketRateLimitLayer};
+//! use courier_redis::{FailurePolicy, RedisStore};
+//! use std::num::NonZeroU32;
+//! use std::time::Duration;
+//!
+//! # async fn run() -> Result<(), courier_redis::ConnectError> {
+//! let store = RedisStore::builder("redis://127.0.0.1:6379")
+//!     .prefix("myjob:rl:")
+//!     .command_timeout(Duration::from_millis(50))
+//!     .policy(FailurePolicy::FailOpen)
+//!     .connect()
+//!     .await?;
+//! let layer = TokenBucketRateLimitLayer::new(Rate::per_second(10.0).unwrap(), NonZeroU32::new(5).unwrap())
+//!     .store_in(store);
+//! # let _ = layer; Ok(()) }
+//! ```
+//!
+//! The facade's preset takes it with `CourierLayer::shared_rate_limit` (feature `redis`).
+//!
+//! # Why a crate of its own
+//!
+//! The Redis client and its dependencies are compiled only by builds that ask for them (the
+//! facade's `redis` feature, off by default and not part of `full`), and the layer crate
+//! `courier-ratelimit` stays free of networking: the store plugs in behind its
+//! [`RateLimitStore`](courier_ratelimit::RateLimitStore) seam.
+//!
+//! # One round trip per decision
+//!
+//! Each decision is one `EVALSHA` of a Lua script (loaded once, called by its SHA; reloaded by
+//! the client if Redis lost it) that runs atomically on the server: it reads the server's clock
+//! (`TIME`), reads the key's park and the bucket's theoretical arrival time (GCRA), reserves the
+//! slot and sets the key's TTL, and answers with the wait. The semantics are the in-process
+//! store's: a request whose slot comes within its `max_wait` is admitted with the time to
+//! sleep (concurrent callers across all replicas are spread one interval apart); one whose slot
+//! is further away is refused and takes nothing.
+//!
+//! **Clocks.** Every moment inside Redis is on Redis's clock; what travels is relative (the
+//! interval, the burst tolerance, the longest wait in; the wait out), and the caller lays the
+//! wait on its own clock from the moment the answer came. Replicas whose clocks disagree still
+//! agree on the bucket. A slot is only ever taken later than Redis reserved it (by the answer's
+//! travel time), never earlier.
+//!
+//! **Keys.** A key `k` (see [`RedisKey`]) lives at `{prefix}{k}:tat` and `{prefix}{k}:park`
+//! (the braces are a Redis Cluster hash tag). The prefix defaults to `courier:rl:`. Both keys
+//! expire when they stop mattering (the bucket when it is full again, the park when it ends),
+//! so idle hosts cost nothing. Times are kept in microseconds; intervals are rounded up to a
+//! whole microsecond (a rate is never made faster; rates above a million per second count as
+//! a million).
+//!
+//! # Shared parking
+//!
+//! When a response parks a host (a 429 with `Retry-After`, a quota reset), the layer calls
+//! [`park`](courier_ratelimit::RateLimitStore::park): the park is recorded in process at once
+//! (this replica obeys it on its very next request, even before Redis has it) and written to
+//! Redis in a spawned task; every replica's next decision for that host then waits until that
+//! moment (or is refused, past its `max_wait`). A park never shortens a longer one.
+//!
+//! # When Redis is slow or down
+//!
+//! A caller never waits on Redis longer than the command timeout (default 50 ms). A failed or
+//! timed-out command starts an outage: one `warn` event, then every decision is taken at once
+//! by the [`FailurePolicy`] without asking Redis, while a background probe tries Redis every
+//! `retry_backoff` (default 500 ms). When Redis answers (the `redis` crate's connection
+//! manager reconnects by itself), one `info` event, and decisions are shared again.
+//!
+//! - [`FailurePolicy::FailOpen`] (default): decide in process with an
+//!   [`InMemoryStore`](courier_ratelimit::InMemoryStore) under the same quota, so requests keep
+//!   flowing; each replica then paces itself alone (set
+//!   [`fallback_replicas`](RedisStoreBuilder::fallback_replicas) to divide the quota between
+//!   them).
+//! - [`FailurePolicy::FailClosed`]: refuse; the layer fails the request with
+//!   [`RateLimited`](courier_core::RateLimited) whose `retry_in` is the backoff.
+//!
+//! # Connecting
+//!
+//! [`RedisStoreBuilder::connect`] waits, at most the connect timeout (default 1 s), until
+//! Redis answers, and fails otherwise: for a service that wants to know at start.
+//! [`RedisStoreBuilder::connect_lazy`] returns at once; the first decision connects, and an
+//! unreachable Redis is then an outage like any other. Both must run inside a tokio runtime.
+//!
+//! # Clone
+//!
+//! A store is cheap to clone; clones share the connection, the fallback buckets and the outage
+//! state, behind `Arc`s. The layer keeps its store behind an `Arc` too: every service and clone
+//! shares it.
+
+mod backend;
+mod either;
+pub mod error;
+pub mod future;
+mod key;
+mod script;
+mod store;
+
+pub use either::LocalOrRedis;
+pub use error::ConnectError;
+pub use key::RedisKey;
+pub use store::{
+    DEFAULT_COMMAND_TIMEOUT, DEFAULT_CONNECT_TIMEOUT, DEFAULT_PREFIX, DEFAULT_RETRY_BACKOFF,
+    FailurePolicy, RedisStore, RedisStoreBuilder,
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use courier_core::HostKey;
+
+    fn assert_send_sync_static<T: Send + Sync + 'static>() {}
+
+    #[test]
+    fn types_are_send_sync_static() {
+        assert_send_sync_static::<RedisStore<HostKey>>();
+        assert_send_sync_static::<LocalOrRedis<HostKey>>();
+        fn assert_send_static<T: Send + 'static>() {}
+        assert_send_static::<future::AcquireFuture<HostKey>>();
+        assert_send_sync_static::<RedisStoreBuilder>();
+        assert_send_sync_static::<ConnectError>();
+    }
+}

@@ -1,0 +1,235 @@
+//! The seam between the store's policy (timeouts, fallback, backoff) and the Redis wire: the
+//! real backend sends the scripts over a tokio [`ConnectionManager`]; the unit tests put a
+//! scripted fake in its place to drive outages on paused time.
+
+use crate::script::{GCRA, GIVE_BACK, GcraCall, PARK, Reply};
+use courier_core::BoxError;
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, RwLock};
+
+pub(crate) type BoxFut<T> = Pin<Box<dyn Future<Output = Result<T, BoxError>> + Send + 'static>>;
+
+/// One round trip each. Every future owns what it needs.
+pub(crate) trait Backend: Send + Sync + 'static {
+    /// Runs the GCRA script.
+    fn decide(&self, call: GcraCall) -> BoxFut<Reply>;
+    /// Runs the park script.
+    fn park(&self, park_key: String, wait_us: u64) -> BoxFut<()>;
+    /// Runs the give-back script.
+    fn give_back(&self, tat_key: String, ticket: u64, interval_us: u64) -> BoxFut<()>;
+    /// Checks that Redis answers, and (re)loads the GCRA script into its cache.
+    fn probe(&self) -> BoxFut<()>;
+    /// Drops the connection and starts over with a fresh one (after repeated timeouts, when the
+    /// old connection may be stuck on a path that no longer leads anywhere).
+    fn reset(&self);
+    /// Where Redis is, for logs (never with credentials).
+    fn describe(&self) -> String;
+}
+
+/// The real thing: a multiplexed connection kept alive (and reconnected) by the `redis`
+/// crate's [`ConnectionManager`].
+pub(crate) struct RedisBackend {
+    client: redis::Client,
+    config: ConnectionManagerConfig,
+    conn: RwLock<ConnectionManager>,
+}
+
+impl RedisBackend {
+    /// Must be called inside a tokio runtime (the manager spawns its helper task there). Does
+    /// not connect: the first command does.
+    pub(crate) fn new(
+        client: redis::Client,
+        config: ConnectionManagerConfig,
+    ) -> redis::RedisResult<Self> {
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
+        Ok(Self {
+            client,
+            config,
+            conn: RwLock::new(conn),
+        })
+    }
+
+    fn conn(&self) -> ConnectionManager {
+        match self.conn.read() {
+            Ok(conn) => conn.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        }
+    }
+}
+
+impl Backend for RedisBackend {
+    fn decide(&self, call: GcraCall) -> BoxFut<Reply> {
+        let mut conn = self.conn();
+        Box::pin(async move {
+            let values: Vec<i64> = GCRA
+                .key(&call.tat_key)
+                .key(&call.park_key)
+                .arg(&call.args[..])
+                .invoke_async(&mut conn)
+                .await?;
+            Ok(Reply::from_values(&values)?)
+        })
+    }
+
+    fn park(&self, park_key: String, wait_us: u64) -> BoxFut<()> {
+        let mut conn = self.conn();
+        Box::pin(async move {
+            let _: i64 = PARK
+                .key(&park_key)
+                .arg(wait_us)
+                .invoke_async(&mut conn)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn give_back(&self, tat_key: String, ticket: u64, interval_us: u64) -> BoxFut<()> {
+        let mut conn = self.conn();
+        Box::pin(async move {
+            let _: i64 = GIVE_BACK
+                .key(&tat_key)
+                .arg(ticket)
+                .arg(interval_us)
+                .invoke_async(&mut conn)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn probe(&self) -> BoxFut<()> {
+        let mut conn = self.conn();
+        Box::pin(async move {
+            GCRA.prepare_invoke().load_async(&mut conn).await?;
+            Ok(())
+        })
+    }
+
+    fn reset(&self) {
+        let Ok(fresh) =
+            ConnectionManager::new_lazy_with_config(self.client.clone(), self.config.clone())
+        else {
+            return;
+        };
+        match self.conn.write() {
+            Ok(mut conn) => *conn = fresh,
+            Err(poisoned) => *poisoned.into_inner() = fresh,
+        }
+    }
+
+    fn describe(&self) -> String {
+        self.client.get_connection_info().addr().to_string()
+    }
+}
+
+impl std::fmt::Debug for RedisBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RedisBackend")
+            .field("addr", &self.describe())
+            .finish()
+    }
+}
+
+pub(crate) type DynBackend = Arc<dyn Backend>;
+
+/// A backend whose answers the test sets, counting what it was asked.
+#[cfg(test)]
+pub(crate) mod fake {
+    use super::*;
+    use std::sync::Mutex;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    pub(crate) enum Mode {
+        /// Every command answers; decisions with this reply.
+        Answer(Reply),
+        /// Every command fails at once (connection refused).
+        Fail,
+        /// No command ever answers (a stopped server).
+        Hang,
+    }
+
+    #[derive(Debug)]
+    pub(crate) struct Fake {
+        pub(crate) mode: Mutex<Mode>,
+        pub(crate) decides: Mutex<Vec<GcraCall>>,
+        pub(crate) parks: Mutex<Vec<(String, u64)>>,
+        pub(crate) give_backs: Mutex<Vec<(String, u64, u64)>>,
+        pub(crate) probes: AtomicUsize,
+        pub(crate) resets: AtomicUsize,
+    }
+
+    impl Fake {
+        pub(crate) fn new(mode: Mode) -> Arc<Self> {
+            Arc::new(Self {
+                mode: Mutex::new(mode),
+                decides: Mutex::default(),
+                parks: Mutex::default(),
+                give_backs: Mutex::default(),
+                probes: AtomicUsize::new(0),
+                resets: AtomicUsize::new(0),
+            })
+        }
+
+        pub(crate) fn set(&self, mode: Mode) {
+            *self.mode.lock().unwrap() = mode;
+        }
+
+        pub(crate) fn decides(&self) -> usize {
+            self.decides.lock().unwrap().len()
+        }
+
+        fn answer<T: Send + 'static>(&self, ok: T) -> BoxFut<T> {
+            match *self.mode.lock().unwrap() {
+                Mode::Answer(_) => Box::pin(async move { Ok(ok) }),
+                Mode::Fail => Box::pin(async {
+                    Err(std::io::Error::from(std::io::ErrorKind::ConnectionRefused).into())
+                }),
+                Mode::Hang => Box::pin(std::future::pending()),
+            }
+        }
+    }
+
+    impl Backend for Fake {
+        fn decide(&self, call: GcraCall) -> BoxFut<Reply> {
+            self.decides.lock().unwrap().push(call);
+            let reply = match *self.mode.lock().unwrap() {
+                Mode::Answer(reply) => reply,
+                _ => Reply {
+                    admitted: false,
+                    wait_us: 0,
+                    parked: false,
+                    ticket: 0,
+                },
+            };
+            self.answer(reply)
+        }
+
+        fn park(&self, park_key: String, wait_us: u64) -> BoxFut<()> {
+            self.parks.lock().unwrap().push((park_key, wait_us));
+            self.answer(())
+        }
+
+        fn give_back(&self, tat_key: String, ticket: u64, interval_us: u64) -> BoxFut<()> {
+            self.give_backs
+                .lock()
+                .unwrap()
+                .push((tat_key, ticket, interval_us));
+            self.answer(())
+        }
+
+        fn probe(&self) -> BoxFut<()> {
+            self.probes.fetch_add(1, Ordering::SeqCst);
+            self.answer(())
+        }
+
+        fn reset(&self) {
+            self.resets.fetch_add(1, Ordering::SeqCst);
+        }
+
+        fn describe(&self) -> String {
+            "fake:0".to_owned()
+        }
+    }
+}

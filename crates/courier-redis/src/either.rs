@@ -1,0 +1,89 @@
+//! [`LocalOrRedis`]: one store type that is either in process or in Redis, chosen at run time.
+
+use crate::future::AcquireFuture;
+use crate::key::RedisKey;
+use crate::store::RedisStore;
+use courier_ratelimit::{Grant, InMemoryStore, Quota, RateLimitStore};
+use std::fmt;
+use std::hash::Hash;
+use std::time::Duration;
+
+/// A store that is either the in-process [`InMemoryStore`] or a [`RedisStore`], so that a
+/// stack can switch between them at run time while keeping one type (the facade's preset
+/// does). The in-process side answers without allocating, as the bare `InMemoryStore` does.
+///
+/// # Clone
+///
+/// Cloning shares the buckets, as cloning either store does.
+pub enum LocalOrRedis<K> {
+    /// Buckets in this process.
+    Local(InMemoryStore<K>),
+    /// Buckets in Redis, shared by every replica.
+    Redis(RedisStore<K>),
+}
+
+impl<K> LocalOrRedis<K> {
+    /// Whether the buckets are in Redis.
+    pub const fn is_redis(&self) -> bool {
+        matches!(self, Self::Redis(_))
+    }
+}
+
+impl<K> Clone for LocalOrRedis<K> {
+    fn clone(&self) -> Self {
+        match self {
+            Self::Local(s) => Self::Local(s.clone()),
+            Self::Redis(s) => Self::Redis(s.clone()),
+        }
+    }
+}
+
+impl<K: Hash + Eq> fmt::Debug for LocalOrRedis<K> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Local(s) => f.debug_tuple("Local").field(s).finish(),
+            Self::Redis(s) => f.debug_tuple("Redis").field(s).finish(),
+        }
+    }
+}
+
+impl<K> From<InMemoryStore<K>> for LocalOrRedis<K> {
+    fn from(store: InMemoryStore<K>) -> Self {
+        Self::Local(store)
+    }
+}
+
+impl<K> From<RedisStore<K>> for LocalOrRedis<K> {
+    fn from(store: RedisStore<K>) -> Self {
+        Self::Redis(store)
+    }
+}
+
+impl<K> RateLimitStore<K> for LocalOrRedis<K>
+where
+    K: RedisKey + Hash + Eq + Clone + Send + Sync + 'static,
+{
+    type Acquire = AcquireFuture<K>;
+
+    #[inline]
+    fn acquire(&self, key: &K, quota: Quota, max_wait: Duration) -> AcquireFuture<K> {
+        match self {
+            Self::Local(s) => AcquireFuture::ready(s.decide(key, quota, max_wait)),
+            Self::Redis(s) => s.acquire(key, quota, max_wait),
+        }
+    }
+
+    fn park(&self, key: &K, wait: Duration) {
+        match self {
+            Self::Local(s) => s.park(key, wait),
+            Self::Redis(s) => s.park(key, wait),
+        }
+    }
+
+    fn cancel(&self, key: &K, quota: Quota, grant: &Grant) {
+        match self {
+            Self::Local(s) => s.cancel(key, quota, grant),
+            Self::Redis(s) => s.cancel(key, quota, grant),
+        }
+    }
+}

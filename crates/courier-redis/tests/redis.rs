@@ -1,0 +1,432 @@
+//! Against a real Redis (see `support`): the script's semantics on the server, four replicas
+//! sharing one limit, shared parking, and outages (stopped, paused, restarted) under both
+//! failure policies. Real time: the server's clock is the one that counts. Every wait is
+//! bounded.
+
+mod support;
+
+use courier_core::{BoxError, HostKey, RateLimited};
+use courier_ratelimit::{Decision, Mode, Quota, Rate, RateLimitStore, TokenBucketRateLimitLayer};
+use courier_redis::{FailurePolicy, RedisStore};
+use redis::AsyncCommands;
+use std::num::NonZeroU32;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::{inspect, own_redis, redis, unique_prefix};
+use tokio::time::{Instant, timeout};
+use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn quota(rps: f64, burst: u32) -> Quota {
+    Quota::new(
+        Rate::per_second(rps).unwrap(),
+        NonZeroU32::new(burst).unwrap(),
+    )
+}
+
+fn host() -> HostKey {
+    HostKey::from_request(&http::Request::get("https://api.example/").body(()).unwrap())
+}
+
+fn request() -> http::Request<()> {
+    http::Request::get("https://api.example/x")
+        .body(())
+        .unwrap()
+}
+
+/// Generous: these tests are about sharing, not about timeouts, and the machine may be busy.
+const PATIENT: Duration = Duration::from_millis(500);
+
+async fn store(url: &str, prefix: &str) -> RedisStore<HostKey> {
+    RedisStore::builder(url)
+        .prefix(prefix)
+        .command_timeout(PATIENT)
+        .connect()
+        .await
+        .expect("redis answers")
+}
+
+async fn decide(s: &RedisStore<HostKey>, q: Quota, max_wait: Duration) -> Decision {
+    timeout(Duration::from_secs(5), s.acquire(&host(), q, max_wait))
+        .await
+        .expect("a decision within 5 s")
+        .expect("never an error")
+}
+
+/// The wait of an admitted decision, as seen just after it arrived.
+fn wait_of(d: Decision) -> Duration {
+    match d {
+        Decision::Admit(g) => g.at().saturating_duration_since(Instant::now()),
+        Decision::Deny(d) => panic!("expected a slot, refused for {:?}", d.retry_in()),
+    }
+}
+
+/// GCRA on the server: the burst at once, then one per interval; a refusal takes nothing;
+/// keys expire when they stop mattering; parks never shorten; a slot can be given back.
+#[tokio::test]
+async fn the_script_keeps_a_bucket_on_the_server() {
+    let Some(redis) = redis("the_script_keeps_a_bucket_on_the_server").await else {
+        return;
+    };
+    let url = redis.url();
+    let prefix = unique_prefix("script");
+    let s = store(&url, &prefix).await;
+    let q = quota(10.0, 5);
+    let (tat_key, park_key) = s.key_names(&host());
+    let mut conn = inspect(&url).await;
+
+    for _ in 0..5 {
+        assert_eq!(wait_of(decide(&s, q, Duration::ZERO).await), Duration::ZERO);
+    }
+    // The sixth waits about one interval (less the time the first five took on the server).
+    let Decision::Deny(denial) = decide(&s, q, Duration::ZERO).await else {
+        panic!("no free slot now")
+    };
+    assert!(
+        denial.retry_in() > 50 * MS && denial.retry_in() <= 100 * MS,
+        "{denial:?}"
+    );
+    assert!(!denial.is_parked());
+    let wait = wait_of(decide(&s, q, Duration::from_secs(1)).await);
+    assert!(
+        wait > 50 * MS && wait <= 100 * MS,
+        "the refusal took nothing: {wait:?}"
+    );
+    let wait = wait_of(decide(&s, q, Duration::from_secs(1)).await);
+    assert!(
+        wait > 150 * MS && wait <= 200 * MS,
+        "reservations stack: {wait:?}"
+    );
+
+    // The bucket's key lives until the bucket is full again: now + 7 * 100 ms at most.
+    let ttl: i64 = conn.pttl(&tat_key).await.unwrap();
+    assert!(ttl > 0 && ttl <= 701, "ttl {ttl}");
+
+    // Give back the last slot: the next one takes it again.
+    let Decision::Admit(grant) = decide(&s, q, Duration::from_secs(1)).await else {
+        panic!("slot")
+    };
+    let before: String = conn.get(&tat_key).await.unwrap();
+    s.cancel(&host(), q, &grant);
+    let mut after = before.clone();
+    for _ in 0..100 {
+        after = conn.get(&tat_key).await.unwrap();
+        if after != before {
+            break;
+        }
+        tokio::time::sleep(10 * MS).await;
+    }
+    let (before, after): (u64, u64) = (before.parse().unwrap(), after.parse().unwrap());
+    assert_eq!(before - after, 100_000, "one interval, in microseconds");
+    let ttl: i64 = conn.pttl(&tat_key).await.unwrap();
+    assert!(ttl > 0, "the give-back keeps the expiry");
+
+    // Parks: set, obeyed, never shortened, and expiring.
+    s.park(&host(), Duration::from_secs(5));
+    let mut ttl: i64 = -2;
+    for _ in 0..100 {
+        ttl = conn.pttl(&park_key).await.unwrap();
+        if ttl > 0 {
+            break;
+        }
+        tokio::time::sleep(10 * MS).await;
+    }
+    assert!(ttl > 4000 && ttl <= 5001, "park ttl {ttl}");
+    s.park(&host(), Duration::from_secs(1));
+    tokio::time::sleep(100 * MS).await;
+    let ttl: i64 = conn.pttl(&park_key).await.unwrap();
+    assert!(
+        ttl > 3500,
+        "a shorter park never shortens a longer one: {ttl}"
+    );
+    assert_eq!(s.outages(), 0);
+}
+
+/// Four replicas (each its own store and connection) share one key at 10/s, burst 5, for
+/// 3 s: at most 5 + 30 + 1 calls start in any 3 s, where each alone would start 35.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_replicas_share_one_limit() {
+    let Some(redis) = redis("four_replicas_share_one_limit").await else {
+        return;
+    };
+    let url = redis.url();
+    let prefix = unique_prefix("replicas");
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let t0 = Instant::now();
+    let run_for = Duration::from_secs(3);
+    let mut stores = Vec::new();
+    let mut services = Vec::new();
+    for _ in 0..4 {
+        let s = store(&url, &prefix).await;
+        stores.push(s.clone());
+        let layer = TokenBucketRateLimitLayer::with_quota(quota(10.0, 5)).store_in(s);
+        let starts = Arc::clone(&starts);
+        services.push(ServiceBuilder::new().layer(layer).service(service_fn(
+            move |_req: http::Request<()>| {
+                starts.lock().unwrap().push(Instant::now());
+                async { Ok::<_, BoxError>(http::Response::new(())) }
+            },
+        )));
+    }
+    let mut it = services.into_iter();
+    let (a, b, c, d) = (
+        it.next().unwrap(),
+        it.next().unwrap(),
+        it.next().unwrap(),
+        it.next().unwrap(),
+    );
+    tokio::join!(
+        replica(a, t0, run_for),
+        replica(b, t0, run_for),
+        replica(c, t0, run_for),
+        replica(d, t0, run_for)
+    );
+    let mut starts = starts.lock().unwrap().clone();
+    starts.sort();
+    let in_first = starts.iter().filter(|t| **t - t0 < run_for).count();
+    let busiest = (0..starts.len())
+        .map(|i| {
+            starts[i..]
+                .iter()
+                .take_while(|t| **t - starts[i] < run_for)
+                .count()
+        })
+        .max()
+        .unwrap_or(0);
+    println!("{in_first} starts in the first 3 s, {busiest} in the busiest 3 s window");
+    assert!(busiest <= 5 + 30 + 1, "{busiest} starts in 3 s");
+    assert!(
+        in_first >= 15,
+        "the shared limit lets traffic through: {in_first}"
+    );
+    for s in &stores {
+        assert_eq!(s.outages(), 0, "every decision came from redis");
+    }
+}
+
+/// One replica: calls in a loop until `run_for` has passed since `t0`.
+async fn replica<S>(svc: S, t0: Instant, run_for: Duration)
+where
+    S: tower::Service<http::Request<()>, Response = http::Response<()>, Error = BoxError> + Clone,
+{
+    let mut n = 0u32;
+    while t0.elapsed() < run_for && n < 1000 {
+        timeout(Duration::from_secs(5), svc.clone().oneshot(request()))
+            .await
+            .expect("each call within 5 s")
+            .expect("admitted");
+        n += 1;
+    }
+}
+
+/// A 429 with Retry-After seen by one replica parks the host for every replica.
+#[tokio::test]
+async fn a_park_through_one_replica_holds_the_others() {
+    let Some(redis) = redis("a_park_through_one_replica_holds_the_others").await else {
+        return;
+    };
+    let url = redis.url();
+    let prefix = unique_prefix("park");
+    let (a, b) = (store(&url, &prefix).await, store(&url, &prefix).await);
+
+    let a_svc = ServiceBuilder::new()
+        .layer(TokenBucketRateLimitLayer::with_quota(quota(100.0, 10)).store_in(a.clone()))
+        .service(service_fn(|_req: http::Request<()>| async {
+            let resp = http::Response::builder()
+                .status(429)
+                .header("retry-after", "30")
+                .body(())
+                .unwrap();
+            Ok::<_, BoxError>(resp)
+        }));
+    let resp = a_svc.oneshot(request()).await.unwrap();
+    assert_eq!(resp.status(), 429);
+    let (_, park_key) = a.key_names(&host());
+    let mut conn = inspect(&url).await;
+    for _ in 0..100 {
+        if conn.exists::<_, bool>(&park_key).await.unwrap() {
+            break;
+        }
+        tokio::time::sleep(10 * MS).await;
+    }
+
+    // B never saw the 429, and has no park of its own: Redis holds it.
+    assert_eq!(b.fallback().parked_until(&host()), None);
+    let b_svc = ServiceBuilder::new()
+        .layer(
+            TokenBucketRateLimitLayer::with_quota(quota(100.0, 10))
+                .mode(Mode::Reject)
+                .store_in(b.clone()),
+        )
+        .service(service_fn(|_req: http::Request<()>| async {
+            Ok::<_, BoxError>(http::Response::new(()))
+        }));
+    let err = b_svc.oneshot(request()).await.unwrap_err();
+    let limited = err.downcast_ref::<RateLimited>().expect("RateLimited");
+    assert!(
+        limited.retry_in() > Duration::from_secs(25)
+            && limited.retry_in() <= Duration::from_secs(30),
+        "{limited:?}"
+    );
+    let Decision::Deny(d) = decide(&b, quota(100.0, 10), Duration::from_secs(1)).await else {
+        panic!("parked")
+    };
+    assert!(d.is_parked());
+    let wait = wait_of(decide(&b, quota(100.0, 10), Duration::from_secs(60)).await);
+    assert!(
+        wait > Duration::from_secs(25),
+        "waits for the park: {wait:?}"
+    );
+}
+
+const SHORT: Duration = Duration::from_millis(100);
+/// A caller is answered within the command timeout plus this much (scheduling on a busy box).
+const SLACK: Duration = Duration::from_millis(400);
+
+async fn outage_store(url: &str, prefix: &str, policy: FailurePolicy) -> RedisStore<HostKey> {
+    RedisStore::builder(url)
+        .prefix(prefix)
+        .command_timeout(SHORT)
+        .retry_backoff(SHORT)
+        .policy(policy)
+        .connect()
+        .await
+        .expect("redis answers")
+}
+
+/// Waits (at most 10 s) until the store uses Redis again.
+async fn until_shared(s: &RedisStore<HostKey>) {
+    for _ in 0..200 {
+        if !s.is_degraded() {
+            return;
+        }
+        tokio::time::sleep(50 * MS).await;
+    }
+    panic!("the store did not go back to redis within 10 s");
+}
+
+async fn bounded(s: &RedisStore<HostKey>, q: Quota, max_wait: Duration) -> Decision {
+    timeout(SHORT + SLACK, s.acquire(&host(), q, max_wait))
+        .await
+        .expect("never held past the command timeout")
+        .expect("never an error")
+}
+
+/// Fail-open: Redis killed mid-run; every call is decided in process, quickly; when Redis is
+/// back (empty, on the same port), decisions go to it again.
+#[tokio::test]
+async fn fail_open_rides_out_a_dead_redis_and_comes_back() {
+    let Some(mut server) = own_redis("fail_open_rides_out_a_dead_redis_and_comes_back").await
+    else {
+        return;
+    };
+    let url = server.url();
+    let prefix = unique_prefix("failopen");
+    let s = outage_store(&url, &prefix, FailurePolicy::FailOpen).await;
+    let q = quota(10.0, 5);
+    assert!(matches!(
+        bounded(&s, q, Duration::ZERO).await,
+        Decision::Admit(_)
+    ));
+    assert!(!s.is_degraded());
+
+    server.kill();
+    for _ in 0..20 {
+        let d = bounded(&s, q, Duration::from_secs(60)).await;
+        assert!(matches!(d, Decision::Admit(_)), "fail-open admits: {d:?}");
+    }
+    assert!(s.is_degraded());
+    assert_eq!(s.outages(), 1, "one outage");
+    // The fallback paced them: it holds the bucket now.
+    assert!(!s.fallback().is_empty());
+
+    server.restart().await;
+    until_shared(&s).await;
+    let (tat_key, _) = s.key_names(&host());
+    let mut conn = inspect(&url).await;
+    assert!(
+        !conn.exists::<_, bool>(&tat_key).await.unwrap(),
+        "a fresh server"
+    );
+    assert!(matches!(
+        bounded(&s, q, Duration::ZERO).await,
+        Decision::Admit(_)
+    ));
+    assert!(
+        conn.exists::<_, bool>(&tat_key).await.unwrap(),
+        "decided in redis again"
+    );
+    assert_eq!(s.outages(), 1);
+}
+
+/// Fail-closed: Redis killed mid-run; every call fails fast with `RateLimited`; after the
+/// restart calls go through again.
+#[tokio::test]
+async fn fail_closed_refuses_while_redis_is_dead() {
+    let Some(mut server) = own_redis("fail_closed_refuses_while_redis_is_dead").await else {
+        return;
+    };
+    let url = server.url();
+    let prefix = unique_prefix("failclosed");
+    let s = outage_store(&url, &prefix, FailurePolicy::FailClosed).await;
+    let svc = ServiceBuilder::new()
+        .layer(TokenBucketRateLimitLayer::with_quota(quota(100.0, 10)).store_in(s.clone()))
+        .service(service_fn(|_req: http::Request<()>| async {
+            Ok::<_, BoxError>(http::Response::new(()))
+        }));
+    let call = || async {
+        timeout(SHORT + SLACK, svc.clone().oneshot(request()))
+            .await
+            .expect("never held past the command timeout")
+    };
+    call().await.expect("admitted while redis runs");
+
+    server.kill();
+    for _ in 0..10 {
+        let err = call().await.unwrap_err();
+        let limited = err.downcast_ref::<RateLimited>().expect("RateLimited");
+        assert_eq!(limited.retry_in(), SHORT, "retry when redis is tried again");
+    }
+    assert!(s.is_degraded());
+
+    server.restart().await;
+    until_shared(&s).await;
+    call().await.expect("admitted once redis is back");
+}
+
+/// A frozen server (connections open, no answers): callers are answered within the command
+/// timeout; after it thaws, decisions are shared again.
+#[tokio::test]
+async fn a_frozen_redis_holds_nobody_past_the_timeout() {
+    let Some(server) = own_redis("a_frozen_redis_holds_nobody_past_the_timeout").await else {
+        return;
+    };
+    let url = server.url();
+    let prefix = unique_prefix("frozen");
+    let s = outage_store(&url, &prefix, FailurePolicy::FailOpen).await;
+    let q = quota(10.0, 5);
+    assert!(matches!(
+        bounded(&s, q, Duration::ZERO).await,
+        Decision::Admit(_)
+    ));
+
+    server.pause();
+    let mut decided = 0;
+    for _ in 0..10 {
+        decided += matches!(
+            bounded(&s, q, Duration::from_secs(60)).await,
+            Decision::Admit(_)
+        ) as u32;
+    }
+    let degraded = s.is_degraded();
+    server.resume();
+    assert_eq!(decided, 10);
+    assert!(degraded);
+    until_shared(&s).await;
+    assert!(matches!(
+        bounded(&s, q, Duration::from_secs(60)).await,
+        Decision::Admit(_)
+    ));
+    assert_eq!(s.outages(), 1);
+}
