@@ -134,7 +134,8 @@ fn rows() -> Vec<Row> {
     let now = SystemTime::now();
     let server_date = httpdate::fmt_http_date(now - Duration::from_secs(40));
     let retry_date = httpdate::fmt_http_date(now - Duration::from_secs(38));
-    let reset_epoch = now_secs().floor() as u64 + 3;
+    // Whole epoch seconds, at least 2 s ahead.
+    let reset_epoch = (now_secs() + 2.0).ceil() as u64;
     vec![
         Row {
             scenario: "GET: 503, 503, 200",
