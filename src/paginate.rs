@@ -200,24 +200,32 @@ where
     })
 }
 
-/// A stream of pages linked by `rel="next"`. Made by [`links`].
-#[must_use = "streams do nothing unless polled"]
-pub struct LinkPages<S, B> {
+/// What a stream of pages knows about where it stands, and how a page moves it on.
+trait Walk {
+    /// The next page to fetch; `None` when the listing has been read.
+    fn next_url(&self) -> Option<Url>;
+    /// Pages read so far.
+    fn pages_read(&self) -> u64;
+    /// Moves on past a page read with a 2xx status; an error ends the stream.
+    fn advance(&mut self, page: &Page) -> Result<(), Error>;
+}
+
+/// The machinery both streams share: one fetch in flight, `max_pages`, and ending after the
+/// first failure (the position still names the failed page, so resuming asks for it again).
+struct Pager<S, B, W> {
     service: S,
-    position: LinkPosition,
-    max_pages: Option<usize>,
+    walk: W,
+    max_pages: Option<u64>,
     in_flight: Option<PageFuture>,
-    /// Set after a failure: the position still names the failed page, but this run is over.
     ended: bool,
     _body: PhantomData<fn() -> B>,
 }
 
-impl<S, B> LinkPages<S, B> {
-    /// Continues from a saved position.
-    pub fn resume(service: S, position: LinkPosition) -> Self {
+impl<S, B, W: Walk> Pager<S, B, W> {
+    fn new(service: S, walk: W) -> Self {
         Self {
             service,
-            position,
+            walk,
             max_pages: None,
             in_flight: None,
             ended: false,
@@ -225,145 +233,89 @@ impl<S, B> LinkPages<S, B> {
         }
     }
 
-    /// Stops after `n` pages in all (counting pages fetched before a resume). Defaults to no
-    /// limit.
-    pub fn max_pages(mut self, n: usize) -> Self {
-        self.max_pages = Some(n);
-        self
-    }
-
-    /// Where the stream stands; save it to resume later.
-    pub fn position(&self) -> &LinkPosition {
-        &self.position
-    }
-}
-
-impl<S, B> fmt::Debug for LinkPages<S, B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LinkPages")
-            .field("position", &self.position)
-            .field("max_pages", &self.max_pages)
-            .field("ended", &self.ended)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<S, B> Unpin for LinkPages<S, B> {}
-
-impl<S, B, RB> Stream for LinkPages<S, B>
-where
-    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError>,
-    B: Default + Send + 'static,
-    RB: http_body::Body + Send + 'static,
-    RB::Data: Send,
-    RB::Error: Into<BoxError>,
-{
-    type Item = Result<Page, Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
-        if this.ended {
+    fn poll_page<RB>(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Page, Error>>>
+    where
+        S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+        S::Future: Send,
+        S::Error: Into<BoxError>,
+        B: Default + Send + 'static,
+        RB: http_body::Body + Send + 'static,
+        RB::Data: Send,
+        RB::Error: Into<BoxError>,
+    {
+        if self.ended {
             return Poll::Ready(None);
         }
-        if this.in_flight.is_none() {
-            let Some(next) = this.position.next.clone() else {
-                return Poll::Ready(None);
-            };
-            if this
+        if self.in_flight.is_none() {
+            if self
                 .max_pages
-                .is_some_and(|max| this.position.visited.len() >= max)
+                .is_some_and(|max| self.walk.pages_read() >= max)
             {
                 return Poll::Ready(None);
             }
-            this.in_flight = Some(fetch(this.service.clone(), next));
+            let Some(url) = self.walk.next_url() else {
+                return Poll::Ready(None);
+            };
+            self.in_flight = Some(fetch(self.service.clone(), url));
         }
-        let fut = this.in_flight.as_mut().expect("a fetch is in flight");
+        let fut = self.in_flight.as_mut().expect("a fetch is in flight");
         let result = ready!(fut.as_mut().poll(cx));
-        this.in_flight = None;
-        // On a failure the position still names the failed page: resuming asks for it again.
+        self.in_flight = None;
         let page = match result {
             Ok(page) => page,
             Err(e) => {
-                this.ended = true;
+                self.ended = true;
                 return Poll::Ready(Some(Err(e)));
             }
         };
         if !page.status.is_success() {
-            this.ended = true;
+            self.ended = true;
             return Poll::Ready(Some(Ok(page)));
         }
-        this.position.visited.push(page.url.clone());
-        let links = parse_link_headers(&page.headers, &page.url);
-        let next = next_link(&links).cloned();
-        this.position.next = match next {
-            Some(n) if this.position.visited.contains(&n) => {
-                this.position.next = None;
-                return Poll::Ready(Some(Err(Error::Pagination(format!(
-                    "{} links back to {n}, which was already visited",
-                    page.url
-                )))));
-            }
-            other => other,
-        };
+        if let Err(e) = self.walk.advance(&page) {
+            self.ended = true;
+            return Poll::Ready(Some(Err(e)));
+        }
         Poll::Ready(Some(Ok(page)))
     }
 }
 
-/// A stream of pages linked by an opaque cursor. Made by [`cursor`].
-#[must_use = "streams do nothing unless polled"]
-pub struct CursorPages<S, B> {
-    service: S,
+impl Walk for LinkPosition {
+    fn next_url(&self) -> Option<Url> {
+        self.next.clone()
+    }
+
+    fn pages_read(&self) -> u64 {
+        self.visited.len() as u64
+    }
+
+    fn advance(&mut self, page: &Page) -> Result<(), Error> {
+        self.visited.push(page.url.clone());
+        let links = parse_link_headers(&page.headers, &page.url);
+        self.next = next_link(&links).cloned();
+        if let Some(next) = self.next.take_if(|n| self.visited.contains(n)) {
+            return Err(Error::Pagination(format!(
+                "{} links back to {next}, which was already visited",
+                page.url
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// A [`CursorPosition`] with the names of its body field and query parameter.
+#[derive(Debug)]
+struct CursorWalk {
     position: CursorPosition,
     field: String,
     param: String,
-    max_pages: Option<u64>,
-    in_flight: Option<PageFuture>,
-    /// Set after a failure: the position still names the failed page, but this run is over.
-    ended: bool,
-    _body: PhantomData<fn() -> B>,
 }
 
-impl<S, B> CursorPages<S, B> {
-    /// Continues from a saved position.
-    pub fn resume(service: S, position: CursorPosition) -> Self {
-        Self {
-            service,
-            position,
-            field: "next_cursor".to_owned(),
-            param: "cursor".to_owned(),
-            max_pages: None,
-            in_flight: None,
-            ended: false,
-            _body: PhantomData,
+impl Walk for CursorWalk {
+    fn next_url(&self) -> Option<Url> {
+        if self.position.done {
+            return None;
         }
-    }
-
-    /// The body field holding the next cursor. Defaults to `next_cursor`.
-    pub fn field(mut self, field: impl Into<String>) -> Self {
-        self.field = field.into();
-        self
-    }
-
-    /// The query parameter the cursor is sent back in. Defaults to `cursor`.
-    pub fn param(mut self, param: impl Into<String>) -> Self {
-        self.param = param.into();
-        self
-    }
-
-    /// Stops after `n` pages in all. Defaults to no limit.
-    pub fn max_pages(mut self, n: u64) -> Self {
-        self.max_pages = Some(n);
-        self
-    }
-
-    /// Where the stream stands; save it to resume later.
-    pub fn position(&self) -> &CursorPosition {
-        &self.position
-    }
-
-    fn page_url(&self) -> Url {
         let mut url = self.position.url.clone();
         let kept: Vec<(String, String)> = url
             .query_pairs()
@@ -383,18 +335,151 @@ impl<S, B> CursorPages<S, B> {
         if url.query() == Some("") {
             url.set_query(None);
         }
-        url
+        Some(url)
+    }
+
+    fn pages_read(&self) -> u64 {
+        self.position.pages
+    }
+
+    fn advance(&mut self, page: &Page) -> Result<(), Error> {
+        let body: serde_json::Value = serde_json::from_slice(&page.body)
+            .map_err(|e| Error::Pagination(format!("page {} is not JSON: {e}", page.url)))?;
+        let next = match body.get(&self.field) {
+            None | Some(serde_json::Value::Null) => None,
+            Some(serde_json::Value::String(s)) if s.is_empty() => None,
+            Some(serde_json::Value::String(s)) => Some(s.clone()),
+            // Numbers and other scalars are echoed as their JSON text, never interpreted.
+            Some(other) => Some(other.to_string()),
+        };
+        let position = &mut self.position;
+        position.pages += 1;
+        match next {
+            None => position.done = true,
+            Some(c) if position.seen.contains(&c) => {
+                position.done = true;
+                return Err(Error::Pagination(format!(
+                    "cursor {c:?} was already used; the server is looping"
+                )));
+            }
+            Some(c) => {
+                if let Some(prev) = position.cursor.take() {
+                    position.seen.push(prev);
+                }
+                position.seen.push(c.clone());
+                position.seen.dedup();
+                position.cursor = Some(c);
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A stream of pages linked by `rel="next"`. Made by [`links`].
+#[must_use = "streams do nothing unless polled"]
+pub struct LinkPages<S, B> {
+    pager: Pager<S, B, LinkPosition>,
+}
+
+impl<S, B> LinkPages<S, B> {
+    /// Continues from a saved position.
+    pub fn resume(service: S, position: LinkPosition) -> Self {
+        Self {
+            pager: Pager::new(service, position),
+        }
+    }
+
+    /// Stops after `n` pages in all (counting pages read before a resume). Defaults to no
+    /// limit.
+    pub fn max_pages(mut self, n: usize) -> Self {
+        self.pager.max_pages = Some(n as u64);
+        self
+    }
+
+    /// Where the stream stands; save it to resume later.
+    pub fn position(&self) -> &LinkPosition {
+        &self.pager.walk
+    }
+}
+
+impl<S, B> fmt::Debug for LinkPages<S, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("LinkPages")
+            .field("position", &self.pager.walk)
+            .field("max_pages", &self.pager.max_pages)
+            .field("ended", &self.pager.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B> Unpin for LinkPages<S, B> {}
+
+impl<S, B, RB> Stream for LinkPages<S, B>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Default + Send + 'static,
+    RB: http_body::Body + Send + 'static,
+    RB::Data: Send,
+    RB::Error: Into<BoxError>,
+{
+    type Item = Result<Page, Error>;
+
+    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        self.pager.poll_page(cx)
+    }
+}
+
+/// A stream of pages linked by an opaque cursor. Made by [`cursor`].
+#[must_use = "streams do nothing unless polled"]
+pub struct CursorPages<S, B> {
+    pager: Pager<S, B, CursorWalk>,
+}
+
+impl<S, B> CursorPages<S, B> {
+    /// Continues from a saved position.
+    pub fn resume(service: S, position: CursorPosition) -> Self {
+        let walk = CursorWalk {
+            position,
+            field: "next_cursor".to_owned(),
+            param: "cursor".to_owned(),
+        };
+        Self {
+            pager: Pager::new(service, walk),
+        }
+    }
+
+    /// The body field holding the next cursor. Defaults to `next_cursor`.
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.pager.walk.field = field.into();
+        self
+    }
+
+    /// The query parameter the cursor is sent back in. Defaults to `cursor`.
+    pub fn param(mut self, param: impl Into<String>) -> Self {
+        self.pager.walk.param = param.into();
+        self
+    }
+
+    /// Stops after `n` pages in all. Defaults to no limit.
+    pub fn max_pages(mut self, n: u64) -> Self {
+        self.pager.max_pages = Some(n);
+        self
+    }
+
+    /// Where the stream stands; save it to resume later.
+    pub fn position(&self) -> &CursorPosition {
+        &self.pager.walk.position
     }
 }
 
 impl<S, B> fmt::Debug for CursorPages<S, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CursorPages")
-            .field("position", &self.position)
-            .field("field", &self.field)
-            .field("param", &self.param)
-            .field("max_pages", &self.max_pages)
-            .field("ended", &self.ended)
+            .field("walk", &self.pager.walk)
+            .field("max_pages", &self.pager.max_pages)
+            .field("ended", &self.pager.ended)
             .finish_non_exhaustive()
     }
 }
@@ -414,66 +499,6 @@ where
     type Item = Result<Page, Error>;
 
     fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        let this = &mut *self;
-        if this.ended {
-            return Poll::Ready(None);
-        }
-        if this.in_flight.is_none() {
-            if this.position.done || this.max_pages.is_some_and(|m| this.position.pages >= m) {
-                return Poll::Ready(None);
-            }
-            let url = this.page_url();
-            this.in_flight = Some(fetch(this.service.clone(), url));
-        }
-        let fut = this.in_flight.as_mut().expect("a fetch is in flight");
-        let result = ready!(fut.as_mut().poll(cx));
-        this.in_flight = None;
-        // On a failure the position still names the failed page: resuming asks for it again.
-        let page = match result {
-            Ok(page) => page,
-            Err(e) => {
-                this.ended = true;
-                return Poll::Ready(Some(Err(e)));
-            }
-        };
-        if !page.status.is_success() {
-            this.ended = true;
-            return Poll::Ready(Some(Ok(page)));
-        }
-        let next = match serde_json::from_slice::<serde_json::Value>(&page.body) {
-            Ok(v) => match v.get(&this.field) {
-                None | Some(serde_json::Value::Null) => None,
-                Some(serde_json::Value::String(s)) if s.is_empty() => None,
-                Some(serde_json::Value::String(s)) => Some(s.clone()),
-                // Numbers and other scalars are echoed as their JSON text, never interpreted.
-                Some(other) => Some(other.to_string()),
-            },
-            Err(e) => {
-                this.ended = true;
-                return Poll::Ready(Some(Err(Error::Pagination(format!(
-                    "page {} is not JSON: {e}",
-                    page.url
-                )))));
-            }
-        };
-        this.position.pages += 1;
-        match next {
-            None => this.position.done = true,
-            Some(c) if this.position.seen.contains(&c) => {
-                this.position.done = true;
-                return Poll::Ready(Some(Err(Error::Pagination(format!(
-                    "cursor {c:?} was already used; the server is looping"
-                )))));
-            }
-            Some(c) => {
-                if let Some(prev) = this.position.cursor.take() {
-                    this.position.seen.push(prev);
-                }
-                this.position.seen.push(c.clone());
-                this.position.seen.dedup();
-                this.position.cursor = Some(c);
-            }
-        }
-        Poll::Ready(Some(Ok(page)))
+        self.pager.poll_page(cx)
     }
 }
