@@ -63,6 +63,15 @@ pub trait MakeKey {
 
     /// The key of one request.
     fn make_key(&self, req: &RequestParts<'_>) -> Self::Key;
+
+    /// Whether `req`'s key is `key`, when that can be told without making the key; `None`
+    /// when it cannot. The service uses it to reuse the breaker of the previous call. Defaults
+    /// to `None`: the key is made and compared.
+    #[inline]
+    fn is_key(&self, req: &RequestParts<'_>, key: &Self::Key) -> Option<bool> {
+        let _ = (req, key);
+        None
+    }
 }
 
 /// One breaker per host: scheme and authority ([`HostKey`]). The default.
@@ -75,6 +84,22 @@ impl MakeKey for ByHost {
     #[inline]
     fn make_key(&self, req: &RequestParts<'_>) -> HostKey {
         HostKey::from_parts(req.uri, req.headers)
+    }
+
+    /// Compares the URI's scheme and authority in place (both compare ignoring ASCII case, as
+    /// [`HostKey`] does); a request without an authority in its URI makes the key.
+    #[inline]
+    fn is_key(&self, req: &RequestParts<'_>, key: &HostKey) -> Option<bool> {
+        let authority = req.uri.authority()?;
+        // Byte equality first: the usual case, and cheaper than comparing ignoring case.
+        let same_authority = key
+            .authority()
+            .is_some_and(|a| a.as_str() == authority.as_str() || a == authority);
+        let same_scheme = match (key.scheme(), req.uri.scheme()) {
+            (Some(a), Some(b)) => a.as_str() == b.as_str() || a == b,
+            (a, b) => a == b,
+        };
+        Some(same_authority && same_scheme)
     }
 }
 

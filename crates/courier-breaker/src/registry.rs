@@ -280,6 +280,9 @@ pub(crate) struct Shared<K> {
     /// The one breaker when every request has the same key.
     single: Option<Arc<Breaker<K>>>,
     epoch: AtomicU64,
+    /// Bumped after every eviction has removed its breakers: a breaker found while it is
+    /// unchanged is still the one in the map.
+    generation: AtomicU64,
     seq: AtomicU64,
     evicting: Mutex<()>,
 }
@@ -302,9 +305,17 @@ impl<K: crate::BreakerKey> Shared<K> {
             map: papaya::HashMap::with_hasher(foldhash::fast::RandomState::default()),
             single,
             epoch: AtomicU64::new(0),
+            generation: AtomicU64::new(0),
             seq: AtomicU64::new(1),
             evicting: Mutex::new(()),
         }
+    }
+
+    /// The eviction generation: read it before a lookup, and a breaker found then stays the
+    /// map's own for as long as the generation is the same.
+    #[inline]
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// The breaker for `key`, made on first use.
@@ -362,6 +373,7 @@ impl<K: crate::BreakerKey> Shared<K> {
         for (_, key) in all.into_iter().take(drop) {
             map.remove(key);
         }
+        self.generation.fetch_add(1, Ordering::Release);
     }
 
     /// The breaker for `key`, if there is one.

@@ -4,7 +4,7 @@ use crate::future::{Guard, ResponseFuture};
 use crate::handle::BreakerHandle;
 use crate::key::{ByHost, MakeKey, RequestParts};
 use crate::layer::CircuitBreakerLayer;
-use crate::registry::Shared;
+use crate::registry::{Breaker, Shared};
 use courier_core::BoxError;
 use std::fmt;
 use std::sync::Arc;
@@ -23,6 +23,9 @@ pub struct CircuitBreaker<S, M: MakeKey = ByHost> {
     inner: S,
     make_key: M,
     shared: Arc<Shared<M::Key>>,
+    /// The previous call's breaker and the eviction generation it was found in: a run of
+    /// calls to one host skips the key, the hash and the map.
+    last: Option<(u64, Arc<Breaker<M::Key>>)>,
 }
 
 impl<S> CircuitBreaker<S> {
@@ -38,6 +41,7 @@ impl<S, M: MakeKey> CircuitBreaker<S, M> {
             inner,
             make_key,
             shared,
+            last: None,
         }
     }
 
@@ -64,12 +68,44 @@ impl<S, M: MakeKey> CircuitBreaker<S, M> {
     }
 }
 
+impl<S, M: MakeKey> CircuitBreaker<S, M> {
+    /// The breaker of `req`: the previous call's when the key is the same and no eviction ran
+    /// since, else from the shared map.
+    #[inline]
+    fn breaker_for(&mut self, req: &RequestParts<'_>) -> Arc<Breaker<M::Key>> {
+        if M::SINGLE {
+            return self.shared.breaker(self.make_key.make_key(req));
+        }
+        // Read before the lookup: an eviction that removes what the lookup finds bumps it after.
+        let generation = self.shared.generation();
+        let key = match &self.last {
+            Some((g, b)) if *g == generation => match self.make_key.is_key(req, &b.key) {
+                Some(true) => return b.clone(),
+                Some(false) => self.make_key.make_key(req),
+                None => {
+                    let key = self.make_key.make_key(req);
+                    if key == b.key {
+                        return b.clone();
+                    }
+                    key
+                }
+            },
+            _ => self.make_key.make_key(req),
+        };
+        let breaker = self.shared.breaker(key);
+        self.last = Some((generation, breaker.clone()));
+        breaker
+    }
+}
+
 impl<S: Clone, M: MakeKey + Clone> Clone for CircuitBreaker<S, M> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
             make_key: self.make_key.clone(),
             shared: self.shared.clone(),
+            // A clone starts cold: cloning stays as cheap as cloning the inner service.
+            last: None,
         }
     }
 }
@@ -99,8 +135,7 @@ where
     }
 
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let key = self.make_key.make_key(&RequestParts::new(&req));
-        let breaker = self.shared.breaker(key);
+        let breaker = self.breaker_for(&RequestParts::new(&req));
         match breaker.admit() {
             Ok(ticket) => {
                 let start = breaker.core.config.slow_call.map(|_| Instant::now());

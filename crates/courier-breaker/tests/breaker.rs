@@ -681,6 +681,48 @@ async fn idle_hosts_are_evicted_under_the_maximum() {
     }
 }
 
+// === the previous call's breaker, reused by one service ===
+
+/// Sends through `svc` itself (not a clone), so that it keeps the previous call's breaker.
+async fn send_here(svc: &mut Svc, host: &str) -> Result<StatusCode, BoxError> {
+    svc.ready().await?.call(req(host)).await.map(|r| r.status())
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_follows_its_hosts_state_from_call_to_call() {
+    let (mut svc, _up, handle) = setup(CircuitBreakerLayer::new());
+    send_here(&mut svc, "a.example").await.unwrap();
+    handle.force_open(key("a.example"));
+    open_err(send_here(&mut svc, "a.example").await);
+    // Same host, other case: the same breaker.
+    open_err(send_here(&mut svc, "A.Example").await);
+    // Another host, then back.
+    send_here(&mut svc, "b.example").await.unwrap();
+    open_err(send_here(&mut svc, "a.example").await);
+    handle.force_open(key("b.example"));
+    open_err(send_here(&mut svc, "b.example").await);
+    // Another scheme is another host.
+    let https = Request::get("https://b.example/x").body(()).unwrap();
+    assert!(svc.ready().await.unwrap().call(https).await.is_ok());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_drops_its_previous_breaker_once_evicted() {
+    let layer = CircuitBreakerLayer::new().max_hosts(NonZeroUsize::new(2).unwrap());
+    let (mut svc, _up, handle) = setup(layer);
+    send_here(&mut svc, "a").await.unwrap();
+    // Other callers fill the map until "a" is evicted.
+    for h in ["b", "c", "d"] {
+        send(&svc, h).await.unwrap();
+    }
+    assert_eq!(handle.state(&key("a")), None, "evicted");
+    // The handle makes a fresh breaker for "a"; the service must use that one, not the
+    // evicted one it saw last.
+    handle.force_open(key("a"));
+    open_err(send_here(&mut svc, "a").await);
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::ForcedOpen));
+}
+
 // === tower contract ===
 
 /// Ready only after `poll_ready` on this very instance; a clone starts unready.
