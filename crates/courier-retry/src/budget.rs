@@ -434,10 +434,13 @@ impl HostView<'_> {
                 let word = u64::from_le_bytes(chunk.try_into().expect("chunks of eight"));
                 h.add(ascii_lowercase(word));
             }
-            let mut tail = [0u8; 8];
-            let rest = chunks.remainder();
-            tail[..rest.len()].copy_from_slice(rest);
-            h.add(ascii_lowercase(u64::from_le_bytes(tail)));
+            // The last bytes, zero-padded, little-endian; shifted in rather than copied.
+            let tail = chunks
+                .remainder()
+                .iter()
+                .rev()
+                .fold(0u64, |acc, &b| acc << 8 | u64::from(b));
+            h.add(ascii_lowercase(tail));
         }
         // Spread the bits: the map uses the top ones too.
         let mut x = h.0;

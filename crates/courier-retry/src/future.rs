@@ -1,9 +1,9 @@
 //! The response future of [`Retry`](crate::Retry).
 //!
-//! The first attempt is polled in place; the call's context (the request template) is one
-//! allocation and the attempt record another. Only when a retry is decided does the call move
-//! into a boxed loop that waits, drains the failed
-//! response body meanwhile, and drives further attempts. Dropping the future at any point stops
+//! The first attempt is polled in place, with the call's context (the request template) held
+//! inline: a call that ends after one attempt allocates nothing here but its one attempt
+//! record. Only when a retry is decided does the context move into a boxed loop that waits,
+//! drains the failed response body meanwhile, and drives further attempts. Dropping the future at any point stops
 //! everything: no further attempt is sent, and a budget withdrawal for a retry not yet sent is
 //! given back.
 
@@ -46,8 +46,8 @@ pin_project! {
     {
         #[pin]
         state: State<S::Future, RB>,
-        // Boxed so that the future stays small to move; one allocation per call.
-        ctx: Option<Box<Ctx<S, B>>>,
+        // Inline: boxed only when a retry is decided.
+        ctx: Option<Ctx<S, B>>,
     }
 }
 
@@ -97,7 +97,7 @@ impl<S, B, RB> ResponseFuture<S, B, RB>
 where
     S: Service<Request<B>>,
 {
-    pub(crate) fn new(fut: S::Future, ctx: Box<Ctx<S, B>>) -> Self {
+    pub(crate) fn new(fut: S::Future, ctx: Ctx<S, B>) -> Self {
         Self {
             state: State::First { fut },
             ctx: Some(ctx),
@@ -121,14 +121,19 @@ where
             match this.state.as_mut().project() {
                 StateProj::First { fut } => {
                     let res = ready!(fut.poll(cx)).map_err(Into::into);
-                    let mut ctx = this
+                    let ctx = this
                         .ctx
-                        .take()
+                        .as_mut()
                         .expect("the context stays until the first attempt ends");
                     match ctx.decide(&res) {
-                        Step::Stop(record) => return Poll::Ready(ctx.finish(res, record)),
+                        Step::Stop(record) => {
+                            let out = ctx.finish(res, record);
+                            *this.ctx = None;
+                            return Poll::Ready(out);
+                        }
                         Step::Retry(record, next) => {
                             ctx.push(record);
+                            let ctx = Box::new(this.ctx.take().expect("just used"));
                             let fut: BoxedLoop<RB> = Box::pin(retry_loop(ctx, res, next));
                             this.state.set(State::Retrying { fut });
                         }

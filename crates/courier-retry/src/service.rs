@@ -108,7 +108,7 @@ where
         let fut = svc.call(Request::from_parts(parts.clone(), body));
         ResponseFuture::new(
             fut,
-            Box::new(Ctx {
+            Ctx {
                 config,
                 svc,
                 parts,
@@ -120,7 +120,7 @@ where
                 records: Vec::new(),
                 rng: None,
                 call_seq,
-            }),
+            },
         )
     }
 }
