@@ -1,2 +1,223 @@
-//! Benchmarks (being written).
-fn main() {}
+//! The happy path, side by side in one run: what each courier layer adds over a bare
+//! `service_fn`, next to what tower's own middleware, tower-resilience's and failsafe's circuit
+//! breakers add; courier's bucket next to governor; and the preset over reqwest next to
+//! reqwest-middleware + reqwest-retry, over loopback.
+//!
+//! ```text
+//! cargo bench -p courier-bench --bench layers
+//! ```
+//!
+//! The happy-path variants and what "added" means are in `courier_bench::happy`.
+
+#![allow(missing_docs)]
+
+use courier::CourierLayer;
+use courier::core::HostKey;
+use courier::ratelimit::{InMemoryStore, Quota, Rate};
+use courier::transport::{ReqwestService, reqwest_client_builder};
+use courier_bench::happy::{self, Body, request};
+use courier_bench::server::LoopbackServer;
+use criterion::{Criterion, criterion_group, criterion_main};
+use http::{Request, Uri};
+use http_body_util::BodyExt;
+use std::hint::black_box;
+use std::num::NonZeroU32;
+use std::time::Duration;
+use tokio::time::Instant;
+use tower::ServiceExt;
+
+fn happy_path(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let _rt = rt.enter();
+    let mut g = c.benchmark_group("happy_path");
+    for mut v in happy::variants() {
+        assert!((v.call)(), "{}: not ready on the first poll", v.name);
+        g.bench_function(v.name, |b| b.iter(|| black_box((v.call)())));
+    }
+    g.finish();
+}
+
+// === courier's bucket next to governor ===
+
+const HOSTS: usize = 1000;
+
+fn quota() -> Quota {
+    Quota::new(
+        Rate::per_second(1e9).expect("a valid rate"),
+        NonZeroU32::MAX,
+    )
+}
+
+fn gov_quota() -> governor::Quota {
+    governor::Quota::per_second(NonZeroU32::MAX).allow_burst(NonZeroU32::MAX)
+}
+
+fn hosts() -> Vec<HostKey> {
+    (0..HOSTS)
+        .map(|i| {
+            let req = Request::get(format!("https://host{i}.example.com/v1"))
+                .body(())
+                .expect("a valid request");
+            HostKey::from_request(&req)
+        })
+        .collect()
+}
+
+/// `iters` calls of `f`, split over two threads; the time both took.
+fn two_threads(iters: u64, f: impl Fn() + Sync) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..iters / 2 {
+                    f();
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
+fn bucket(c: &mut Criterion) {
+    let q = quota();
+    let keys = hosts();
+
+    let mut g = c.benchmark_group("bucket_uncontended");
+    let global = InMemoryStore::<()>::new();
+    g.bench_function("courier decide (one bucket)", |b| {
+        b.iter(|| black_box(global.decide(black_box(&()), q, Duration::MAX)))
+    });
+    let direct = governor::RateLimiter::direct(gov_quota());
+    g.bench_function("governor check", |b| b.iter(|| black_box(direct.check())));
+    g.finish();
+
+    let mut g = c.benchmark_group("bucket_1000_keys");
+    let store = InMemoryStore::<HostKey>::new();
+    let keyed = governor::RateLimiter::keyed(gov_quota());
+    for k in &keys {
+        store.decide(k, q, Duration::MAX);
+        let _ = keyed.check_key(k);
+    }
+    let mut i = 0;
+    g.bench_function("courier decide", |b| {
+        b.iter(|| {
+            i = (i + 1) % HOSTS;
+            black_box(store.decide(&keys[i], q, Duration::MAX))
+        })
+    });
+    let mut i = 0;
+    g.bench_function("governor check_key", |b| {
+        b.iter(|| {
+            i = (i + 1) % HOSTS;
+            black_box(keyed.check_key(&keys[i]))
+        })
+    });
+    g.finish();
+
+    let mut g = c.benchmark_group("bucket_2_threads_1_key");
+    let key = &keys[0];
+    g.bench_function("courier decide", |b| {
+        b.iter_custom(|iters| {
+            two_threads(iters, || {
+                black_box(store.decide(key, q, Duration::MAX));
+            })
+        })
+    });
+    g.bench_function("governor check_key", |b| {
+        b.iter_custom(|iters| {
+            two_threads(iters, || {
+                let _ = black_box(keyed.check_key(key));
+            })
+        })
+    });
+    g.bench_function("governor check (direct)", |b| {
+        b.iter_custom(|iters| {
+            two_threads(iters, || {
+                let _ = black_box(direct.check());
+            })
+        })
+    });
+    g.finish();
+}
+
+// === over reqwest, loopback ===
+
+fn reqwest_loopback(c: &mut Criterion) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let server = LoopbackServer::start().expect("the loopback server starts");
+    let url = server.url("/v1/items");
+    let uri: Uri = url.parse().expect("a valid uri");
+    let client = reqwest_client_builder().build().expect("a reqwest client");
+    let mut g = c.benchmark_group("reqwest_loopback");
+
+    g.bench_function("reqwest raw", |b| {
+        b.to_async(&rt).iter(|| async {
+            let resp = client.get(&url).send().await.expect("sent");
+            black_box(resp.bytes().await.expect("read").len())
+        })
+    });
+
+    let middleware = reqwest_middleware::ClientBuilder::new(client.clone())
+        .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
+            reqwest_retry::policies::ExponentialBackoff::builder().build_with_max_retries(2),
+        ))
+        .build();
+    g.bench_function("reqwest-middleware + reqwest-retry", |b| {
+        b.to_async(&rt).iter(|| async {
+            let resp = middleware.get(&url).send().await.expect("sent");
+            black_box(resp.bytes().await.expect("read").len())
+        })
+    });
+
+    let adapter = ReqwestService::<Body>::new(client.clone());
+    g.bench_function("courier adapter alone (ReqwestService)", |b| {
+        b.to_async(&rt).iter(|| async {
+            let resp = adapter.clone().oneshot(request(&uri)).await.expect("sent");
+            black_box(
+                resp.into_body()
+                    .collect()
+                    .await
+                    .expect("read")
+                    .to_bytes()
+                    .len(),
+            )
+        })
+    });
+
+    let preset = CourierLayer::new().reqwest::<Body>(client.clone());
+    g.bench_function("courier preset over reqwest", |b| {
+        b.to_async(&rt).iter(|| async {
+            let resp = preset.clone().oneshot(request(&uri)).await.expect("sent");
+            black_box(
+                resp.into_body()
+                    .collect()
+                    .await
+                    .expect("read")
+                    .to_bytes()
+                    .len(),
+            )
+        })
+    });
+    g.finish();
+    drop(server);
+}
+
+fn config() -> Criterion {
+    Criterion::default()
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2))
+        .sample_size(50)
+}
+
+criterion_group! {
+    name = benches;
+    config = config();
+    targets = happy_path, bucket, reqwest_loopback
+}
+criterion_main!(benches);

@@ -1,2 +1,315 @@
-//! Benchmarks (being written).
-fn main() {}
+//! End to end over 127.0.0.1: requests per second of the raw clients and of the preset over
+//! them, sequential and with 16 concurrent tasks.
+//!
+//! ```text
+//! cargo bench -p courier-bench --bench loopback
+//! ```
+//!
+//! The server ([`LoopbackServer`]: hyper, HTTP/1.1 keep-alive, `200 ok`) runs on a thread and
+//! a current-thread runtime of its own; the clients run on another current-thread runtime, so
+//! on two cores each side has one. One warm-up round, then `ROUNDS` rounds; each round runs
+//! every variant once, starting one variant later than the round before (rotating order), so
+//! a slow moment of the machine does not always hit the same variant. Reported: the median
+//! requests per second over the rounds, the slowest and fastest round, and the ratio to the
+//! raw client of the same transport and concurrency, taken per round (both ran within the same
+//! second or two) and then the median of those.
+//!
+//! Counts: `COURIER_BENCH_SEQ` requests per sequential run (default 3000), and
+//! `COURIER_BENCH_CONC` per concurrent run (default 8000, split over 16 tasks).
+
+#![allow(missing_docs)]
+
+use bytes::Bytes;
+use courier::CourierLayer;
+use courier::transport::{ReqwestService, hyper_client, reqwest_client_builder};
+use courier_bench::server::{BODY, LoopbackServer};
+use http::{Request, Uri};
+use http_body_util::{BodyExt, Full};
+use tokio::time::Instant;
+use tower::{Service, ServiceExt};
+
+type Body = Full<Bytes>;
+
+const ROUNDS: usize = 7;
+const TASKS: usize = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Client {
+    HyperRaw,
+    HyperPreset,
+    ReqwestRaw,
+    ReqwestPreset,
+    ReqwestMiddleware,
+    /// One layer alone over the hyper-util client: `HYPER_LAYERS[i]`.
+    HyperLayer(usize),
+}
+
+/// With `COURIER_BENCH_LAYERS=1`: each layer alone over the hyper-util client, to see where
+/// the preset's end-to-end cost comes from.
+const HYPER_LAYERS: [&str; 6] = [
+    "hyper-util + no layer (preset bare)",
+    "hyper-util + deadline alone",
+    "hyper-util + attempt timeout alone",
+    "hyper-util + cache alone",
+    "hyper-util + retry alone",
+    "hyper-util + breaker alone",
+];
+
+fn hyper_layer(i: usize) -> CourierLayer {
+    let bare = CourierLayer::bare();
+    match i {
+        1 => bare.deadline(courier::preset::DEFAULT_DEADLINE),
+        2 => bare.attempt_timeout(courier::preset::DEFAULT_ATTEMPT_TIMEOUT),
+        3 => bare.cache(courier::cache::EtagCacheLayer::new()),
+        4 => bare.retry(courier::retry::RetryLayer::new()),
+        5 => bare.circuit_breaker(courier::breaker::CircuitBreakerLayer::new()),
+        _ => bare,
+    }
+}
+
+impl Client {
+    fn name(self) -> &'static str {
+        match self {
+            Self::HyperRaw => "hyper-util client (raw)",
+            Self::HyperPreset => "courier preset over hyper-util",
+            Self::ReqwestRaw => "reqwest (raw)",
+            Self::ReqwestPreset => "courier preset over reqwest",
+            Self::ReqwestMiddleware => "reqwest-middleware + reqwest-retry",
+            Self::HyperLayer(i) => HYPER_LAYERS[i],
+        }
+    }
+
+    fn raw(self) -> Self {
+        match self {
+            Self::HyperRaw | Self::HyperPreset | Self::HyperLayer(_) => Self::HyperRaw,
+            _ => Self::ReqwestRaw,
+        }
+    }
+}
+
+#[derive(Clone)]
+struct Clients {
+    url: String,
+    uri: Uri,
+    hyper: courier::transport::HyperClient<Body>,
+    hyper_preset: courier::Courier<courier::transport::HyperClient<Body>>,
+    hyper_layers: Vec<courier::Courier<courier::transport::HyperClient<Body>>>,
+    reqwest: reqwest::Client,
+    reqwest_preset: courier::Courier<ReqwestService<Body>>,
+    middleware: reqwest_middleware::ClientWithMiddleware,
+}
+
+fn request(uri: &Uri) -> Request<Body> {
+    let mut req = Request::new(Body::default());
+    *req.uri_mut() = uri.clone();
+    req
+}
+
+/// `n` requests one after the other; the number answered with the whole body.
+async fn sequential(clients: Clients, client: Client, n: usize) -> usize {
+    let mut ok = 0;
+    match client {
+        Client::HyperRaw => {
+            for _ in 0..n {
+                if let Ok(resp) = clients.hyper.request(request(&clients.uri)).await {
+                    ok += usize::from(body_ok(resp.into_body().collect().await.ok()));
+                }
+            }
+        }
+        Client::HyperPreset | Client::HyperLayer(_) => {
+            let mut svc = match client {
+                Client::HyperLayer(i) => clients.hyper_layers[i].clone(),
+                _ => clients.hyper_preset.clone(),
+            };
+            for _ in 0..n {
+                let Ok(ready) = svc.ready().await else { break };
+                if let Ok(resp) = ready.call(request(&clients.uri)).await {
+                    ok += usize::from(body_ok(resp.into_body().collect().await.ok()));
+                }
+            }
+        }
+        Client::ReqwestRaw => {
+            for _ in 0..n {
+                if let Ok(resp) = clients.reqwest.get(&clients.url).send().await {
+                    ok += usize::from(resp.bytes().await.is_ok_and(|b| b == BODY));
+                }
+            }
+        }
+        Client::ReqwestPreset => {
+            let mut svc = clients.reqwest_preset.clone();
+            for _ in 0..n {
+                let Ok(ready) = svc.ready().await else { break };
+                if let Ok(resp) = ready.call(request(&clients.uri)).await {
+                    ok += usize::from(body_ok(resp.into_body().collect().await.ok()));
+                }
+            }
+        }
+        Client::ReqwestMiddleware => {
+            for _ in 0..n {
+                if let Ok(resp) = clients.middleware.get(&clients.url).send().await {
+                    ok += usize::from(resp.bytes().await.is_ok_and(|b| b == BODY));
+                }
+            }
+        }
+    }
+    ok
+}
+
+fn body_ok<B: bytes::Buf>(collected: Option<http_body_util::Collected<B>>) -> bool {
+    collected.is_some_and(|c| c.to_bytes() == BODY)
+}
+
+/// One run of `n` requests over `tasks` tasks: the requests per second.
+async fn run(clients: &Clients, client: Client, tasks: usize, n: usize) -> f64 {
+    let start = Instant::now();
+    let per_task = n / tasks;
+    let ok = if tasks == 1 {
+        sequential(clients.clone(), client, per_task).await
+    } else {
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..tasks {
+            set.spawn(sequential(clients.clone(), client, per_task));
+        }
+        let mut ok = 0;
+        while let Some(done) = set.join_next().await {
+            ok += done.unwrap_or(0);
+        }
+        ok
+    };
+    let elapsed = start.elapsed();
+    assert_eq!(
+        ok,
+        per_task * tasks,
+        "{}: {} of {} requests failed",
+        client.name(),
+        per_task * tasks - ok,
+        per_task * tasks
+    );
+    ok as f64 / elapsed.as_secs_f64()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+fn env_count(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n: &usize| n >= TASKS)
+        .unwrap_or(default)
+}
+
+fn main() {
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if !filter.is_empty() && !filter.iter().any(|f| "loopback".contains(f.as_str())) {
+        return;
+    }
+    let seq = env_count("COURIER_BENCH_SEQ", 3000);
+    let conc = env_count("COURIER_BENCH_CONC", 8000);
+
+    let server = LoopbackServer::start().expect("the loopback server starts");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let _guard = rt.enter();
+    let url = server.url("/v1/items");
+    let reqwest = reqwest_client_builder().build().expect("a reqwest client");
+    let clients = Clients {
+        uri: url.parse().expect("a valid uri"),
+        hyper: hyper_client(),
+        hyper_preset: CourierLayer::new().hyper(),
+        hyper_layers: (0..HYPER_LAYERS.len())
+            .map(|i| hyper_layer(i).hyper())
+            .collect(),
+        reqwest_preset: CourierLayer::new().reqwest(reqwest.clone()),
+        middleware: reqwest_middleware::ClientBuilder::new(reqwest.clone())
+            .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
+                reqwest_retry::policies::ExponentialBackoff::builder().build_with_max_retries(2),
+            ))
+            .build(),
+        reqwest,
+        url,
+    };
+
+    let mut variants = Vec::new();
+    for tasks in [1, TASKS] {
+        for client in [
+            Client::HyperRaw,
+            Client::HyperPreset,
+            Client::ReqwestRaw,
+            Client::ReqwestPreset,
+            Client::ReqwestMiddleware,
+        ] {
+            variants.push((client, tasks));
+        }
+    }
+    if std::env::var_os("COURIER_BENCH_LAYERS").is_some_and(|v| v == "1") {
+        for i in 0..HYPER_LAYERS.len() {
+            variants.push((Client::HyperLayer(i), TASKS));
+        }
+    }
+    let count = |tasks: usize| if tasks == 1 { seq } else { conc };
+
+    // Warm-up: connections opened, pools filled, code paged in.
+    rt.block_on(async {
+        for &(client, tasks) in &variants {
+            run(&clients, client, tasks, count(tasks) / 5).await;
+        }
+    });
+
+    // rates[v][round]
+    let mut rates = vec![Vec::with_capacity(ROUNDS); variants.len()];
+    let total = Instant::now();
+    for round in 0..ROUNDS {
+        for k in 0..variants.len() {
+            let v = (round + k) % variants.len();
+            let (client, tasks) = variants[v];
+            let rate = rt.block_on(run(&clients, client, tasks, count(tasks)));
+            rates[v].push(rate);
+        }
+    }
+
+    println!(
+        "loopback end to end: {ROUNDS} rounds, rotating order, {seq} requests per sequential run, \
+         {conc} per concurrent run ({TASKS} tasks); {:.1} s in all\n",
+        total.elapsed().as_secs_f64()
+    );
+    println!(
+        "| client | tasks | median req/s | slowest round | fastest round | ratio to raw (median) |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    for (v, &(client, tasks)) in variants.iter().enumerate() {
+        let raw = variants
+            .iter()
+            .position(|&(c, t)| c == client.raw() && t == tasks)
+            .expect("every transport has a raw variant");
+        let ratios: Vec<f64> = rates[v]
+            .iter()
+            .zip(&rates[raw])
+            .map(|(r, base)| r / base)
+            .collect();
+        let sorted = {
+            let mut s = rates[v].clone();
+            s.sort_by(f64::total_cmp);
+            s
+        };
+        println!(
+            "| {} | {} | {:.0} | {:.0} | {:.0} | {:.3} |",
+            client.name(),
+            tasks,
+            median(rates[v].clone()),
+            sorted[0],
+            sorted[sorted.len() - 1],
+            median(ratios),
+        );
+    }
+    drop(clients);
+    drop(rt);
+    drop(server);
+}

@@ -11,6 +11,7 @@
 //! This library holds what they share: the loopback server, the mock upstream [`host::Host`]
 //! and the simulations themselves, which are tested here.
 
+pub mod happy;
 pub mod host;
 pub mod server;
 pub mod sim;
