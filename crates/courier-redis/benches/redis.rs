@@ -68,7 +68,13 @@ fn one_decision(c: &mut Criterion) {
             .await
             .expect("redis answers")
     });
-    let conn = rt.block_on(support::inspect(&url));
+    let conn = rt.block_on(async {
+        redis::Client::open(url.as_str())
+            .expect("valid url")
+            .get_multiplexed_async_connection()
+            .await
+            .expect("redis answers")
+    });
     g.bench_function("loopback redis PING (the floor)", |b| {
         b.to_async(&rt).iter(|| {
             let mut conn = conn.clone();

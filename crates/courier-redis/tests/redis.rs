@@ -12,11 +12,20 @@ use redis::AsyncCommands;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{inspect, own_redis, redis, unique_prefix};
+use support::{own_redis, redis, unique_prefix};
 use tokio::time::{Instant, timeout};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
 const MS: Duration = Duration::from_millis(1);
+
+/// A plain connection for looking at what the store wrote.
+async fn inspect(url: &str) -> redis::aio::MultiplexedConnection {
+    redis::Client::open(url)
+        .expect("valid url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("redis answers")
+}
 
 fn quota(rps: f64, burst: u32) -> Quota {
     Quota::new(

@@ -2,6 +2,9 @@
 //! binary is on PATH, or the server at `COURIER_REDIS_URL`. Where neither is there, a test
 //! says plainly that it was skipped and returns; with `COURIER_REQUIRE_REDIS=1` it fails
 //! instead, so CI always runs them for real.
+//!
+//! Shared by this crate's tests and bench and by the facade's tests: it needs nothing but
+//! `courier_redis` and tokio.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -203,18 +206,11 @@ async fn ping(port: u16) -> bool {
 }
 
 async fn answers(url: &str) -> bool {
-    let attempt = async {
-        let client = redis::Client::open(url).ok()?;
-        let mut conn = client.get_multiplexed_async_connection().await.ok()?;
-        redis::cmd("PING")
-            .query_async::<String>(&mut conn)
-            .await
-            .ok()
-    };
-    matches!(
-        tokio::time::timeout(Duration::from_secs(2), attempt).await,
-        Ok(Some(_))
-    )
+    courier_redis::RedisStore::builder(url)
+        .connect_timeout(Duration::from_secs(2))
+        .connect::<()>()
+        .await
+        .is_ok()
 }
 
 /// A prefix no other test (or earlier run against the same external server) uses.
@@ -230,13 +226,4 @@ pub fn unique_prefix(test: &str) -> String {
         std::process::id(),
         N.fetch_add(1, Ordering::Relaxed)
     )
-}
-
-/// A plain connection for looking at what the store wrote.
-pub async fn inspect(url: &str) -> redis::aio::MultiplexedConnection {
-    redis::Client::open(url)
-        .expect("valid url")
-        .get_multiplexed_async_connection()
-        .await
-        .expect("redis answers")
 }
