@@ -10,6 +10,8 @@ pub use courier_cache as cache;
 pub use courier_deadline as deadline;
 #[cfg(feature = "ratelimit")]
 pub use courier_ratelimit as ratelimit;
+#[cfg(feature = "redis")]
+pub use courier_redis as redis;
 #[cfg(feature = "retry")]
 pub use courier_retry as retry;
 

@@ -55,7 +55,9 @@ use courier_cache::{EtagCache, EtagCacheLayer};
 #[cfg(feature = "deadline")]
 use courier_deadline::{AttemptTimeout, AttemptTimeoutLayer, Deadline, DeadlineLayer};
 #[cfg(feature = "ratelimit")]
-use courier_ratelimit::{TokenBucketRateLimit, TokenBucketRateLimitLayer};
+use courier_ratelimit::{PerHost, TokenBucketRateLimit, TokenBucketRateLimitLayer};
+#[cfg(feature = "redis")]
+use courier_redis::{LocalOrRedis, RedisStore};
 #[cfg(feature = "retry")]
 use courier_retry::{Retry, RetryLayer};
 
@@ -72,8 +74,14 @@ pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 type L6<S> = Maybe<AttemptTimeout<S>, S>;
 #[cfg(not(feature = "deadline"))]
 type L6<S> = S;
+/// Where the preset's rate limiter keeps its buckets: in process, or (feature `redis`) in
+/// process or in Redis, chosen at run time.
+#[cfg(feature = "redis")]
+type PresetStore = LocalOrRedis<courier_core::HostKey>;
+#[cfg(all(feature = "ratelimit", not(feature = "redis")))]
+type PresetStore = courier_ratelimit::InMemoryStore<courier_core::HostKey>;
 #[cfg(feature = "ratelimit")]
-type L5<S> = Maybe<TokenBucketRateLimit<L6<S>>, L6<S>>;
+type L5<S> = Maybe<TokenBucketRateLimit<L6<S>, PerHost, PresetStore>, L6<S>>;
 #[cfg(not(feature = "ratelimit"))]
 type L5<S> = L6<S>;
 #[cfg(feature = "breaker")]
@@ -98,7 +106,8 @@ type L1<S> = L2<S>;
 /// Defaults: a 90 s total deadline, a 30 s attempt timeout, the ETag cache (64 MiB), retry
 /// (3 attempts, full jitter, 60 s max wait, 10 % budget), the circuit breaker (5 failures, 30 s
 /// open). The rate limiter is off until [`rate_limit`](Self::rate_limit) gives it the host's
-/// quota.
+/// quota; its buckets live in process, or in Redis, shared by every replica, with
+/// `shared_rate_limit` (feature `redis`).
 ///
 /// # Clone
 ///
@@ -117,6 +126,8 @@ pub struct CourierLayer {
     breaker: Option<CircuitBreakerLayer>,
     #[cfg(feature = "ratelimit")]
     rate_limit: Option<TokenBucketRateLimitLayer>,
+    #[cfg(feature = "redis")]
+    shared_store: Option<RedisStore<courier_core::HostKey>>,
     #[cfg(feature = "deadline")]
     attempt_timeout: Option<AttemptTimeoutLayer>,
 }
@@ -143,6 +154,8 @@ impl CourierLayer {
             breaker: Some(CircuitBreakerLayer::new()),
             #[cfg(feature = "ratelimit")]
             rate_limit: None,
+            #[cfg(feature = "redis")]
+            shared_store: None,
             #[cfg(feature = "deadline")]
             attempt_timeout: Some(AttemptTimeoutLayer::new(DEFAULT_ATTEMPT_TIMEOUT)),
         }
@@ -161,6 +174,8 @@ impl CourierLayer {
             breaker: None,
             #[cfg(feature = "ratelimit")]
             rate_limit: None,
+            #[cfg(feature = "redis")]
+            shared_store: None,
             #[cfg(feature = "deadline")]
             attempt_timeout: None,
         }
@@ -224,6 +239,52 @@ impl CourierLayer {
         self
     }
 
+    /// Keeps the rate limiter's buckets (and the servers' parks) in Redis, shared by every
+    /// replica that uses the same Redis and key prefix, instead of in this process; `None`
+    /// keeps them in process. Applies to the limiter set with [`rate_limit`](Self::rate_limit)
+    /// (in either order); without one there is nothing to share. Defaults to `None`.
+    ///
+    /// ```no_run
+    /// use courier::CourierLayer;
+    /// use courier::ratelimit::{Rate, TokenBucketRateLimitLayer};
+    /// use courier::redis::RedisStore;
+    /// use std::num::NonZeroU32;
+    ///
+    /// # async fn run() -> Result<(), courier::core::BoxError> {
+    /// let store = RedisStore::builder("redis://127.0.0.1:6379").connect().await?;
+    /// let layer = CourierLayer::new()
+    ///     .rate_limit(TokenBucketRateLimitLayer::new(
+    ///         Rate::per_second(10.0)?,
+    ///         NonZeroU32::new(5).unwrap(),
+    ///     ))
+    ///     .shared_rate_limit(store);
+    /// # let _ = layer; Ok(()) }
+    /// ```
+    #[cfg(feature = "redis")]
+    pub fn shared_rate_limit(
+        mut self,
+        store: impl Into<Option<RedisStore<courier_core::HostKey>>>,
+    ) -> Self {
+        self.shared_store = store.into();
+        self
+    }
+
+    /// The rate limit layer the stack uses: the one set with `rate_limit`, its buckets in
+    /// Redis when a shared store is set. Its clones share the buckets either way.
+    #[cfg(feature = "ratelimit")]
+    fn rate_limit_layer(&self) -> Option<TokenBucketRateLimitLayer<PerHost, PresetStore>> {
+        let layer = self.rate_limit.clone()?;
+        #[cfg(feature = "redis")]
+        let layer = {
+            let store = match &self.shared_store {
+                Some(shared) => LocalOrRedis::Redis(shared.clone()),
+                None => LocalOrRedis::Local(layer.store().clone()),
+            };
+            layer.store_in(store)
+        };
+        Some(layer)
+    }
+
     /// The circuit breaker layer, to reach its control handle.
     #[cfg(feature = "breaker")]
     pub fn breaker_layer(&self) -> Option<&CircuitBreakerLayer> {
@@ -263,7 +324,7 @@ impl<S> Layer<S> for CourierLayer {
         #[cfg(feature = "deadline")]
         let inner = MaybeLayer(self.attempt_timeout.clone()).layer(inner);
         #[cfg(feature = "ratelimit")]
-        let inner = MaybeLayer(self.rate_limit.clone()).layer(inner);
+        let inner = MaybeLayer(self.rate_limit_layer()).layer(inner);
         #[cfg(feature = "breaker")]
         let inner = MaybeLayer(self.breaker.clone()).layer(inner);
         #[cfg(feature = "retry")]
@@ -334,5 +395,150 @@ where
     #[inline]
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         self.inner.call(req)
+    }
+}
+
+// The preset with its buckets in Redis: two replicas share a server's park; an unreachable
+// Redis under fail-closed refuses through the whole stack. The tests that need a Redis start
+// their own (or use COURIER_REDIS_URL), and say that they were skipped where neither is there.
+#[cfg(all(test, feature = "redis"))]
+#[path = "../crates/courier-redis/tests/support/mod.rs"]
+mod redis_support;
+
+#[cfg(all(test, feature = "redis"))]
+mod shared_rate_limit_tests {
+    use crate::CourierLayer;
+    use crate::core::{BoxError, RateLimited};
+    use crate::ratelimit::{Mode, Rate, TokenBucketRateLimitLayer};
+    use crate::redis::{FailurePolicy, RedisStore};
+    use bytes::Bytes;
+    use http_body_util::Full;
+    use std::num::NonZeroU32;
+    use std::time::Duration;
+    use tower::{ServiceExt, service_fn};
+
+    type Req = http::Request<Full<Bytes>>;
+    type Resp = http::Response<Full<Bytes>>;
+
+    fn limiter() -> TokenBucketRateLimitLayer {
+        TokenBucketRateLimitLayer::new(
+            Rate::per_second(100.0).unwrap(),
+            NonZeroU32::new(10).unwrap(),
+        )
+        .mode(Mode::Reject)
+    }
+
+    fn request() -> Req {
+        http::Request::get("https://api.example/x")
+            .body(Full::default())
+            .unwrap()
+    }
+
+    type Answer = std::future::Ready<Result<Resp, BoxError>>;
+
+    fn answer_ok(_req: Req) -> Answer {
+        std::future::ready(Ok(http::Response::new(Full::default())))
+    }
+
+    fn ok() -> tower::util::ServiceFn<fn(Req) -> Answer> {
+        service_fn(answer_ok)
+    }
+
+    /// Nothing listens on port 1: under fail-closed the preset refuses with `RateLimited`,
+    /// within the command timeout. (Proves the preset decides through the shared store; needs no
+    /// Redis.)
+    #[tokio::test]
+    async fn the_preset_decides_through_the_shared_store() {
+        let store = RedisStore::builder("redis://127.0.0.1:1")
+            .policy(FailurePolicy::FailClosed)
+            .command_timeout(Duration::from_millis(50))
+            .connect_lazy()
+            .expect("a valid url, inside a runtime");
+        // Either order of the two setters works.
+        let layer = CourierLayer::bare()
+            .shared_rate_limit(store)
+            .rate_limit(limiter());
+        let err = tokio::time::timeout(
+            Duration::from_secs(2),
+            layer.service(ok()).oneshot(request()),
+        )
+        .await
+        .expect("never held")
+        .unwrap_err();
+        assert!(crate::core::is_caused_by::<RateLimited>(&*err), "{err}");
+
+        // The same stack without the shared store decides in process and admits.
+        let layer = CourierLayer::bare()
+            .rate_limit(limiter())
+            .shared_rate_limit(None);
+        layer
+            .service(ok())
+            .oneshot(request())
+            .await
+            .expect("admitted");
+    }
+
+    /// Two replicas (separate layers, stores and connections, one Redis): a 429 with
+    /// Retry-After seen by one holds the other.
+    #[tokio::test]
+    async fn replicas_of_the_preset_share_a_park() {
+        let Some(redis) = super::redis_support::redis("replicas_of_the_preset_share_a_park").await
+        else {
+            return;
+        };
+        let url = redis.url();
+        let prefix = super::redis_support::unique_prefix("preset");
+        let connect = || async {
+            RedisStore::builder(url.as_str())
+                .prefix(prefix.as_str())
+                .command_timeout(Duration::from_millis(500))
+                .connect()
+                .await
+                .expect("redis answers")
+        };
+        let a = CourierLayer::bare()
+            .rate_limit(limiter())
+            .shared_rate_limit(connect().await);
+        let b_store = connect().await;
+        let b = CourierLayer::bare()
+            .rate_limit(limiter())
+            .shared_rate_limit(b_store.clone());
+
+        b.service(ok())
+            .oneshot(request())
+            .await
+            .expect("nothing parked yet");
+        let limited = service_fn(|_req: Req| async {
+            let resp: Resp = http::Response::builder()
+                .status(429)
+                .header("retry-after", "30")
+                .body(Full::default())
+                .unwrap();
+            Ok::<_, BoxError>(resp)
+        });
+        let resp = a.service(limited).oneshot(request()).await.unwrap();
+        assert_eq!(resp.status(), 429);
+
+        // The park reaches Redis in the background; give it a moment (bounded).
+        let mut refused = None;
+        for _ in 0..100 {
+            match b.service(ok()).oneshot(request()).await {
+                Ok(_) => tokio::time::sleep(Duration::from_millis(10)).await,
+                Err(err) => {
+                    refused = Some(err);
+                    break;
+                }
+            }
+        }
+        let err = refused.expect("replica b is held by a's park");
+        let limited = crate::core::cause_ref::<RateLimited>(&*err).expect("RateLimited");
+        assert!(limited.retry_in() > Duration::from_secs(25), "{limited:?}");
+        assert_eq!(
+            b_store
+                .fallback()
+                .parked_until(&crate::core::HostKey::from_request(&request())),
+            None
+        );
+        assert_eq!(b_store.outages(), 0);
     }
 }
