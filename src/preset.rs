@@ -42,6 +42,13 @@
 //! # Ok(()) }
 //! ```
 
+#[cfg(any(
+    feature = "deadline",
+    feature = "ratelimit",
+    feature = "breaker",
+    feature = "retry",
+    feature = "cache"
+))]
 use crate::maybe::{Maybe, MaybeLayer};
 use std::task::{Context, Poll};
 use std::time::Duration;
