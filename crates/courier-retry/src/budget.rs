@@ -23,9 +23,11 @@
 use courier_core::HostKey;
 use http::uri::Authority;
 use http::{HeaderMap, Uri};
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasherDefault, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 use tokio::time::Instant;
@@ -116,35 +118,79 @@ impl RetryBudget {
         let window_nanos = u64::try_from(self.window.as_nanos()).unwrap_or(u64::MAX);
         Arc::new(BudgetState {
             config: self,
+            id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             deposit: (self.ratio * UNIT as f64).round() as u64,
             floor: u64::from(self.floor) * UNIT,
             slot_nanos: (window_nanos / SLOTS as u64).max(1),
             origin: Instant::now(),
-            inner: Mutex::new(Buckets {
-                hosts: HashMap::default(),
+            global: Arc::new(Cell::new(None)),
+            hosts: Mutex::new(Hosts {
+                map: HashMap::default(),
                 len: 0,
-                global: Bucket::default(),
             }),
+            generation: AtomicU64::new(0),
         })
     }
+}
+
+/// Numbers budgets for the per-thread cache; 0 is never given out.
+static NEXT_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The last budget cell this thread deposited into, with the budget's number and the eviction
+/// generation it was found in: a run of requests to one host, through any service or clone,
+/// deposits without the map, its lock or the host's hash.
+struct Last {
+    budget: u64,
+    generation: u64,
+    cell: Arc<Cell>,
+}
+
+thread_local! {
+    static LAST: RefCell<Option<Last>> = const { RefCell::new(None) };
 }
 
 /// The shared, mutable side of a [`RetryBudget`].
 pub(crate) struct BudgetState {
     config: RetryBudget,
+    /// Tells budgets apart in the per-thread cache.
+    id: u64,
     deposit: u64,
     floor: u64,
     slot_nanos: u64,
     origin: Instant,
-    inner: Mutex<Buckets>,
+    /// The one budget when not per host.
+    global: Arc<Cell>,
+    hosts: Mutex<Hosts>,
+    /// Bumped whenever an eviction ran: a cell found while it is unchanged is still the map's.
+    generation: AtomicU64,
 }
 
-struct Buckets {
+struct Hosts {
     /// Host hash to the hosts with that hash (almost always one).
-    hosts: HashMap<u64, Vec<(HostKey, Bucket)>, BuildHasherDefault<PassHasher>>,
+    map: HashMap<u64, Vec<Arc<Cell>>, BuildHasherDefault<PassHasher>>,
     /// How many hosts in all.
     len: usize,
-    global: Bucket,
+}
+
+/// One budget's counters: ten slots, each tagged with the epoch it counts.
+///
+/// A deposit into the current slot is one relaxed add and takes no lock. Moving a slot to a
+/// new epoch, withdrawals and refunds take the cell's lock, so a withdrawal's check and take
+/// are one step. A deposit that races the move of its slot to a later epoch may be counted in
+/// that epoch: it stays in the window less than one window longer.
+struct Cell {
+    /// The host; `None` for the shared budget.
+    key: Option<HostKey>,
+    slots: [Slot; SLOTS],
+    lock: Mutex<()>,
+}
+
+#[derive(Default)]
+struct Slot {
+    /// The epoch counted; zero counts are the same for any epoch, so a fresh slot says 0.
+    epoch: AtomicU64,
+    deposits: AtomicU64,
+    withdrawals: AtomicU64,
 }
 
 /// A multiply-rotate hash (as in rustc's FxHash) over the host's text, a word at a time: host
@@ -179,51 +225,102 @@ impl Hasher for PassHasher {
     }
 }
 
-#[derive(Default, Clone, Copy)]
-struct Slot {
-    deposits: u64,
-    withdrawals: u64,
-}
+// === impl Cell ===
 
-#[derive(Default)]
-struct Bucket {
-    slots: [Slot; SLOTS],
-    deposits: u64,
-    withdrawals: u64,
-    /// The latest slot epoch this bucket was moved to.
-    head: u64,
-}
-
-// === impl Bucket ===
-
-impl Bucket {
-    /// Expires the slots that left the window by `now`.
-    fn advance(&mut self, now: u64) {
-        if now <= self.head {
-            return;
+impl Cell {
+    fn new(key: Option<HostKey>) -> Self {
+        Self {
+            key,
+            slots: Default::default(),
+            lock: Mutex::new(()),
         }
-        if now - self.head >= SLOTS as u64 {
-            *self = Self {
-                head: now,
-                ..Self::default()
-            };
-            return;
-        }
-        for epoch in self.head + 1..=now {
-            let slot = &mut self.slots[(epoch % SLOTS as u64) as usize];
-            self.deposits -= slot.deposits;
-            self.withdrawals -= slot.withdrawals;
-            *slot = Slot::default();
-        }
-        self.head = now;
     }
 
-    fn slot(&mut self, epoch: u64) -> &mut Slot {
-        &mut self.slots[(epoch % SLOTS as u64) as usize]
+    fn lock(&self) -> MutexGuard<'_, ()> {
+        // Counters only; a panic elsewhere leaves them usable.
+        self.lock.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    fn slot(&self, epoch: u64) -> &Slot {
+        &self.slots[(epoch % SLOTS as u64) as usize]
+    }
+
+    /// Makes `slot` count `epoch`, emptying what it counted before; with the lock held. False
+    /// when it counts a later epoch already: `epoch` has left the window.
+    fn roll(slot: &Slot, epoch: u64) -> bool {
+        let current = slot.epoch.load(Ordering::Acquire);
+        if current >= epoch {
+            return current == epoch;
+        }
+        slot.deposits.store(0, Ordering::Relaxed);
+        slot.withdrawals.store(0, Ordering::Relaxed);
+        slot.epoch.store(epoch, Ordering::Release);
+        true
+    }
+
+    #[inline]
+    fn deposit(&self, epoch: u64, amount: u64) {
+        let slot = self.slot(epoch);
+        if slot.epoch.load(Ordering::Acquire) != epoch {
+            let _guard = self.lock();
+            if !Self::roll(slot, epoch) {
+                return;
+            }
+        }
+        slot.deposits.fetch_add(amount, Ordering::Relaxed);
+    }
+
+    /// Deposits and withdrawals over the window that ends at `epoch`.
+    fn totals(&self, epoch: u64) -> (u128, u128) {
+        let (mut deposits, mut withdrawals) = (0u128, 0u128);
+        for slot in &self.slots {
+            let at = slot.epoch.load(Ordering::Acquire);
+            if at <= epoch && epoch - at < SLOTS as u64 {
+                deposits += u128::from(slot.deposits.load(Ordering::Relaxed));
+                withdrawals += u128::from(slot.withdrawals.load(Ordering::Relaxed));
+            }
+        }
+        (deposits, withdrawals)
+    }
+
+    /// Takes one retry if `floor` plus the window's deposits cover it.
+    fn withdraw(&self, epoch: u64, floor: u64) -> bool {
+        let _guard = self.lock();
+        let (have, owe) = self.totals(epoch);
+        if u128::from(floor) + have < owe + u128::from(UNIT) {
+            return false;
+        }
+        let slot = self.slot(epoch);
+        if !Self::roll(slot, epoch) {
+            return false;
+        }
+        slot.withdrawals.fetch_add(UNIT, Ordering::Relaxed);
+        true
+    }
+
+    /// Gives back a retry taken at `epoch`, if its slot still counts it.
+    fn refund(&self, epoch: u64) {
+        let _guard = self.lock();
+        let slot = self.slot(epoch);
+        if slot.epoch.load(Ordering::Acquire) == epoch
+            && slot.withdrawals.load(Ordering::Relaxed) >= UNIT
+        {
+            slot.withdrawals.fetch_sub(UNIT, Ordering::Relaxed);
+        }
+    }
+
+    /// The latest epoch counted.
+    fn last_epoch(&self) -> u64 {
+        self.slots
+            .iter()
+            .map(|s| s.epoch.load(Ordering::Relaxed))
+            .max()
+            .unwrap_or(0)
+    }
+
+    /// Nothing left in the window: the same as a fresh cell.
     fn is_idle(&self, now: u64) -> bool {
-        now.saturating_sub(self.head) >= SLOTS as u64
+        now.saturating_sub(self.last_epoch()) >= SLOTS as u64
     }
 }
 
@@ -239,43 +336,31 @@ impl BudgetState {
         nanos / self.slot_nanos
     }
 
-    fn lock(&self) -> MutexGuard<'_, Buckets> {
-        // Counters only; a panic elsewhere leaves them usable.
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// Runs `f` on the bucket of the request's host, creating it if needed. Returns the host's
-    /// hash too (0 for the shared budget).
-    fn with_bucket<R>(
-        &self,
-        uri: &Uri,
-        headers: &HeaderMap,
-        now: u64,
-        f: impl FnOnce(&mut Bucket) -> R,
-    ) -> (u64, R) {
-        let mut guard = self.lock();
-        let buckets = &mut *guard;
+    /// The cell of the request's host, made if needed.
+    fn cell(&self, uri: &Uri, headers: &HeaderMap, now: u64) -> Arc<Cell> {
         if !self.config.per_host {
-            buckets.global.advance(now);
-            return (0, f(&mut buckets.global));
+            return self.global.clone();
         }
+        let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
         with_view(uri, headers, |view| {
             let hash = view.hash();
-            if let Some(list) = buckets.hosts.get_mut(&hash)
-                && let Some((_, bucket)) = list.iter_mut().find(|(k, _)| view.matches(k))
+            if let Some(list) = hosts.map.get(&hash)
+                && let Some(cell) = list
+                    .iter()
+                    .find(|c| c.key.as_ref().is_some_and(|k| view.matches(k)))
             {
-                bucket.advance(now);
-                return (hash, f(bucket));
+                return cell.clone();
             }
-            if buckets.len >= self.config.max_hosts {
-                buckets.evict(now, self.config.max_hosts);
+            if hosts.len >= self.config.max_hosts {
+                hosts.evict(now, self.config.max_hosts);
+                // Under the map's lock: a lookup that found an evicted cell read the
+                // generation before this.
+                self.generation.fetch_add(1, Ordering::Release);
             }
-            buckets.len += 1;
-            let list = buckets.hosts.entry(hash).or_default();
-            list.push((HostKey::from_parts(uri, headers), Bucket::default()));
-            let bucket = &mut list.last_mut().expect("pushed above").1;
-            bucket.advance(now);
-            (hash, f(bucket))
+            hosts.len += 1;
+            let cell = Arc::new(Cell::new(Some(HostKey::from_parts(uri, headers))));
+            hosts.map.entry(hash).or_default().push(cell.clone());
+            cell
         })
     }
 
@@ -283,102 +368,95 @@ impl BudgetState {
     pub(crate) fn deposit(&self, uri: &Uri, headers: &HeaderMap, now: Instant) {
         let epoch = self.epoch(now);
         let amount = self.deposit;
-        self.with_bucket(uri, headers, epoch, |b| {
-            b.deposits = b.deposits.saturating_add(amount);
-            let slot = b.slot(epoch);
-            slot.deposits = slot.deposits.saturating_add(amount);
+        if !self.config.per_host {
+            self.global.deposit(epoch, amount);
+            return;
+        }
+        // Read before the lookup: an eviction that removes what the lookup finds bumps it after.
+        let generation = self.generation.load(Ordering::Acquire);
+        let cached = LAST.try_with(|last| match &*last.borrow() {
+            Some(l)
+                if l.budget == self.id
+                    && l.generation == generation
+                    && l.cell
+                        .key
+                        .as_ref()
+                        .is_some_and(|k| with_view(uri, headers, |v| v.matches(k))) =>
+            {
+                l.cell.deposit(epoch, amount);
+                true
+            }
+            _ => false,
+        });
+        if cached == Ok(true) {
+            return;
+        }
+        let cell = self.cell(uri, headers, epoch);
+        cell.deposit(epoch, amount);
+        // A thread being torn down keeps no cache.
+        let _ = LAST.try_with(|last| {
+            last.replace(Some(Last {
+                budget: self.id,
+                generation,
+                cell,
+            }))
         });
     }
 
     /// Takes one retry if the budget allows it; dropping the returned guard without
     /// [`Withdrawal::commit`] gives it back.
     pub(crate) fn withdraw(
-        self: &Arc<Self>,
+        &self,
         uri: &Uri,
         headers: &HeaderMap,
         now: Instant,
     ) -> Option<Withdrawal> {
         let epoch = self.epoch(now);
-        let floor = self.floor;
-        let (hash, ok) = self.with_bucket(uri, headers, epoch, |b| {
-            let have = u128::from(floor) + u128::from(b.deposits);
-            let owe = u128::from(b.withdrawals) + u128::from(UNIT);
-            if have >= owe {
-                b.withdrawals += UNIT;
-                b.slot(epoch).withdrawals += UNIT;
-                true
-            } else {
-                false
-            }
-        });
-        ok.then(|| Withdrawal {
-            budget: self.clone(),
-            hash,
-            host: HostKey::from_parts(uri, headers),
+        let cell = self.cell(uri, headers, epoch);
+        // Not `then_some`: a guard made for nothing would refund on drop.
+        if !cell.withdraw(epoch, self.floor) {
+            return None;
+        }
+        Some(Withdrawal {
+            cell,
             epoch,
             committed: false,
         })
     }
 
-    fn refund(&self, hash: u64, host: &HostKey, epoch: u64) {
-        let now = self.epoch(Instant::now());
-        let mut guard = self.lock();
-        let buckets = &mut *guard;
-        let bucket = if self.config.per_host {
-            let found = buckets
-                .hosts
-                .get_mut(&hash)
-                .and_then(|list| list.iter_mut().find(|(k, _)| k == host));
-            match found {
-                Some((_, b)) => b,
-                None => return,
-            }
-        } else {
-            &mut buckets.global
-        };
-        bucket.advance(now);
-        if now.saturating_sub(epoch) < SLOTS as u64 {
-            let slot = bucket.slot(epoch);
-            if slot.withdrawals >= UNIT {
-                slot.withdrawals -= UNIT;
-                bucket.withdrawals -= UNIT;
-            }
-        }
-    }
-
     /// How many hosts are tracked.
     #[cfg(test)]
     fn hosts(&self) -> usize {
-        self.lock().len
+        self.hosts.lock().unwrap_or_else(|p| p.into_inner()).len
     }
 }
 
-// === impl Buckets ===
+// === impl Hosts ===
 
-impl Buckets {
+impl Hosts {
     /// Makes room for one more host: idle hosts first, then the least recently used.
     fn evict(&mut self, now: u64, max: usize) {
-        // An idle host's bucket is the same as a fresh one: dropping it loses nothing.
-        self.hosts.retain(|_, list| {
-            list.retain(|(_, b)| !b.is_idle(now));
+        // An idle host's cell is the same as a fresh one: dropping it loses nothing.
+        self.map.retain(|_, list| {
+            list.retain(|c| !c.is_idle(now));
             !list.is_empty()
         });
-        self.len = self.hosts.values().map(Vec::len).sum();
+        self.len = self.map.values().map(Vec::len).sum();
         if self.len >= max {
             let oldest = self
-                .hosts
+                .map
                 .iter()
                 .flat_map(|(h, list)| {
                     list.iter()
                         .enumerate()
-                        .map(move |(i, (_, b))| (b.head, *h, i))
+                        .map(move |(i, c)| (c.last_epoch(), *h, i))
                 })
                 .min();
             if let Some((_, hash, i)) = oldest {
-                if let Some(list) = self.hosts.get_mut(&hash) {
+                if let Some(list) = self.map.get_mut(&hash) {
                     list.swap_remove(i);
                     if list.is_empty() {
-                        self.hosts.remove(&hash);
+                        self.map.remove(&hash);
                     }
                 }
                 self.len -= 1;
@@ -472,9 +550,7 @@ impl fmt::Debug for BudgetState {
 
 /// A retry taken from the budget; given back on drop unless the retry was sent.
 pub(crate) struct Withdrawal {
-    budget: Arc<BudgetState>,
-    hash: u64,
-    host: HostKey,
+    cell: Arc<Cell>,
     epoch: u64,
     committed: bool,
 }
@@ -489,7 +565,7 @@ impl Withdrawal {
 impl Drop for Withdrawal {
     fn drop(&mut self) {
         if !self.committed {
-            self.budget.refund(self.hash, &self.host, self.epoch);
+            self.cell.refund(self.epoch);
         }
     }
 }
@@ -497,7 +573,7 @@ impl Drop for Withdrawal {
 impl fmt::Debug for Withdrawal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Withdrawal")
-            .field("host", &self.host)
+            .field("host", &self.cell.key)
             .field("epoch", &self.epoch)
             .finish_non_exhaustive()
     }
@@ -609,6 +685,47 @@ mod tests {
             .unwrap()
             .commit();
         assert_eq!(b.hosts(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deposit_after_an_eviction_reaches_the_hosts_new_cell() {
+        let b = RetryBudget::new().ratio(1.0).floor(0).max_hosts(1).build();
+        let now = Instant::now();
+        // This thread now keeps "a"'s cell; making "b" evicts it.
+        b.deposit_(&host("a"), now);
+        assert!(b.withdraw_(&host("b"), now).is_none());
+        assert_eq!(b.hosts(), 1);
+        b.deposit_(&host("a"), now);
+        b.withdraw_(&host("a"), now)
+            .expect("the deposit went to the cell in the map")
+            .commit();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn budgets_on_one_thread_keep_their_deposits_apart() {
+        let one = RetryBudget::new().ratio(1.0).floor(0).build();
+        let two = RetryBudget::new().ratio(1.0).floor(0).build();
+        let (a, now) = (host("a"), Instant::now());
+        one.deposit_(&a, now);
+        two.deposit_(&a, now);
+        two.deposit_(&a, now);
+        one.withdraw_(&a, now).unwrap().commit();
+        assert!(one.withdraw_(&a, now).is_none(), "one deposit, one retry");
+        two.withdraw_(&a, now).unwrap().commit();
+        two.withdraw_(&a, now).unwrap().commit();
+        assert!(two.withdraw_(&a, now).is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_deposit_into_a_new_slot_clears_what_it_held() {
+        let b = RetryBudget::new().ratio(1.0).floor(0).build();
+        let a = host("a");
+        b.deposit_(&a, Instant::now());
+        // Same slot, one window later: the old deposit has left.
+        tokio::time::advance(Duration::from_secs(10)).await;
+        b.deposit_(&a, Instant::now());
+        b.withdraw_(&a, Instant::now()).unwrap().commit();
+        assert!(b.withdraw_(&a, Instant::now()).is_none());
     }
 
     proptest! {
