@@ -64,6 +64,7 @@ where
 {
     type Output = Result<http::Response<B>, BoxError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         match this.kind.project() {
@@ -75,7 +76,7 @@ where
             }
             KindProj::Called { fut } => {
                 let result = ready!(fut.poll(cx)).map_err(Into::into);
-                if let Some(guard) = this.guard.take() {
+                if let Some(guard) = this.guard {
                     guard.finish(&result);
                 }
                 Poll::Ready(result)
@@ -88,8 +89,8 @@ impl<F, K: BreakerKey> fmt::Debug for ResponseFuture<F, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match (&self.kind, &self.guard) {
             (Kind::Rejected { .. }, _) => "rejected",
-            (Kind::Called { .. }, Some(_)) => "called",
-            (Kind::Called { .. }, None) => "done",
+            (Kind::Called { .. }, Some(g)) if g.ticket.is_some() => "called",
+            (Kind::Called { .. }, _) => "done",
         };
         f.debug_struct("ResponseFuture")
             .field("state", &state)
@@ -103,43 +104,49 @@ impl<F, K: BreakerKey> fmt::Debug for ResponseFuture<F, K> {
 /// nothing and gives a trial permit back.
 pub(crate) struct Guard<K: BreakerKey> {
     breaker: Arc<Breaker<K>>,
-    ticket: Ticket,
+    /// `None` once the outcome is reported.
+    ticket: Option<Ticket>,
     start: Option<Instant>,
-    done: bool,
 }
 
 impl<K: BreakerKey> Guard<K> {
+    #[inline]
     pub(crate) fn new(breaker: Arc<Breaker<K>>, ticket: Ticket, start: Option<Instant>) -> Self {
         Self {
             breaker,
-            ticket,
+            ticket: Some(ticket),
             start,
-            done: false,
         }
     }
 
     #[inline]
-    fn finish<B>(mut self, result: &Result<http::Response<B>, BoxError>) {
+    fn finish<B>(&mut self, result: &Result<http::Response<B>, BoxError>) {
+        let Some(ticket) = self.ticket.take() else {
+            return;
+        };
         let config = &self.breaker.core.config;
         let outcome = match result {
             Ok(res) if config.failure_statuses.contains(res.status()) => Outcome::Failure,
-            Ok(_) => match (config.slow_call, self.start) {
-                (Some(limit), Some(start)) if start.elapsed() > limit => Outcome::Failure,
+            // `start` is set only when a slow-call threshold is: no clock read otherwise.
+            Ok(_) => match self.start {
+                Some(start) if config.slow_call.is_some_and(|l| start.elapsed() > l) => {
+                    Outcome::Failure
+                }
                 _ => Outcome::Success,
             },
             // Our own refusals from below say nothing about the host.
             Err(e) if classify_error(&**e) == FailureKind::Local => Outcome::Neither,
             Err(_) => Outcome::Failure,
         };
-        self.done = true;
-        self.breaker.record(self.ticket, outcome);
+        self.breaker.record(ticket, outcome);
     }
 }
 
 impl<K: BreakerKey> Drop for Guard<K> {
+    #[inline]
     fn drop(&mut self) {
-        if !self.done {
-            self.breaker.record(self.ticket, Outcome::Neither);
+        if let Some(ticket) = self.ticket.take() {
+            self.breaker.record(ticket, Outcome::Neither);
         }
     }
 }

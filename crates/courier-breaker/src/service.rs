@@ -78,20 +78,26 @@ impl<S, M: MakeKey> CircuitBreaker<S, M> {
         }
         // Read before the lookup: an eviction that removes what the lookup finds bumps it after.
         let generation = self.shared.generation();
-        let key = match &self.last {
-            Some((g, b)) if *g == generation => match self.make_key.is_key(req, &b.key) {
-                Some(true) => return b.clone(),
-                Some(false) => self.make_key.make_key(req),
-                None => {
-                    let key = self.make_key.make_key(req);
-                    if key == b.key {
-                        return b.clone();
-                    }
-                    key
-                }
-            },
-            _ => self.make_key.make_key(req),
-        };
+        if let Some((g, b)) = &self.last
+            && *g == generation
+            && self.make_key.is_key(req, &b.key) == Some(true)
+        {
+            return b.clone();
+        }
+        self.lookup(req, generation)
+    }
+
+    /// The breaker of `req` from the shared map, kept for the next call.
+    #[cold]
+    #[inline(never)]
+    fn lookup(&mut self, req: &RequestParts<'_>, generation: u64) -> Arc<Breaker<M::Key>> {
+        let key = self.make_key.make_key(req);
+        if let Some((g, b)) = &self.last
+            && *g == generation
+            && key == b.key
+        {
+            return b.clone();
+        }
         let breaker = self.shared.breaker(key);
         self.last = Some((generation, breaker.clone()));
         breaker
@@ -134,6 +140,7 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
+    #[inline]
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
         let breaker = self.breaker_for(&RequestParts::new(&req));
         match breaker.admit() {

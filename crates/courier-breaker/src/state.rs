@@ -221,6 +221,7 @@ impl Machine {
     }
 
     /// The current word.
+    #[inline]
     pub(crate) fn load(&self) -> Word {
         Word(self.word.load(Ordering::Acquire))
     }
