@@ -381,7 +381,7 @@ impl BudgetState {
                     && l.cell
                         .key
                         .as_ref()
-                        .is_some_and(|k| with_view(uri, headers, |v| v.matches(k))) =>
+                        .is_some_and(|k| is_host(uri, headers, k)) =>
             {
                 l.cell.deposit(epoch, amount);
                 true
@@ -498,6 +498,16 @@ fn with_view<R>(uri: &Uri, headers: &HeaderMap, f: impl FnOnce(HostView<'_>) -> 
         scheme,
         authority: fallback.as_ref().map_or("", Authority::as_str),
     })
+}
+
+/// Whether the request's host is `key`: scheme and authority compared in place (bytes first,
+/// then ignoring ASCII case) when the URI has an authority.
+#[inline]
+fn is_host(uri: &Uri, headers: &HeaderMap, key: &HostKey) -> bool {
+    match (uri.authority(), key.authority()) {
+        (Some(a), Some(k)) => (a.as_str() == k.as_str() || a == k) && uri.scheme() == key.scheme(),
+        _ => with_view(uri, headers, |v| v.matches(key)),
+    }
 }
 
 impl HostView<'_> {
@@ -699,6 +709,31 @@ mod tests {
         b.withdraw_(&host("a"), now)
             .expect("the deposit went to the cell in the map")
             .commit();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_cached_cell_is_told_apart_by_scheme_and_port_not_case() {
+        let b = RetryBudget::new().ratio(1.0).floor(0).build();
+        let now = Instant::now();
+        let uri = |s: &str| s.parse::<Uri>().unwrap();
+        for u in [
+            "http://a.example/",
+            "http://A.Example/x",
+            "https://a.example/",
+            "http://a.example:8080/",
+        ] {
+            b.deposit_(&uri(u), now);
+        }
+        for (u, retries) in [
+            ("http://a.example/", 2),
+            ("https://a.example/", 1),
+            ("http://a.example:8080/", 1),
+        ] {
+            for _ in 0..retries {
+                b.withdraw_(&uri(u), now).expect(u).commit();
+            }
+            assert!(b.withdraw_(&uri(u), now).is_none(), "{u}");
+        }
     }
 
     #[tokio::test(start_paused = true)]
