@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-use tokio::time::Instant;
+use std::time::Duration;
 
 pin_project! {
     /// The response future of [`CircuitBreaker`](crate::CircuitBreaker): the inner call, or
@@ -106,16 +106,24 @@ pub(crate) struct Guard<K: BreakerKey> {
     breaker: Arc<Breaker<K>>,
     /// `None` once the outcome is reported.
     ticket: Option<Ticket>,
-    start: Option<Instant>,
+    /// When the call started, in milliseconds since the breaker's base instant, wrapping;
+    /// taken only when a slow-call threshold is set. Four bytes keep the guard at two words,
+    /// so a response future is no larger than it must be.
+    start_ms: u32,
 }
 
 impl<K: BreakerKey> Guard<K> {
     #[inline]
-    pub(crate) fn new(breaker: Arc<Breaker<K>>, ticket: Ticket, start: Option<Instant>) -> Self {
+    pub(crate) fn new(breaker: Arc<Breaker<K>>, ticket: Ticket) -> Self {
+        // Truncating wraps: a call shorter than 49 days still measures right.
+        let start_ms = match breaker.core.config.slow_call {
+            Some(_) => breaker.core.now_ms() as u32,
+            None => 0,
+        };
         Self {
             breaker,
             ticket: Some(ticket),
-            start,
+            start_ms,
         }
     }
 
@@ -127,11 +135,9 @@ impl<K: BreakerKey> Guard<K> {
         let config = &self.breaker.core.config;
         let outcome = match result {
             Ok(res) if config.failure_statuses.contains(res.status()) => Outcome::Failure,
-            // `start` is set only when a slow-call threshold is: no clock read otherwise.
-            Ok(_) => match self.start {
-                Some(start) if config.slow_call.is_some_and(|l| start.elapsed() > l) => {
-                    Outcome::Failure
-                }
+            // The clock is read only when a slow-call threshold is set.
+            Ok(_) => match config.slow_call {
+                Some(limit) if self.is_slow(limit) => Outcome::Failure,
                 _ => Outcome::Success,
             },
             // Our own refusals from below say nothing about the host.
@@ -139,6 +145,12 @@ impl<K: BreakerKey> Guard<K> {
             Err(_) => Outcome::Failure,
         };
         self.breaker.record(ticket, outcome);
+    }
+
+    #[cold]
+    fn is_slow(&self, limit: Duration) -> bool {
+        let elapsed = (self.breaker.core.now_ms() as u32).wrapping_sub(self.start_ms);
+        u128::from(elapsed) > limit.as_millis()
     }
 }
 

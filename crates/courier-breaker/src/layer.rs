@@ -117,7 +117,8 @@ impl<M: MakeKey> CircuitBreakerLayer<M> {
     }
 
     /// Counts a call whose response headers took longer than `limit` as a failure, whatever
-    /// its status. Costs a clock read at the start and end of every call.
+    /// its status. Measured in whole milliseconds; costs a clock read at the start and end of
+    /// every call.
     ///
     /// Defaults to off.
     pub fn slow_call_threshold(self, limit: Duration) -> Self {

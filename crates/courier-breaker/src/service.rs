@@ -9,7 +9,6 @@ use courier_core::BoxError;
 use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use tokio::time::Instant;
 use tower_service::Service;
 
 /// Fails calls at once while their key's circuit is open, without calling the inner service.
@@ -145,10 +144,9 @@ where
         let breaker = self.breaker_for(&RequestParts::new(&req));
         match breaker.admit() {
             Ok(ticket) => {
-                let start = breaker.core.config.slow_call.map(|_| Instant::now());
                 // The guard exists before the call, so even a panicking inner service gives a
                 // trial permit back.
-                let guard = Guard::new(breaker, ticket, start);
+                let guard = Guard::new(breaker, ticket);
                 let fut = self.inner.call(req);
                 ResponseFuture::called(fut, guard)
             }

@@ -444,6 +444,20 @@ async fn local_refusals_from_below_count_as_neither() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_slow_call_is_one_that_takes_longer_than_the_threshold_to_the_millisecond() {
+    let layer = CircuitBreakerLayer::new()
+        .consecutive_failures(nz(1))
+        .slow_call_threshold(Duration::from_millis(100));
+    let (svc, up, handle) = setup(layer);
+    up.push(Step::Slow(Duration::from_millis(100)), 1);
+    send(&svc, "a").await.unwrap();
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    up.push(Step::Slow(Duration::from_millis(101)), 1);
+    send(&svc, "a").await.unwrap();
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+}
+
+#[tokio::test(start_paused = true)]
 async fn slow_calls_count_as_failures_when_asked() {
     let layer = CircuitBreakerLayer::new()
         .consecutive_failures(nz(3))
