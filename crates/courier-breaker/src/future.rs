@@ -133,6 +133,21 @@ impl<K: BreakerKey> Guard<K> {
             return;
         };
         let config = &self.breaker.core.config;
+        // The usual case inline: a success, with no slow-call threshold to check.
+        if let Ok(res) = result
+            && config.slow_call.is_none()
+            && !config.failure_statuses.contains(res.status())
+        {
+            self.breaker.record(ticket, Outcome::Success);
+            return;
+        }
+        self.finish_slow(ticket, result);
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn finish_slow<B>(&self, ticket: Ticket, result: &Result<http::Response<B>, BoxError>) {
+        let config = &self.breaker.core.config;
         let outcome = match result {
             Ok(res) if config.failure_statuses.contains(res.status()) => Outcome::Failure,
             // The clock is read only when a slow-call threshold is set.
