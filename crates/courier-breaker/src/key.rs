@@ -95,11 +95,8 @@ impl MakeKey for ByHost {
         let same_authority = key
             .authority()
             .is_some_and(|a| a.as_str() == authority.as_str() || a == authority);
-        let same_scheme = match (key.scheme(), req.uri.scheme()) {
-            (Some(a), Some(b)) => a.as_str() == b.as_str() || a == b,
-            (a, b) => a == b,
-        };
-        Some(same_authority && same_scheme)
+        // Scheme equality ignores case; the standard ones compare as a tag, not as text.
+        Some(same_authority && key.scheme() == req.uri.scheme())
     }
 }
 
