@@ -36,7 +36,7 @@ bare=""
     b=$1 mb=$2
     per=$(( (b - a) / extra ))
     if [ -z "$bare" ]; then bare=$per; fi
-    allocs=$(awk -v a="$ma" -v b="$mb" -v n="$extra" 'BEGIN { printf "%.1f", (b - a) / n }')
+    allocs=$(awk -v a="$ma" -v b="$mb" -v n="$extra" 'BEGIN { x = (b - a) / n; if (x < 0.05) x = 0; printf "%.1f", x }')
     echo "| $name | $per | $((per - bare)) | $allocs |"
 done
 
