@@ -575,8 +575,35 @@ mod capture {
     use tracing::field::{Field, Visit};
     use tracing::{Event, Metadata, Subscriber, span};
 
-    /// Records every event as `name=value` text.
-    pub(super) struct Capture(pub(super) Arc<Mutex<Vec<String>>>);
+    /// The test binary's one global subscriber: it records each event as `name=value` text into
+    /// the sink of the thread that emitted it. Global rather than `set_default` per test, so
+    /// tracing's per-callsite interest cache cannot go stale while other tests come and go.
+    struct Capture;
+
+    thread_local! {
+        static SINK: std::cell::RefCell<Option<Arc<Mutex<Vec<String>>>>> =
+            const { std::cell::RefCell::new(None) };
+    }
+
+    /// Stops capturing on this thread when dropped.
+    pub(super) struct Guard(());
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            SINK.with(|sink| *sink.borrow_mut() = None);
+        }
+    }
+
+    /// Captures this thread's events into `events` while the guard lives.
+    pub(super) fn capture(events: Arc<Mutex<Vec<String>>>) -> Guard {
+        static INSTALL: std::sync::Once = std::sync::Once::new();
+        INSTALL.call_once(|| {
+            tracing::subscriber::set_global_default(Capture)
+                .expect("this test binary installs no other global subscriber");
+        });
+        SINK.with(|sink| *sink.borrow_mut() = Some(events));
+        Guard(())
+    }
 
     struct Text(String);
 
@@ -596,9 +623,13 @@ mod capture {
         fn record(&self, _: &span::Id, _: &span::Record<'_>) {}
         fn record_follows_from(&self, _: &span::Id, _: &span::Id) {}
         fn event(&self, event: &Event<'_>) {
-            let mut text = Text(String::new());
-            event.record(&mut text);
-            self.0.lock().unwrap().push(text.0);
+            SINK.with(|sink| {
+                if let Some(events) = &*sink.borrow() {
+                    let mut text = Text(String::new());
+                    event.record(&mut text);
+                    events.lock().unwrap().push(text.0);
+                }
+            });
         }
         fn enter(&self, _: &span::Id) {}
         fn exit(&self, _: &span::Id) {}
@@ -608,7 +639,7 @@ mod capture {
 #[tokio::test(start_paused = true)]
 async fn long_waits_and_parks_are_logged_with_host_until_and_why() {
     let events = Arc::new(Mutex::new(Vec::new()));
-    let _guard = tracing::subscriber::set_default(capture::Capture(events.clone()));
+    let _guard = capture::capture(events.clone());
     let up = Upstream::new();
     up.plan("p", vec![step(429, &[("retry-after", "5")])]);
     let svc = layer(1.0, 1).log_waits_over(secs(0.5)).layer(up.clone());

@@ -149,7 +149,14 @@ pub fn assert_waited(gap: Duration, wait: Duration) {
 /// Events on target `courier::retry`, as field maps.
 pub type Events = Arc<Mutex<Vec<BTreeMap<String, String>>>>;
 
-struct Capture(Events);
+/// The one global subscriber of a test binary: it hands each event to the sink of the thread
+/// that emitted it. A global subscriber (rather than `set_default` per test) keeps tracing's
+/// per-callsite interest cache from going stale while tests on other threads come and go.
+struct Capture;
+
+thread_local! {
+    static SINK: std::cell::RefCell<Option<Events>> = const { std::cell::RefCell::new(None) };
+}
 
 struct Fields<'a>(&'a mut BTreeMap<String, String>);
 
@@ -167,21 +174,40 @@ impl tracing::field::Visit for Fields<'_> {
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for Capture {
     fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
-        if event.metadata().target() == "courier::retry" {
-            let mut map = BTreeMap::new();
-            map.insert("level".to_owned(), event.metadata().level().to_string());
-            event.record(&mut Fields(&mut map));
-            self.0.lock().unwrap().push(map);
+        if event.metadata().target() != "courier::retry" {
+            return;
         }
+        SINK.with(|sink| {
+            if let Some(events) = &*sink.borrow() {
+                let mut map = BTreeMap::new();
+                map.insert("level".to_owned(), event.metadata().level().to_string());
+                event.record(&mut Fields(&mut map));
+                events.lock().unwrap().push(map);
+            }
+        });
+    }
+}
+
+/// Stops capturing on this thread when dropped.
+pub struct CaptureGuard(());
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        SINK.with(|sink| *sink.borrow_mut() = None);
     }
 }
 
 /// Captures this thread's `courier::retry` events while the guard lives.
-pub fn capture() -> (tracing::subscriber::DefaultGuard, Events) {
+pub fn capture() -> (CaptureGuard, Events) {
     use tracing_subscriber::layer::SubscriberExt;
+    static INSTALL: std::sync::Once = std::sync::Once::new();
+    INSTALL.call_once(|| {
+        tracing::subscriber::set_global_default(tracing_subscriber::registry().with(Capture))
+            .expect("this test binary installs no other global subscriber");
+    });
     let events = Events::default();
-    let subscriber = tracing_subscriber::registry().with(Capture(events.clone()));
-    (tracing::subscriber::set_default(subscriber), events)
+    SINK.with(|sink| *sink.borrow_mut() = Some(events.clone()));
+    (CaptureGuard(()), events)
 }
 
 pub fn get(uri: &str) -> Request<String> {
