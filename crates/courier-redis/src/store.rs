@@ -538,14 +538,22 @@ mod tests {
     struct Logs(Arc<Mutex<Vec<u8>>>);
 
     impl Logs {
-        fn install(&self) -> tracing::subscriber::DefaultGuard {
-            let logs = self.clone();
-            let subscriber = tracing_subscriber::fmt()
-                .with_ansi(false)
-                .with_max_level(tracing::Level::INFO)
-                .with_writer(move || logs.clone())
-                .finish();
-            tracing::subscriber::set_default(subscriber)
+        /// Sends this thread's events here while the guard lives. The subscriber is global (one
+        /// per test binary) and hands each line to the emitting thread's sink, so tracing's
+        /// per-callsite interest cache cannot go stale while tests on other threads come and go.
+        fn install(&self) -> LogsGuard {
+            static INSTALL: std::sync::Once = std::sync::Once::new();
+            INSTALL.call_once(|| {
+                let subscriber = tracing_subscriber::fmt()
+                    .with_ansi(false)
+                    .with_max_level(tracing::Level::INFO)
+                    .with_writer(|| ThreadSink)
+                    .finish();
+                tracing::subscriber::set_global_default(subscriber)
+                    .expect("this test binary installs no other global subscriber");
+            });
+            SINK.with(|sink| *sink.borrow_mut() = Some(self.clone()));
+            LogsGuard(())
         }
 
         fn count(&self, needle: &str) -> usize {
@@ -554,9 +562,29 @@ mod tests {
         }
     }
 
-    impl std::io::Write for Logs {
+    thread_local! {
+        static SINK: std::cell::RefCell<Option<Logs>> = const { std::cell::RefCell::new(None) };
+    }
+
+    /// Stops collecting this thread's events when dropped.
+    struct LogsGuard(());
+
+    impl Drop for LogsGuard {
+        fn drop(&mut self) {
+            SINK.with(|sink| *sink.borrow_mut() = None);
+        }
+    }
+
+    /// The global subscriber's writer: appends to the emitting thread's [`Logs`], if any.
+    struct ThreadSink;
+
+    impl std::io::Write for ThreadSink {
         fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().unwrap().extend_from_slice(buf);
+            SINK.with(|sink| {
+                if let Some(logs) = &*sink.borrow() {
+                    logs.0.lock().unwrap().extend_from_slice(buf);
+                }
+            });
             Ok(buf.len())
         }
         fn flush(&mut self) -> std::io::Result<()> {
