@@ -2,12 +2,13 @@
 
 use http::uri::{Authority, Scheme};
 use std::fmt;
+use std::hash::{Hash, Hasher};
 
 /// Scheme and authority of a request: `https://api.example.com:8443`.
 ///
 /// Comparison and hashing ignore ASCII case, as URIs do for these parts. Building one from a
 /// request copies no bytes: `http`'s URI parts are reference counted.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct HostKey {
     scheme: Option<Scheme>,
     authority: Option<Authority>,
@@ -49,6 +50,32 @@ impl HostKey {
     }
 }
 
+impl Hash for HostKey {
+    /// Hashes the lowercased text a chunk at a time. `http`'s own `Hash` for `Authority` feeds
+    /// the hasher one byte per call, which makes hashing the largest part of a per-host lookup.
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        let scheme = self.scheme.as_ref().map(Scheme::as_str);
+        let authority = self.authority.as_ref().map(Authority::as_str);
+        state.write_u8(u8::from(scheme.is_some()) | (u8::from(authority.is_some()) << 1));
+        for part in [scheme, authority].into_iter().flatten() {
+            hash_lowercase(part.as_bytes(), state);
+        }
+    }
+}
+
+/// Feeds `bytes`, ASCII-lowercased, to `state` in chunks, then its length (so that two parts
+/// hashed one after the other cannot be confused with a different split of the same text).
+fn hash_lowercase<H: Hasher>(bytes: &[u8], state: &mut H) {
+    let mut buf = [0_u8; 64];
+    for chunk in bytes.chunks(buf.len()) {
+        let buf = &mut buf[..chunk.len()];
+        buf.copy_from_slice(chunk);
+        buf.make_ascii_lowercase();
+        state.write(buf);
+    }
+    state.write_usize(bytes.len());
+}
+
 impl fmt::Display for HostKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(s) = &self.scheme {
@@ -88,6 +115,38 @@ mod tests {
             .body(())
             .unwrap();
         assert_ne!(HostKey::from_request(&a), HostKey::from_request(&c));
+    }
+
+    fn hash_of(key: &HostKey) -> u64 {
+        use std::hash::BuildHasher;
+        std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .hash_one(key)
+    }
+
+    #[test]
+    fn equal_keys_hash_alike_whatever_the_case() {
+        let long = format!("{}.example:8443", "Sub".repeat(40));
+        for (a, b) in [
+            ("https://API.Example.com/a", "https://api.example.com/b"),
+            ("HTTPS://h.example/", "https://H.EXAMPLE/"),
+            (
+                &*format!("http://{long}/"),
+                &*format!("http://{}/", long.to_lowercase()),
+            ),
+        ] {
+            let a = HostKey::from_request(&http::Request::get(a).body(()).unwrap());
+            let b = HostKey::from_request(&http::Request::get(b).body(()).unwrap());
+            assert_eq!(a, b);
+            assert_eq!(hash_of(&a), hash_of(&b));
+        }
+        let plain =
+            HostKey::from_request(&http::Request::get("http://a.example/").body(()).unwrap());
+        let tls =
+            HostKey::from_request(&http::Request::get("https://a.example/").body(()).unwrap());
+        assert_ne!(hash_of(&plain), hash_of(&tls));
+        let none = HostKey::new(None, None);
+        let scheme_only = HostKey::new(Some(Scheme::HTTP), None);
+        assert_ne!(hash_of(&none), hash_of(&scheme_only));
     }
 
     #[test]
