@@ -5,7 +5,8 @@ use crate::key::KeyFn;
 use crate::layer::Shared;
 use crate::store::{Decision, Grant, RateLimitStore};
 use courier_core::{BoxError, CacheStatus, WaitSource};
-use http::{Request, Response};
+use http::header::RETRY_AFTER;
+use http::{HeaderMap, HeaderName, Request, Response};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -208,6 +209,9 @@ where
     let Some(hints) = &shared.config.hints else {
         return;
     };
+    if !may_hint(resp.headers()) {
+        return; // the usual answer: none of the fields a hint is read from
+    }
     if resp
         .extensions()
         .get::<CacheStatus>()
@@ -235,4 +239,109 @@ where
         status,
         "rate limit: host parked by the server"
     );
+}
+
+/// Whether `headers` hold a field [`HintConfig::parse`](courier_core::HintConfig::parse) may
+/// find a wait in: `Retry-After`, `RateLimit`, `RateLimit-Remaining` or `X-RateLimit-Remaining`
+/// (a reset alone asks for nothing). One pass over the names, with no hashing: cheaper than
+/// the parse's lookups by name when, as usual, there is nothing to find.
+#[inline]
+pub(crate) fn may_hint(headers: &HeaderMap) -> bool {
+    !headers.is_empty()
+        && headers.keys().any(|name| {
+            name == RETRY_AFTER
+                || name == RATELIMIT
+                || name == RATELIMIT_REMAINING
+                || name == X_RATELIMIT_REMAINING
+        })
+}
+
+const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
+const RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("ratelimit-remaining");
+const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
+
+#[cfg(test)]
+mod tests {
+    use super::may_hint;
+    use courier_core::HintConfig;
+    use http::{HeaderMap, HeaderName, HeaderValue};
+    use proptest::prelude::*;
+
+    const NAMES: &[&str] = &[
+        "Retry-After",
+        "retry-after",
+        "RateLimit",
+        "ratelimit-remaining",
+        "RateLimit-Reset",
+        "ratelimit-policy",
+        "X-RateLimit-Remaining",
+        "x-ratelimit-reset",
+        "x-ratelimit-limit",
+        "date",
+        "content-type",
+        "content-length",
+        "server",
+        "x-request-id",
+        "ratelimit-x",
+        "retry-afterx",
+    ];
+    const VALUES: &[&str] = &[
+        "0",
+        "7",
+        "120",
+        "1700000042",
+        "-1",
+        "soon",
+        "\"default\";r=0;t=10",
+        "limit=10, remaining=0, reset=7",
+        "Sun, 06 Nov 1994 08:49:37 GMT",
+        "",
+    ];
+
+    fn headers(pairs: &[(usize, usize)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for &(n, v) in pairs {
+            h.append(
+                HeaderName::from_bytes(NAMES[n].as_bytes()).unwrap(),
+                HeaderValue::from_static(VALUES[v]),
+            );
+        }
+        h
+    }
+
+    #[test]
+    fn each_field_a_hint_is_read_from_passes_the_check() {
+        let hinted = |pairs: &[(usize, usize)]| {
+            let h = headers(pairs);
+            assert!(HintConfig::new().parse(&h).is_some(), "{h:?}");
+            may_hint(&h)
+        };
+        assert!(hinted(&[(10, 0), (0, 2)]), "Retry-After");
+        assert!(hinted(&[(2, 6)]), "RateLimit, list form");
+        assert!(hinted(&[(2, 7)]), "RateLimit, dictionary form");
+        assert!(hinted(&[(3, 0), (4, 1)]), "RateLimit-Remaining");
+        assert!(hinted(&[(9, 8), (6, 0), (7, 1)]), "X-RateLimit-Remaining");
+        assert!(!may_hint(&HeaderMap::new()));
+        assert!(!may_hint(&headers(&[(9, 8), (10, 6), (11, 1), (12, 5)])));
+        assert!(!may_hint(&headers(&[
+            (4, 1),
+            (7, 1),
+            (8, 2),
+            (14, 0),
+            (15, 1)
+        ])));
+    }
+
+    proptest! {
+        /// Skipping the parse never loses a hint: whenever it finds one, the check passes.
+        #[test]
+        fn the_check_never_hides_a_hint(
+            pairs in proptest::collection::vec((0..NAMES.len(), 0..VALUES.len()), 0..8),
+        ) {
+            let h = headers(&pairs);
+            if HintConfig::new().parse(&h).is_some() {
+                prop_assert!(may_hint(&h), "{h:?}");
+            }
+        }
+    }
 }

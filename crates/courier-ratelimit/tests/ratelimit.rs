@@ -361,6 +361,63 @@ async fn quota_fields_park_even_on_a_200() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn every_quota_field_form_parks_its_host_among_other_headers() {
+    let up = Upstream::new();
+    let forms: [(&str, u16, &[(&str, &str)], f64); 5] = [
+        ("retry-after", 429, &[("retry-after", "4")], 4.0),
+        ("list", 200, &[("ratelimit", "\"default\";r=0;t=5")], 5.0),
+        (
+            "dict",
+            200,
+            &[("ratelimit", "limit=10, remaining=0, reset=6")],
+            6.0,
+        ),
+        (
+            "draft",
+            200,
+            &[("ratelimit-remaining", "0"), ("ratelimit-reset", "7")],
+            7.0,
+        ),
+        (
+            "github",
+            200,
+            &[("x-ratelimit-remaining", "0"), ("x-ratelimit-reset", "8")],
+            8.0,
+        ),
+    ];
+    let noise = [
+        ("content-type", "application/json"),
+        ("server", "upstream"),
+        ("x-request-id", "42"),
+    ];
+    for (host, status, fields, _) in forms {
+        // The quota fields first, last, and alone.
+        let mut first: Vec<_> = fields.to_vec();
+        first.extend(noise);
+        let mut last: Vec<_> = noise.to_vec();
+        last.extend(fields);
+        for (i, headers) in [first, last, fields.to_vec()].into_iter().enumerate() {
+            up.plan(&format!("{host}{i}"), vec![step(status, &headers)]);
+        }
+    }
+    up.plan("plain", vec![step(200, &noise)]);
+    let svc = layer(100.0, 10).layer(up.clone());
+    let parked = |host: &str| {
+        svc.store()
+            .parked_until(&courier_core::HostKey::from_request(&get(host)))
+    };
+    for (host, _, _, wait) in forms {
+        for i in 0..3 {
+            let host = format!("{host}{i}");
+            send(svc.clone(), get(&host)).await.unwrap();
+            assert_eq!(parked(&host), Some(up.origin + secs(wait)), "{host}");
+        }
+    }
+    send(svc.clone(), get("plain")).await.unwrap();
+    assert_eq!(parked("plain"), None);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_park_longer_than_max_wait_fails_fast_and_reject_mode_obeys_parks() {
     let up = Upstream::new();
     up.plan("a", vec![step(429, &[("retry-after", "120")])]);
