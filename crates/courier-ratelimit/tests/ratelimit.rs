@@ -363,7 +363,13 @@ async fn quota_fields_park_even_on_a_200() {
 #[tokio::test(start_paused = true)]
 async fn every_quota_field_form_parks_its_host_among_other_headers() {
     let up = Upstream::new();
-    let forms: [(&str, u16, &[(&str, &str)], f64); 5] = [
+    type Form = (
+        &'static str,
+        u16,
+        &'static [(&'static str, &'static str)],
+        f64,
+    );
+    let forms: [Form; 5] = [
         ("retry-after", 429, &[("retry-after", "4")], 4.0),
         ("list", 200, &[("ratelimit", "\"default\";r=0;t=5")], 5.0),
         (
