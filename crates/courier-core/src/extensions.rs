@@ -227,18 +227,95 @@ pub struct AttemptRecord {
 }
 
 /// Every attempt of a call, as a response extension set by the retry layer.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Attempts(pub Vec<AttemptRecord>);
+///
+/// The first record is kept inline: a call that ends after one attempt (the common case)
+/// allocates nothing for its records.
+///
+/// ```
+/// use courier_core::Attempts;
+///
+/// let attempts = Attempts::new();
+/// assert_eq!(attempts.count(), 0);
+/// assert!(attempts.last().is_none());
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct Attempts(Records);
+
+#[derive(Debug, Clone, Default)]
+enum Records {
+    #[default]
+    None,
+    One(AttemptRecord),
+    Many(Vec<AttemptRecord>),
+}
 
 impl Attempts {
+    /// No attempt yet.
+    pub const fn new() -> Self {
+        Self(Records::None)
+    }
+
+    /// Adds the record of the attempt that just ended.
+    pub fn push(&mut self, record: AttemptRecord) {
+        self.0 = match std::mem::take(&mut self.0) {
+            Records::None => Records::One(record),
+            Records::One(first) => Records::Many(vec![first, record]),
+            Records::Many(mut all) => {
+                all.push(record);
+                Records::Many(all)
+            }
+        };
+    }
+
+    /// Every record, the first attempt first.
+    pub fn records(&self) -> &[AttemptRecord] {
+        match &self.0 {
+            Records::None => &[],
+            Records::One(one) => std::slice::from_ref(one),
+            Records::Many(all) => all,
+        }
+    }
+
+    /// The records, the first attempt first.
+    pub fn iter(&self) -> std::slice::Iter<'_, AttemptRecord> {
+        self.records().iter()
+    }
+
     /// How many attempts were made.
     pub fn count(&self) -> usize {
-        self.0.len()
+        self.records().len()
     }
 
     /// The last record, which holds the reason the call stopped.
     pub fn last(&self) -> Option<&AttemptRecord> {
-        self.0.last()
+        self.records().last()
+    }
+}
+
+impl PartialEq for Attempts {
+    fn eq(&self, other: &Self) -> bool {
+        self.records() == other.records()
+    }
+}
+
+impl Eq for Attempts {}
+
+impl<'a> IntoIterator for &'a Attempts {
+    type Item = &'a AttemptRecord;
+    type IntoIter = std::slice::Iter<'a, AttemptRecord>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.iter()
+    }
+}
+
+impl FromIterator<AttemptRecord> for Attempts {
+    fn from_iter<I: IntoIterator<Item = AttemptRecord>>(iter: I) -> Self {
+        let mut attempts = Self::new();
+        for record in iter {
+            attempts.push(record);
+        }
+        attempts
     }
 }
 
@@ -300,6 +377,35 @@ mod tests {
         tokio::time::advance(Duration::from_secs(3)).await;
         assert!(d3.is_expired());
         assert_eq!(d3.remaining(), Duration::ZERO);
+    }
+
+    fn record(attempt: u32) -> AttemptRecord {
+        AttemptRecord {
+            attempt,
+            outcome: AttemptOutcome::Status(StatusCode::SERVICE_UNAVAILABLE),
+            decision: Decision::Retry,
+            reason: Reason::RetryableStatus,
+            wait: Duration::from_millis(u64::from(attempt)),
+            wait_source: Some(WaitSource::Backoff),
+            elapsed: Duration::ZERO,
+        }
+    }
+
+    #[test]
+    fn attempts_keep_every_record_in_order() {
+        let mut attempts = Attempts::new();
+        for n in 1..=4 {
+            attempts.push(record(n));
+            assert_eq!(attempts.count(), n as usize);
+            assert_eq!(attempts.last().map(|r| r.attempt), Some(n));
+            let seen: Vec<u32> = attempts.iter().map(|r| r.attempt).collect();
+            assert_eq!(seen, (1..=n).collect::<Vec<_>>());
+        }
+        let collected: Attempts = (1..=4).map(record).collect();
+        assert_eq!(collected, attempts);
+        let one: Attempts = std::iter::once(record(1)).collect();
+        assert_ne!(one, attempts);
+        assert_eq!(one.records(), &[record(1)]);
     }
 
     #[tokio::test(start_paused = true)]

@@ -63,17 +63,36 @@ impl Hash for HostKey {
     }
 }
 
-/// Feeds `bytes`, ASCII-lowercased, to `state` in chunks, then its length (so that two parts
-/// hashed one after the other cannot be confused with a different split of the same text).
+/// Feeds `bytes`, ASCII-lowercased, to `state` eight at a time, then its length (so that two
+/// parts hashed one after the other cannot be confused with a different split of the same
+/// text).
 fn hash_lowercase<H: Hasher>(bytes: &[u8], state: &mut H) {
-    let mut buf = [0_u8; 64];
-    for chunk in bytes.chunks(buf.len()) {
-        let buf = &mut buf[..chunk.len()];
-        buf.copy_from_slice(chunk);
-        buf.make_ascii_lowercase();
-        state.write(buf);
+    let mut words = bytes.chunks_exact(8);
+    for word in &mut words {
+        let mut w = [0_u8; 8];
+        w.copy_from_slice(word);
+        state.write_u64(lowercase_word(u64::from_le_bytes(w)));
+    }
+    let rest = words.remainder();
+    if !rest.is_empty() {
+        let mut w = [0_u8; 8];
+        w[..rest.len()].copy_from_slice(rest);
+        state.write_u64(lowercase_word(u64::from_le_bytes(w)));
     }
     state.write_usize(bytes.len());
+}
+
+/// `to_ascii_lowercase` on the eight bytes of `x` at once: sets bit 0x20 of every byte in
+/// `A..=Z`, leaves every other byte (non-ASCII ones included) as it is.
+const fn lowercase_word(x: u64) -> u64 {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // The low seven bits of each byte; adding below cannot carry into the next byte.
+    let low = x & !HIGH;
+    let at_least_a = low + ONES * (0x80 - b'A' as u64);
+    let above_z = low + ONES * (0x7f - b'Z' as u64);
+    let upper = at_least_a & !above_z & !x & HIGH;
+    x | (upper >> 2)
 }
 
 impl fmt::Display for HostKey {
@@ -147,6 +166,18 @@ mod tests {
         let none = HostKey::new(None, None);
         let scheme_only = HostKey::new(Some(Scheme::HTTP), None);
         assert_ne!(hash_of(&none), hash_of(&scheme_only));
+    }
+
+    #[test]
+    fn word_lowercasing_matches_std_for_every_byte_in_every_lane() {
+        for lane in 0..8 {
+            for b in 0..=255_u8 {
+                let mut bytes = *b"aZ.9-Q\xffM";
+                bytes[lane] = b;
+                let want = u64::from_le_bytes(bytes.map(|c| c.to_ascii_lowercase()));
+                assert_eq!(lowercase_word(u64::from_le_bytes(bytes)), want, "{bytes:?}");
+            }
+        }
     }
 
     #[test]

@@ -1,9 +1,10 @@
 //! The response future of [`Retry`](crate::Retry).
 //!
 //! The first attempt is polled in place, with the call's context (the request template) held
-//! inline: a call that ends after one attempt allocates nothing here but its one attempt
-//! record. Only when a retry is decided does the context move into a boxed loop that waits,
-//! drains the failed response body meanwhile, and drives further attempts. Dropping the future at any point stops
+//! inline: a call that ends after one attempt allocates nothing here (its one attempt record
+//! is kept inline too). Only when a retry is decided does the context move into a boxed loop
+//! that waits, drains the failed response body meanwhile, and drives further attempts.
+//! Dropping the future at any point stops
 //! everything: no further attempt is sent, and a budget withdrawal for a retry not yet sent is
 //! given back.
 
@@ -73,7 +74,7 @@ pub(crate) struct Ctx<S, B> {
     pub(crate) start: Instant,
     /// The attempt under way, 1 for the first.
     pub(crate) attempt: u32,
-    pub(crate) records: Vec<AttemptRecord>,
+    pub(crate) records: Attempts,
     pub(crate) rng: Option<SmallRng>,
     pub(crate) call_seq: u64,
 }
@@ -344,10 +345,6 @@ impl<S, B: RetryBody> Ctx<S, B> {
 
     fn push(&mut self, record: AttemptRecord) {
         self.log(&record);
-        if self.records.capacity() == 0 {
-            self.records
-                .reserve_exact(self.config.attempts.min(16) as usize);
-        }
         self.records.push(record);
     }
 
@@ -357,15 +354,11 @@ impl<S, B: RetryBody> Ctx<S, B> {
         record: AttemptRecord,
     ) -> Result<Response<RB>, BoxError> {
         self.log(&record);
-        if self.records.capacity() == 0 {
-            // The common case: one attempt, one exact allocation.
-            self.records.reserve_exact(1);
-        }
         self.records.push(record);
         let mut response = res?;
         response
             .extensions_mut()
-            .insert(Attempts(std::mem::take(&mut self.records)));
+            .insert(std::mem::take(&mut self.records));
         Ok(response)
     }
 

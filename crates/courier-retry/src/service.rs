@@ -2,7 +2,7 @@ use crate::body::RetryBody;
 use crate::future::{Ctx, ResponseFuture};
 use crate::layer::{Config, RetryLayer};
 use courier_core::idempotency::IDEMPOTENCY_KEY;
-use courier_core::{BoxError, Deadline};
+use courier_core::{Attempts, BoxError, Deadline};
 use http::{HeaderValue, Method, Request, Response};
 use http_body::Body;
 use std::fmt;
@@ -117,7 +117,7 @@ where
                 deadline,
                 start,
                 attempt: 1,
-                records: Vec::new(),
+                records: Attempts::new(),
                 rng: None,
                 call_seq,
             },

@@ -48,7 +48,7 @@ fn assert_gaps_match_records(res: &Response<String>, mock: &Mock) {
     let records = attempts(res);
     let calls = mock.calls();
     assert_eq!(records.count(), calls.len());
-    for (gap, record) in gaps(&calls).into_iter().zip(&records.0) {
+    for (gap, record) in gaps(&calls).into_iter().zip(records.records()) {
         assert_eq!(record.decision, Decision::Retry);
         assert_waited(gap, record.wait);
     }
@@ -64,10 +64,10 @@ async fn get_503_503_200_takes_three_attempts() {
     assert_eq!(mock.count(), 3);
     assert_gaps_match_records(&res, &mock);
     let records = attempts(&res);
-    assert_eq!(records.0[0].reason, Reason::RetryableStatus);
-    assert_eq!(records.0[0].wait_source, Some(WaitSource::Backoff));
-    assert!(records.0[0].wait <= Duration::from_millis(500));
-    assert!(records.0[1].wait <= secs(1));
+    assert_eq!(records.records()[0].reason, Reason::RetryableStatus);
+    assert_eq!(records.records()[0].wait_source, Some(WaitSource::Backoff));
+    assert!(records.records()[0].wait <= Duration::from_millis(500));
+    assert!(records.records()[1].wait <= secs(1));
     assert_eq!(records.last().unwrap().reason, Reason::FinalStatus);
 }
 
@@ -92,7 +92,7 @@ async fn get_429_retry_after_2_waits_exactly_2s() {
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(mock.count(), 2);
     assert_waited(gaps(&mock.calls())[0], secs(2));
-    let first = attempts(&res).0[0].clone();
+    let first = attempts(&res).records()[0].clone();
     assert_eq!(
         (first.wait, first.wait_source),
         (secs(2), Some(WaitSource::RetryAfter))
@@ -118,7 +118,7 @@ async fn get_429_quota_reset_waits_until_the_reset() {
         assert_eq!(mock.count(), 2);
         assert_waited(gaps(&mock.calls())[0], secs(2));
         assert_eq!(
-            attempts(&res).0[0].wait_source,
+            attempts(&res).records()[0].wait_source,
             Some(WaitSource::QuotaReset)
         );
     }
@@ -131,7 +131,7 @@ async fn get_connection_reset_is_retried() {
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(mock.count(), 2);
     assert_gaps_match_records(&res, &mock);
-    let first = attempts(&res).0[0].clone();
+    let first = attempts(&res).records()[0].clone();
     assert_eq!(first.outcome, AttemptOutcome::Failure(FailureKind::Read));
     assert_eq!(first.reason, Reason::RetryableFailure);
 }
@@ -146,13 +146,13 @@ async fn get_delayed_answer_is_retried_after_the_attempt_timeout() {
     assert_eq!(mock.count(), 2);
     let records = attempts(&res);
     assert_eq!(
-        records.0[0].outcome,
+        records.records()[0].outcome,
         AttemptOutcome::Failure(FailureKind::Timeout)
     );
-    assert_eq!(records.0[0].elapsed, Duration::from_millis(500));
+    assert_eq!(records.records()[0].elapsed, Duration::from_millis(500));
     assert_waited(
         gaps(&mock.calls())[0],
-        Duration::from_millis(500) + records.0[0].wait,
+        Duration::from_millis(500) + records.records()[0].wait,
     );
 }
 
@@ -216,7 +216,7 @@ async fn skewed_server_date_waits_the_servers_delta() {
     let res = send(&layer, &mock, get(URL)).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     assert_waited(gaps(&mock.calls())[0], secs(2));
-    assert_eq!(attempts(&res).0[0].wait, secs(2));
+    assert_eq!(attempts(&res).records()[0].wait, secs(2));
 }
 
 // === idempotency ===
@@ -246,7 +246,7 @@ async fn post_without_key_is_retried_after_a_connect_error() {
     assert_eq!(calls.len(), 2);
     assert_eq!(calls[1].body.as_deref(), Some(&b"order"[..]));
     assert_eq!(
-        attempts(&res).0[0].outcome,
+        attempts(&res).records()[0].outcome,
         AttemptOutcome::Failure(FailureKind::Connect)
     );
 }
@@ -407,7 +407,7 @@ async fn a_seed_makes_waits_reproducible() {
         let res = send(&RetryLayer::new().seed(seed), &mock, get(URL))
             .await
             .unwrap();
-        attempts(&res).0.iter().map(|r| r.wait).collect::<Vec<_>>()
+        attempts(&res).iter().map(|r| r.wait).collect::<Vec<_>>()
     };
     assert_eq!(run(1).await, run(1).await);
     assert_ne!(run(1).await, run(2).await);
@@ -442,7 +442,7 @@ proptest! {
             let records = attempts(&res);
             prop_assert_eq!(records.count(), attempts_n as usize);
             let calls = mock.calls();
-            for (i, r) in records.0.iter().take(records.count() - 1).enumerate() {
+            for (i, r) in records.iter().take(records.count() - 1).enumerate() {
                 let ceiling = backoff_ceiling(base, cap, r.attempt);
                 prop_assert!(r.wait <= ceiling, "{:?} > {:?}", r.wait, ceiling);
                 let gap = calls[i + 1].at - calls[i].at;
@@ -473,7 +473,10 @@ async fn one_event_per_attempt_without_credentials() {
     assert_eq!(e["decision"], "retry");
     assert_eq!(e["reason"], "retryable_status");
     assert_eq!(e["wait_source"], "backoff");
-    assert_eq!(e["wait_ms"], records.0[0].wait.as_millis().to_string());
+    assert_eq!(
+        e["wait_ms"],
+        records.records()[0].wait.as_millis().to_string()
+    );
     assert_eq!(e["elapsed_ms"], "0");
     assert_eq!(e["level"], "INFO");
     assert_eq!(events[1]["decision"], "stop");
