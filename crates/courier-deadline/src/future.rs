@@ -27,6 +27,8 @@ pin_project! {
         // `None` once the future has completed.
         bound: Option<Bound>,
         bound_body: bool,
+        // `false` when the layers below end the wait for the headers by the deadline.
+        watch_headers: bool,
     }
 }
 
@@ -38,7 +40,14 @@ impl<F> ResponseFuture<F> {
             inner: Some(inner),
             bound: Some(bound),
             bound_body,
+            watch_headers: true,
         }
+    }
+
+    /// Whether to wait on the timer while the headers are awaited.
+    pub(crate) const fn watch_headers(mut self, watch: bool) -> Self {
+        self.watch_headers = watch;
+        self
     }
 
     /// A future that fails at once: the bound passed before anything was sent.
@@ -47,6 +56,7 @@ impl<F> ResponseFuture<F> {
             inner: None,
             bound: Some(bound),
             bound_body: false,
+            watch_headers: true,
         }
     }
 }
@@ -74,6 +84,7 @@ where
                 let bound = this.bound.take().expect("polled after completion");
                 return Poll::Ready(Err(restate(err.into(), &bound)));
             }
+            Poll::Pending if !*this.watch_headers => return Poll::Pending,
             Poll::Pending => {}
         }
         let bound = this.bound.as_mut().expect("polled after completion");
@@ -102,6 +113,7 @@ impl<F> fmt::Debug for ResponseFuture<F> {
             .field("sent", &self.inner.is_some())
             .field("bound", &self.bound)
             .field("bound_body", &self.bound_body)
+            .field("watch_headers", &self.watch_headers)
             .finish()
     }
 }

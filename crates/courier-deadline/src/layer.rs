@@ -13,6 +13,7 @@ use tower_layer::Layer;
 pub struct DeadlineLayer {
     budget: Duration,
     header: Option<HeaderName>,
+    headers_bounded_below: bool,
 }
 
 // === impl DeadlineLayer ===
@@ -24,6 +25,7 @@ impl DeadlineLayer {
         Self {
             budget,
             header: None,
+            headers_bounded_below: false,
         }
     }
 
@@ -37,6 +39,20 @@ impl DeadlineLayer {
         self
     }
 
+    /// Leaves the wait for the response headers to the layers below, for a stack in which
+    /// every wait below ends by the deadline on its own: an [`AttemptTimeoutLayer`] bounds
+    /// each attempt to the time left, and courier's retry and in-process rate limiter never
+    /// wait past the deadline. The layer then arms no timer of its own before the headers
+    /// arrive (a timer costs a registration and an allocation per call); it still puts the
+    /// deadline into the request, reports a spent deadline with the call's budget, and bounds
+    /// the body. The `courier` preset sets this when its attempt timeout is on and its rate
+    /// limiter keeps its buckets in process. Defaults to `false`: the layer enforces the
+    /// deadline itself.
+    pub const fn headers_bounded_below(mut self, bounded: bool) -> Self {
+        self.headers_bounded_below = bounded;
+        self
+    }
+
     /// The budget each call gets.
     pub const fn budget(&self) -> Duration {
         self.budget
@@ -47,7 +63,9 @@ impl<S> Layer<S> for DeadlineLayer {
     type Service = Deadline<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Deadline::new(inner, self.budget, self.header.clone())
+        let mut svc = Deadline::new(inner, self.budget, self.header.clone());
+        svc.watch_headers = !self.headers_bounded_below;
+        svc
     }
 }
 

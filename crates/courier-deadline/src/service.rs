@@ -51,6 +51,9 @@ pub struct Deadline<S> {
     inner: S,
     budget: Duration,
     header: Option<HeaderName>,
+    /// Arms a timer while waiting for the headers; see
+    /// [`DeadlineLayer::headers_bounded_below`](crate::DeadlineLayer::headers_bounded_below).
+    pub(crate) watch_headers: bool,
 }
 
 // === impl Deadline ===
@@ -62,6 +65,7 @@ impl<S> Deadline<S> {
             inner,
             budget,
             header,
+            watch_headers: true,
         }
     }
 
@@ -111,7 +115,7 @@ where
         if let Some(name) = &self.header {
             write_header(req.headers_mut(), name, left);
         }
-        ResponseFuture::new(self.inner.call(req), bound, true)
+        ResponseFuture::new(self.inner.call(req), bound, true).watch_headers(self.watch_headers)
     }
 }
 

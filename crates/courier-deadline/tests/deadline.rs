@@ -594,3 +594,42 @@ async fn body_timer_is_released_at_the_end_of_the_body() {
         "the timer went with the end of the body"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn headers_bounded_below_leaves_the_wait_to_the_attempt_timeout() {
+    // The attempt timeout below ends the wait at the deadline; the deadline layer reports it
+    // with the call's budget, and still bounds the body.
+    let upstream = Upstream::new(ms(5000), 200);
+    let svc = ServiceBuilder::new()
+        .layer(DeadlineLayer::new(ms(1000)).headers_bounded_below(true))
+        .layer(AttemptTimeoutLayer::new(ms(3000)))
+        .service(upstream.clone());
+    let start = Instant::now();
+    let err = svc.oneshot(Request::new(())).await.unwrap_err();
+    assert_eq!(start.elapsed(), ms(1000), "fails exactly at the deadline");
+    let err = exceeded(&err);
+    assert_eq!((err.budget(), err.elapsed()), (ms(1000), ms(1000)));
+    assert_eq!(upstream.seen()[0].0.unwrap().instant(), start + ms(1000));
+
+    let svc = ServiceBuilder::new()
+        .layer(DeadlineLayer::new(ms(1000)).headers_bounded_below(true))
+        .layer(AttemptTimeoutLayer::new(ms(3000)))
+        .service(stalling(ms(400)));
+    let start = Instant::now();
+    let mut body = svc.oneshot(Request::new(())).await.unwrap().into_body();
+    assert_eq!(
+        body.frame().await.unwrap().unwrap().into_data().unwrap(),
+        "x"
+    );
+    assert!(body.frame().await.unwrap().is_err());
+    assert_eq!(start.elapsed(), ms(1000), "the body is bounded as before");
+
+    // Alone, the layer arms no timer for the headers: that is what the option says.
+    let mut fut = DeadlineLayer::new(ms(1000))
+        .headers_bounded_below(true)
+        .layer(Upstream::new(ms(5000), 200))
+        .oneshot(Request::new(()));
+    let pending = tokio::time::timeout(ms(2000), &mut fut).await;
+    assert!(pending.is_err(), "still waiting past the deadline");
+    assert_eq!(fut.await.unwrap().status(), 200);
+}

@@ -66,7 +66,11 @@ pin_project! {
 pub(crate) struct Ctx<S, B> {
     pub(crate) config: Arc<Config>,
     pub(crate) svc: S,
+    /// Method, URI, version, headers and extensions for the next attempt.
     pub(crate) parts: Parts,
+    /// The request's extensions held the deadline alone and `parts` holds none: put the
+    /// deadline back into each later attempt.
+    pub(crate) restore_deadline: bool,
     /// The body to replay from; `None` when it cannot be replayed.
     pub(crate) body: Option<B>,
     pub(crate) retry_safe: bool,
@@ -180,7 +184,11 @@ where
             Err(_) => sleep.await,
         }
         ctx.attempt += 1;
-        let req = Request::from_parts(ctx.parts.clone(), next.body);
+        let mut parts = ctx.parts.clone();
+        if let (true, Some(deadline)) = (ctx.restore_deadline, ctx.deadline) {
+            parts.extensions.insert(deadline);
+        }
+        let req = Request::from_parts(parts, next.body);
         let ready: Result<(), BoxError> = poll_fn(|cx| ctx.svc.poll_ready(cx))
             .await
             .map_err(Into::into);

@@ -105,13 +105,27 @@ where
         } else {
             0
         };
-        let fut = svc.call(Request::from_parts(parts.clone(), body));
+        // The first attempt takes the request as it is; the template keeps copies for later
+        // attempts. Extensions that hold nothing but the deadline (the preset's case) are not
+        // cloned (a clone of a non-empty map allocates three times): a retry puts the deadline
+        // back.
+        let mut template_parts = Request::new(()).into_parts().0;
+        template_parts.method = parts.method.clone();
+        template_parts.uri = parts.uri.clone();
+        template_parts.version = parts.version;
+        template_parts.headers = parts.headers.clone();
+        let only_deadline = deadline.is_some() && parts.extensions.len() == 1;
+        if !only_deadline {
+            template_parts.extensions = parts.extensions.clone();
+        }
+        let fut = svc.call(Request::from_parts(parts, body));
         ResponseFuture::new(
             fut,
             Ctx {
                 config,
                 svc,
-                parts,
+                parts: template_parts,
+                restore_deadline: only_deadline,
                 body: template,
                 retry_safe,
                 deadline,

@@ -686,3 +686,48 @@ fn types_are_send_sync_static() {
     retry_body::<http_body_util::Full<Bytes>>();
     retry_body::<ReplayBody<Chunks>>();
 }
+
+/// A request extension of the caller's own.
+#[derive(Clone, Debug, PartialEq)]
+struct Tag(&'static str);
+
+/// Every attempt carries the request's extensions: the deadline alone (kept aside rather than
+/// cloned), and the deadline with an extension of the caller's.
+#[tokio::test(start_paused = true)]
+async fn every_attempt_carries_the_request_extensions() {
+    for with_tag in [false, true] {
+        let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let upstream = {
+            let seen = seen.clone();
+            tower::service_fn(move |req: Request<String>| {
+                let n = {
+                    let mut seen = seen.lock().unwrap();
+                    seen.push((
+                        Deadline::get(req.extensions()),
+                        req.extensions().get::<Tag>().cloned(),
+                    ));
+                    seen.len()
+                };
+                let status = if n < 3 { 503 } else { 200 };
+                async move {
+                    Ok::<_, BoxError>(
+                        Response::builder()
+                            .status(status)
+                            .body(String::new())
+                            .unwrap(),
+                    )
+                }
+            })
+        };
+        let deadline = Deadline::after(secs(60));
+        let mut req = Request::get(URL).body(String::new()).unwrap();
+        req.extensions_mut().insert(deadline);
+        if with_tag {
+            req.extensions_mut().insert(Tag("mine"));
+        }
+        let res = layer().layer(upstream).oneshot(req).await.unwrap();
+        assert_eq!(res.status(), StatusCode::OK);
+        let tag = with_tag.then_some(Tag("mine"));
+        assert_eq!(*seen.lock().unwrap(), vec![(Some(deadline), tag); 3]);
+    }
+}
