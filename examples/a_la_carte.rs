@@ -81,7 +81,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     let mut all_ok = true;
     for (path, result) in paths.iter().zip(join_all(calls).await) {
         let (status, attempts, body) = result?;
-        let outcomes: Vec<String> = attempts.0.iter().map(|a| a.outcome.to_string()).collect();
+        let outcomes: Vec<String> = attempts.iter().map(|a| a.outcome.to_string()).collect();
         println!(
             "GET {path} -> {status} after {} attempt(s) [{}], {} body bytes",
             attempts.count(),

@@ -21,7 +21,7 @@ use courier::core::Attempts;
 use courier::deadline::propagate::DEFAULT_HEADER;
 use courier::deadline::{AttemptTimeoutLayer, DeadlineLayer, DeadlineScopeLayer};
 use courier::retry::RetryLayer;
-use courier::transport::HyperClient;
+use courier::transport::HyperService;
 use courier::{Courier, CourierLayer};
 use courier_faultserver::{FaultServer, Step};
 use http_body_util::{BodyExt, Full};
@@ -34,7 +34,7 @@ use tower::ServiceExt;
 /// What the handler needs: the preset client and where the upstream lives.
 #[derive(Clone)]
 struct AppState {
-    upstream: Courier<HyperClient<Full<Bytes>>>,
+    upstream: Courier<HyperService<Full<Bytes>>>,
     upstream_url: String,
 }
 

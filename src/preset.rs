@@ -292,6 +292,21 @@ impl CourierLayer {
         Some(layer)
     }
 
+    /// The deadline layer the stack uses. Below it, the attempt timeout ends each attempt by
+    /// the deadline, and retry and the in-process rate limiter never wait past it: with both
+    /// true, the deadline layer needs no timer of its own for the headers (one timer per call
+    /// saved). A Redis-backed limiter waits on the network before the attempt timeout starts,
+    /// so with one the deadline layer keeps its timer.
+    #[cfg(feature = "deadline")]
+    fn deadline_layer_in_stack(&self) -> Option<DeadlineLayer> {
+        let layer = self.deadline.clone()?;
+        #[cfg(feature = "redis")]
+        let shared = self.shared_store.is_some();
+        #[cfg(not(feature = "redis"))]
+        let shared = false;
+        Some(layer.headers_bounded_below(self.attempt_timeout.is_some() && !shared))
+    }
+
     /// The circuit breaker layer, to reach its control handle.
     #[cfg(feature = "breaker")]
     pub fn breaker_layer(&self) -> Option<&CircuitBreakerLayer> {
@@ -303,14 +318,17 @@ impl CourierLayer {
         self.layer(inner)
     }
 
-    /// Wraps a pooled hyper-util client built by [`crate::transport::hyper_client`].
+    /// Wraps a pooled hyper-util client built by [`crate::transport::hyper_client`], shared
+    /// behind an `Arc` ([`HyperService`](crate::transport::HyperService)).
     #[cfg(feature = "hyper-client")]
-    pub fn hyper<B>(&self) -> Courier<crate::transport::HyperClient<B>>
+    pub fn hyper<B>(&self) -> Courier<crate::transport::HyperService<B>>
     where
         B: http_body::Body + Send + 'static,
         B::Data: Send,
     {
-        self.layer(crate::transport::hyper_client())
+        self.layer(crate::transport::HyperService::new(
+            crate::transport::hyper_client(),
+        ))
     }
 
     /// Wraps a `reqwest::Client` (build it with [`crate::transport::reqwest_client_builder`] so
@@ -339,7 +357,7 @@ impl<S> Layer<S> for CourierLayer {
         #[cfg(feature = "cache")]
         let inner = MaybeLayer(self.cache.clone()).layer(inner);
         #[cfg(feature = "deadline")]
-        let inner = MaybeLayer(self.deadline.clone()).layer(inner);
+        let inner = MaybeLayer(self.deadline_layer_in_stack()).layer(inner);
         Courier { inner }
     }
 }

@@ -17,6 +17,8 @@ mod hyper_impl {
     use hyper_util::client::legacy::Client;
     use hyper_util::client::legacy::connect::HttpConnector;
     use hyper_util::rt::{TokioExecutor, TokioTimer};
+    use std::sync::Arc;
+    use std::task::{Context, Poll};
     use std::time::Duration;
 
     /// The connector of [`hyper_client`]: plain HTTP, or HTTP and HTTPS with the `rustls` feature.
@@ -29,6 +31,73 @@ mod hyper_impl {
 
     /// The hyper-util client that [`hyper_client`] builds.
     pub type HyperClient<B> = Client<Connector, B>;
+
+    /// A [`HyperClient`] shared behind an `Arc`: the transport of
+    /// [`CourierLayer::hyper`](crate::CourierLayer::hyper).
+    ///
+    /// The retry layer keeps a clone of the stack below it for each call (to drive later
+    /// attempts); cloning this is one reference count, where cloning the client itself copies
+    /// 300 bytes and counts a dozen references. The pool, the connector and the settings are
+    /// those of the client: clones share one connection pool.
+    pub struct HyperService<B> {
+        client: Arc<HyperClient<B>>,
+    }
+
+    impl<B> HyperService<B> {
+        /// Shares `client`.
+        pub fn new(client: HyperClient<B>) -> Self {
+            Self {
+                client: Arc::new(client),
+            }
+        }
+
+        /// The client.
+        pub fn get_ref(&self) -> &HyperClient<B> {
+            &self.client
+        }
+    }
+
+    impl<B> From<HyperClient<B>> for HyperService<B> {
+        fn from(client: HyperClient<B>) -> Self {
+            Self::new(client)
+        }
+    }
+
+    impl<B> Clone for HyperService<B> {
+        fn clone(&self) -> Self {
+            Self {
+                client: Arc::clone(&self.client),
+            }
+        }
+    }
+
+    impl<B> std::fmt::Debug for HyperService<B> {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.debug_struct("HyperService").finish_non_exhaustive()
+        }
+    }
+
+    impl<B> tower_service::Service<http::Request<B>> for HyperService<B>
+    where
+        B: http_body::Body + Send + Unpin + 'static,
+        B::Data: Send,
+        B::Error: Into<courier_core::BoxError>,
+    {
+        type Response = <HyperClient<B> as tower_service::Service<http::Request<B>>>::Response;
+        type Error = <HyperClient<B> as tower_service::Service<http::Request<B>>>::Error;
+        type Future = <HyperClient<B> as tower_service::Service<http::Request<B>>>::Future;
+
+        /// Always ready, as the client is: the pool makes room (or a connection) per request.
+        #[inline]
+        fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        #[inline]
+        fn call(&mut self, req: http::Request<B>) -> Self::Future {
+            self.client.request(req)
+        }
+    }
 
     /// A pooled hyper-util client for the preset: connect timeout 3.05 s, `TCP_NODELAY`, idle
     /// connections kept 90 s, HTTP/1.1 and HTTP/2 (negotiated by ALPN over TLS), and hyper's own

@@ -6,7 +6,7 @@
 use bytes::Bytes;
 use courier::paginate::{self, CursorPosition, LinkPosition, Page};
 use courier::retry::RetryLayer;
-use courier::transport::HyperClient;
+use courier::transport::HyperService;
 use courier::{Courier, CourierLayer};
 use courier_faultserver::{FaultServer, Step};
 use futures_util::TryStreamExt;
@@ -18,7 +18,7 @@ use url::Url;
 /// The longest any test here may run.
 const BOUND: Duration = Duration::from_secs(10);
 
-type Client = Courier<HyperClient<Full<Bytes>>>;
+type Client = Courier<HyperService<Full<Bytes>>>;
 
 /// The preset with a quick, seeded backoff, so a retried page costs milliseconds.
 fn client() -> Client {
