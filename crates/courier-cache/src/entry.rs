@@ -152,12 +152,18 @@ impl Entry {
     }
 
     /// Whether the entry may be served without asking the server.
+    #[cfg(test)]
     pub(crate) fn is_fresh(&self, now: Instant) -> bool {
+        self.is_fresh_at(self.current_age(now))
+    }
+
+    /// Whether the entry may be served without asking the server, at this current age.
+    pub(crate) fn is_fresh_at(&self, age: Duration) -> bool {
         if self.cache_control.no_cache {
             return false;
         }
         match self.lifetime {
-            Some(lifetime) => lifetime > self.current_age(now),
+            Some(lifetime) => lifetime > age,
             None => false,
         }
     }

@@ -49,7 +49,7 @@ pub(crate) struct Follower<S, B> {
     pub(crate) timeout: Pin<Box<Sleep>>,
     pub(crate) inner: S,
     pub(crate) request: Option<Request<B>>,
-    pub(crate) pending: Option<Box<Lookup>>,
+    pub(crate) pending: Option<Lookup>,
 }
 
 impl<S, B> ResponseFuture<S, B>

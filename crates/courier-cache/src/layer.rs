@@ -3,8 +3,8 @@ use crate::service::EtagCache;
 use crate::store::{CacheStore, MemoryStore};
 use courier_core::clock::{SystemClock, WallClock};
 use http::{HeaderName, StatusCode, header};
+use std::any::Any;
 use std::fmt;
-use std::hash::RandomState;
 use std::sync::Arc;
 use std::time::Duration;
 use tower_layer::Layer;
@@ -33,8 +33,11 @@ pub struct EtagCacheLayer {
 #[derive(Clone)]
 pub(crate) struct Shared {
     pub(crate) store: Arc<dyn CacheStore>,
+    /// The store again when it is a [`MemoryStore`], which is looked up without key text.
+    pub(crate) memory: Option<MemoryStore>,
     pub(crate) clock: Arc<dyn WallClock>,
-    pub(crate) hasher: RandomState,
+    /// Seeds the credential fingerprints (at random, per layer).
+    pub(crate) hasher: foldhash::quality::RandomState,
     pub(crate) max_entry_bytes: usize,
     pub(crate) always_revalidate: bool,
     pub(crate) stale_if_error: Option<Duration>,
@@ -52,11 +55,13 @@ impl EtagCacheLayer {
     /// served without a request, credentials fingerprinted from `Authorization` and `Cookie`,
     /// 200 responses stored.
     pub fn new() -> Self {
+        let memory = MemoryStore::new(DEFAULT_CAPACITY);
         Self {
             shared: Arc::new(Shared {
-                store: Arc::new(MemoryStore::new(DEFAULT_CAPACITY)),
+                store: Arc::new(memory.clone()),
+                memory: Some(memory),
                 clock: Arc::new(SystemClock),
-                hasher: RandomState::new(),
+                hasher: foldhash::quality::RandomState::default(),
                 max_entry_bytes: DEFAULT_MAX_ENTRY_BYTES,
                 always_revalidate: false,
                 stale_if_error: None,
@@ -77,7 +82,11 @@ impl EtagCacheLayer {
     /// The total bytes held, bodies and headers included; a new in-memory store of that size
     /// replaces the current store. Defaults to 64 MiB.
     pub fn capacity(self, bytes: u64) -> Self {
-        self.with(|s| s.store = Arc::new(MemoryStore::new(bytes)))
+        let memory = MemoryStore::new(bytes);
+        self.with(|s| {
+            s.store = Arc::new(memory.clone());
+            s.memory = Some(memory);
+        })
     }
 
     /// The largest body stored; larger bodies, and bodies of unknown length, stream through
@@ -131,8 +140,12 @@ impl EtagCacheLayer {
     /// The store to use instead of a fresh in-memory one. Defaults to a [`MemoryStore`] of
     /// 64 MiB.
     pub fn store(self, store: impl CacheStore) -> Self {
+        let memory = (&store as &dyn Any).downcast_ref::<MemoryStore>().cloned();
         let store: Arc<dyn CacheStore> = Arc::new(store);
-        self.with(|s| s.store = store)
+        self.with(|s| {
+            s.store = store;
+            s.memory = memory;
+        })
     }
 
     /// The wall clock that HTTP dates (`Date`, `Expires`) are compared with. Defaults to the

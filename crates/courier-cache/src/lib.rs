@@ -112,6 +112,7 @@ mod body;
 mod entry;
 mod flight;
 pub mod future;
+mod key;
 mod layer;
 mod service;
 mod store;

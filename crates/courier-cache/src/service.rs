@@ -2,6 +2,7 @@ use crate::body::CacheBody;
 use crate::entry::{Entry, MAX_VARIANTS, Timing, Variants, normalized, vary_names};
 use crate::flight::{FlightGuard, Role};
 use crate::future::{Follower, ResponseFuture};
+use crate::key::{KeyText, Parts, UriKey, loggable};
 use crate::layer::{EtagCacheLayer, Shared};
 use crate::store::CacheStore;
 use bytes::Bytes;
@@ -104,51 +105,57 @@ where
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
-        let shared = self.shared.clone();
-        let method = req.method().clone();
-        let (key, origin) = cache_key(req.uri(), req.headers());
-
-        if is_invalidating(&method) {
+        let method = req.method();
+        if is_invalidating(method) {
             let pending = Pending::Invalidate {
-                shared,
-                key,
-                origin,
+                shared: self.shared.clone(),
+                key: UriKey::new(req.uri(), req.headers()),
             };
             return ResponseFuture::forwarded(self.forward(req), pending);
         }
-        let head = method == Method::HEAD;
-        let req_cc = CacheControl::from_headers(req.headers());
-        if !(head || method == Method::GET)
-            || req_cc.no_store
-            || req.headers().contains_key(header::RANGE)
-        {
+        let head = *method == Method::HEAD;
+        if !(head || *method == Method::GET) {
+            return ResponseFuture::forwarded(self.forward(req), Pending::Bypass);
+        }
+        let fields = RequestFields::scan(req.headers(), &self.shared.credential_headers);
+        let req_cc = if fields.cache_control {
+            CacheControl::from_headers(req.headers())
+        } else {
+            CacheControl::default()
+        };
+        if req_cc.no_store || fields.range {
             return ResponseFuture::forwarded(self.forward(req), Pending::Bypass);
         }
 
-        let credentials = shared.fingerprint(req.uri(), req.headers());
-        let caller_conditional = CONDITIONALS.iter().any(|n| req.headers().contains_key(n));
+        let shared = self.shared.clone();
+        let key = UriKey::new(req.uri(), req.headers());
+        let parts = key.parts();
+        let credentials = if fields.credentials || parts.has_userinfo() {
+            shared.fingerprint(req.uri(), req.headers())
+        } else {
+            0
+        };
         let entry = shared
-            .store
-            .get(&key)
+            .get(&key, parts)
             .and_then(|v| v.select(credentials, req.headers()).cloned());
         let now = Instant::now();
         let mut added_conditionals = false;
-        if let Some(entry) = entry.as_ref().filter(|_| !caller_conditional) {
+        if let Some(entry) = entry.as_ref().filter(|_| !fields.conditional) {
             let age = entry.current_age(now);
             let request_allows = !req_cc.no_cache
                 && req_cc
                     .max_age
                     .is_none_or(|max| !max.is_zero() && age <= max);
-            if !shared.always_revalidate && request_allows && entry.is_fresh(now) {
+            if !shared.always_revalidate && request_allows && entry.is_fresh_at(age) {
                 tracing::debug!(
                     target: TARGET,
                     event = "hit",
-                    uri = %loggable(&key),
+                    uri = %key.loggable(),
                     age_secs = age.as_secs(),
                     head,
                     "served from the cache"
                 );
-                let response = cached_response(entry, head, CacheStatus::Hit, now, None);
+                let response = cached_response(entry, head, CacheStatus::Hit, Some(age), None);
                 return ResponseFuture::ready(response);
             }
             // The stored field as it came (it parsed as an entity tag), not a re-rendering.
@@ -172,8 +179,8 @@ where
             }
             _ => None,
         };
-        let mut lookup = Box::new(Lookup {
-            request_headers: if head {
+        let mut lookup = Lookup {
+            request_headers: if head || req.headers().is_empty() {
                 HeaderMap::new()
             } else {
                 req.headers().clone()
@@ -186,7 +193,7 @@ where
             credentials,
             request_time: now,
             flight: None,
-        });
+        };
         match role {
             Some((Role::Follower(leader), max_wait)) => {
                 let clone = self.inner.clone();
@@ -236,37 +243,43 @@ fn is_invalidating(method: &Method) -> bool {
     )
 }
 
-/// The store key of a request: scheme and host in lowercase, port, path and query; and the
-/// origin part of it, to resolve `Location` against.
-pub(crate) fn cache_key(uri: &Uri, headers: &HeaderMap) -> (String, String) {
-    let authority = uri
-        .authority()
-        .map(|a| a.as_str())
-        .or_else(|| headers.get(header::HOST).and_then(|h| h.to_str().ok()));
-    let host = authority.map_or("", |a| a.rsplit_once('@').map_or(a, |(_, h)| h));
-    let mut origin = String::with_capacity(host.len() + 8);
-    if let Some(scheme) = uri.scheme_str() {
-        origin.push_str(&scheme.to_ascii_lowercase());
-        origin.push(':');
-    }
-    origin.push_str("//");
-    origin.push_str(&host.to_ascii_lowercase());
-    let pq = uri.path_and_query().map_or("/", |pq| pq.as_str());
-    let mut key = String::with_capacity(origin.len() + pq.len());
-    key.push_str(&origin);
-    key.push_str(pq);
-    (key, origin)
+/// What the cache needs to know of a request's fields, found in one pass over their names.
+#[derive(Default)]
+struct RequestFields {
+    range: bool,
+    /// A conditional the caller set (`If-None-Match`, `If-Modified-Since`, `If-Match`,
+    /// `If-Unmodified-Since`, `If-Range`).
+    conditional: bool,
+    cache_control: bool,
+    /// One of the credential fields.
+    credentials: bool,
 }
 
-/// A key as it may appear in logs: without the query, which may carry secrets.
-pub(crate) fn loggable(key: &str) -> &str {
-    key.split_once('?').map_or(key, |(k, _)| k)
+impl RequestFields {
+    fn scan(headers: &HeaderMap, credential_headers: &[HeaderName]) -> Self {
+        let mut fields = Self::default();
+        for name in headers.keys() {
+            if name == header::RANGE {
+                fields.range = true;
+            } else if name == header::CACHE_CONTROL {
+                fields.cache_control = true;
+            } else if CONDITIONALS.contains(name) {
+                fields.conditional = true;
+            }
+            if credential_headers.contains(name) {
+                fields.credentials = true;
+            }
+        }
+        fields
+    }
 }
 
 // === impl Shared ===
 
 impl Shared {
     /// A fingerprint of the request's credentials; 0 when it has none.
+    ///
+    /// Seeded per layer at random, so fingerprints cannot be chosen from outside to collide.
     fn fingerprint(&self, uri: &Uri, headers: &HeaderMap) -> u64 {
         let userinfo = uri
             .authority()
@@ -286,6 +299,14 @@ impl Shared {
             return 0;
         }
         hasher.finish().max(1)
+    }
+
+    /// The variants stored for `key` (whose parts are `parts`).
+    fn get(&self, key: &UriKey, parts: Parts<'_>) -> Option<Arc<Variants>> {
+        match &self.memory {
+            Some(memory) => memory.get_key(parts),
+            None => self.store.get(key.text().as_str()),
+        }
     }
 
     /// Rewrites the variants of `key`: keeps those `keep` says, then adds `add` (dropping the
@@ -340,11 +361,13 @@ impl Shared {
 }
 
 /// A response built from a stored entry.
+///
+/// `age`, when given, is sent as the `Age` field (hits and stale answers).
 fn cached_response(
     entry: &Entry,
     head: bool,
     status: CacheStatus,
-    now: Instant,
+    age: Option<Duration>,
     extensions: Option<Extensions>,
 ) -> Response<Bytes> {
     let mut response = Response::new(if head {
@@ -355,17 +378,60 @@ fn cached_response(
     *response.status_mut() = entry.status;
     *response.version_mut() = entry.version;
     *response.headers_mut() = entry.headers.clone();
-    if matches!(status, CacheStatus::Hit | CacheStatus::Stale) {
-        response.headers_mut().insert(
-            header::AGE,
-            HeaderValue::from(entry.current_age(now).as_secs()),
-        );
+    if let Some(age) = age {
+        response
+            .headers_mut()
+            .insert(header::AGE, age_value(age.as_secs()));
     }
     if let Some(extensions) = extensions {
         *response.extensions_mut() = extensions;
     }
     response.extensions_mut().insert(status);
     response
+}
+
+/// `Age` values below this many seconds (over an hour) are served from [`AGE_DIGITS`], without
+/// allocating.
+const STATIC_AGES: usize = 4096;
+
+/// The decimal digits of every `n < STATIC_AGES`, left-aligned.
+static AGE_DIGITS: [[u8; 4]; STATIC_AGES] = age_digits();
+
+const fn digit_count(n: usize) -> usize {
+    match n {
+        0..10 => 1,
+        10..100 => 2,
+        100..1000 => 3,
+        _ => 4,
+    }
+}
+
+const fn age_digits() -> [[u8; 4]; STATIC_AGES] {
+    let mut table = [[0_u8; 4]; STATIC_AGES];
+    let mut n = 0;
+    while n < STATIC_AGES {
+        let mut i = digit_count(n);
+        let mut rest = n;
+        while i > 0 {
+            i -= 1;
+            table[n][i] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        n += 1;
+    }
+    table
+}
+
+/// The `Age` field for `secs`.
+fn age_value(secs: u64) -> HeaderValue {
+    if let Ok(n) = usize::try_from(secs)
+        && n < STATIC_AGES
+        && let Ok(value) =
+            HeaderValue::from_maybe_shared(Bytes::from_static(&AGE_DIGITS[n][..digit_count(n)]))
+    {
+        return value;
+    }
+    HeaderValue::from(secs)
 }
 
 fn pass<RB>(mut response: Response<RB>, status: CacheStatus) -> Response<CacheBody<RB>> {
@@ -380,18 +446,14 @@ pub(crate) enum Pending {
     /// Pass it through, marked `Bypass`.
     Bypass,
     /// An unsafe method: a successful answer invalidates the URI.
-    Invalidate {
-        shared: Arc<Shared>,
-        key: String,
-        origin: String,
-    },
+    Invalidate { shared: Arc<Shared>, key: UriKey },
     /// A cacheable request: store, merge a 304, or fall back to a stale entry.
-    Lookup(Box<Lookup>),
+    Lookup(Lookup),
 }
 
 pub(crate) struct Lookup {
     shared: Arc<Shared>,
-    key: String,
+    key: UriKey,
     /// The entry this request selected, if any.
     entry: Option<Arc<Entry>>,
     /// Whether the cache added the conditionals (so a 304 is the cache's to answer).
@@ -409,10 +471,7 @@ impl fmt::Debug for Pending {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Bypass => f.write_str("Bypass"),
-            Self::Invalidate { key, .. } => f
-                .debug_struct("Invalidate")
-                .field("uri", &loggable(key))
-                .finish(),
+            Self::Invalidate { key, .. } => f.debug_struct("Invalidate").field("uri", key).finish(),
             Self::Lookup(l) => l.fmt(f),
         }
     }
@@ -421,7 +480,7 @@ impl fmt::Debug for Pending {
 impl fmt::Debug for Lookup {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Lookup")
-            .field("uri", &loggable(&self.key))
+            .field("uri", &self.key)
             .field("entry", &self.entry)
             .field("added_conditionals", &self.added_conditionals)
             .field("leads_flight", &self.flight.is_some())
@@ -436,15 +495,11 @@ impl Pending {
     ) -> Result<Response<CacheBody<RB>>, E> {
         match self {
             Self::Bypass => result.map(|r| pass(r, CacheStatus::Bypass)),
-            Self::Invalidate {
-                shared,
-                key,
-                origin,
-            } => {
+            Self::Invalidate { shared, key } => {
                 let response = result?;
                 let status = response.status();
                 if status.is_success() || status.is_redirection() {
-                    invalidate(&shared, &key, &origin, response.headers());
+                    invalidate(&shared, &key, response.headers());
                 }
                 Ok(pass(response, CacheStatus::Bypass))
             }
@@ -453,8 +508,10 @@ impl Pending {
     }
 }
 
-fn invalidate(shared: &Shared, key: &str, origin: &str, headers: &HeaderMap) {
-    let mut removed = shared.store.remove(key);
+fn invalidate(shared: &Shared, key: &UriKey, headers: &HeaderMap) {
+    let key = key.text();
+    let origin = key.origin();
+    let mut removed = shared.store.remove(key.as_str());
     if shared.invalidate_locations {
         for name in [header::LOCATION, header::CONTENT_LOCATION] {
             let Some(value) = headers.get(&name).and_then(|v| v.to_str().ok()) else {
@@ -464,9 +521,9 @@ fn invalidate(shared: &Shared, key: &str, origin: &str, headers: &HeaderMap) {
                 continue;
             };
             let target = if uri.authority().is_some() {
-                let (target, target_origin) = cache_key(&uri, &HeaderMap::new());
+                let target = KeyText::new(&uri, None);
                 // Only the same host: another host's entries are not this response's to drop.
-                (target_origin.eq_ignore_ascii_case(origin)).then_some(target)
+                (target.origin().eq_ignore_ascii_case(origin)).then(|| target.as_str().to_owned())
             } else if value.starts_with('/') {
                 Some(format!(
                     "{origin}{}",
@@ -481,7 +538,7 @@ fn invalidate(shared: &Shared, key: &str, origin: &str, headers: &HeaderMap) {
         }
     }
     if removed {
-        tracing::debug!(target: TARGET, event = "invalidate", uri = %loggable(key), "unsafe method invalidated stored entries");
+        tracing::debug!(target: TARGET, event = "invalidate", uri = %loggable(key.as_str()), "unsafe method invalidated stored entries");
     }
 }
 
@@ -491,13 +548,12 @@ impl Lookup {
         tracing::debug!(
             target: TARGET,
             event = "revalidated",
-            uri = %loggable(&self.key),
+            uri = %self.key.loggable(),
             head = self.head,
             single_flight = true,
             "answered by a concurrent revalidation"
         );
-        let now = Instant::now();
-        cached_response(updated, self.head, CacheStatus::Revalidated, now, None)
+        cached_response(updated, self.head, CacheStatus::Revalidated, None, None)
             .map(CacheBody::stored)
     }
 
@@ -505,83 +561,13 @@ impl Lookup {
         self,
         result: Result<Response<RB>, E>,
     ) -> Result<Response<CacheBody<RB>>, E> {
-        let now = Instant::now();
         let response = match result {
             Ok(response) if !response.status().is_server_error() => response,
-            failed => {
-                if let Some(entry) = self
-                    .entry
-                    .as_ref()
-                    .filter(|e| self.shared.stale_allowed(e, now))
-                {
-                    tracing::info!(
-                        target: TARGET,
-                        event = "stale",
-                        uri = %loggable(&self.key),
-                        status = failed.as_ref().ok().map(|r| r.status().as_u16()),
-                        staleness_secs = entry.staleness(now).as_secs(),
-                        "upstream failed; served a stored entry"
-                    );
-                    let extensions = failed.ok().map(|r| r.into_parts().0.extensions);
-                    let response =
-                        cached_response(entry, self.head, CacheStatus::Stale, now, extensions);
-                    return Ok(response.map(CacheBody::stored));
-                }
-                return failed.map(|r| pass(r, CacheStatus::Miss));
-            }
+            failed => return self.failed(failed),
         };
-
         let status = response.status();
-        let timing = Timing {
-            request_time: self.request_time,
-            response_time: now,
-            response_wall: self.shared.clock.now(),
-        };
-
         if status == StatusCode::NOT_MODIFIED {
-            let Some(entry) = self.entry.as_ref().filter(|_| self.added_conditionals) else {
-                return Ok(pass(response, CacheStatus::Miss));
-            };
-            if !entry.selected_by(response.headers()) {
-                // RFC 9111 section 4.3.4: no stored response is selected, so nothing is
-                // updated, and the stored body is not ours to serve for it.
-                tracing::debug!(
-                    target: TARGET,
-                    event = "validator_mismatch",
-                    uri = %loggable(&self.key),
-                    "304 names a representation the cache does not hold; passed through"
-                );
-                return Ok(pass(response, CacheStatus::Miss));
-            }
-            let (parts, _body) = response.into_parts();
-            let updated = Arc::new(entry.freshened(&parts.headers, timing));
-            if CacheControl::from_headers(&parts.headers).no_store {
-                self.shared.store.remove(&self.key);
-            } else {
-                self.shared.update_variants(
-                    &self.key,
-                    |e| !Arc::ptr_eq(e, entry),
-                    Some(updated.clone()),
-                );
-            }
-            if let Some(flight) = self.flight {
-                flight.complete(&updated);
-            }
-            tracing::debug!(
-                target: TARGET,
-                event = "revalidated",
-                uri = %loggable(&self.key),
-                head = self.head,
-                "304 answered with the stored body"
-            );
-            let response = cached_response(
-                &updated,
-                self.head,
-                CacheStatus::Revalidated,
-                now,
-                Some(parts.extensions),
-            );
-            return Ok(response.map(CacheBody::stored));
+            return Ok(self.not_modified(response));
         }
 
         if self.head {
@@ -593,7 +579,7 @@ impl Lookup {
                     || response.headers().get(header::LAST_MODIFIED)
                         != entry.headers.get(header::LAST_MODIFIED);
                 if status.is_success() && differs {
-                    self.shared.remove_entry(&self.key, entry);
+                    self.shared.remove_entry(self.key.text().as_str(), entry);
                 }
             }
             return Ok(pass(response, CacheStatus::Miss));
@@ -601,21 +587,24 @@ impl Lookup {
 
         if let Some(entry) = self.entry.as_ref().filter(|_| status.is_success()) {
             // A full answer replaces what was stored for this request.
-            self.shared.remove_entry(&self.key, entry);
+            self.shared.remove_entry(self.key.text().as_str(), entry);
         }
-        let (parts, body) = response.into_parts();
-        let cc = CacheControl::from_headers(&parts.headers);
+        if response.headers().is_empty() {
+            // Neither a validator, nor a freshness lifetime, nor `no-store`: nothing to do.
+            return Ok(pass(response, CacheStatus::Miss));
+        }
+        let cc = CacheControl::from_headers(response.headers());
         if cc.no_store {
-            if self.shared.store.remove(&self.key) {
-                tracing::debug!(target: TARGET, event = "remove", uri = %loggable(&self.key), "no-store removed the stored entries");
+            if self.shared.store.remove(self.key.text().as_str()) {
+                tracing::debug!(target: TARGET, event = "remove", uri = %self.key.loggable(), "no-store removed the stored entries");
             }
-            return Ok(pass(Response::from_parts(parts, body), CacheStatus::Miss));
+            return Ok(pass(response, CacheStatus::Miss));
         }
-        let Some(len) = self.storable_len(&parts, &cc, &body) else {
-            return Ok(pass(Response::from_parts(parts, body), CacheStatus::Miss));
+        let Some(len) = self.storable_len(status, response.headers(), &cc, response.body()) else {
+            return Ok(pass(response, CacheStatus::Miss));
         };
-        let Some(vary) = vary_names(&parts.headers) else {
-            return Ok(pass(Response::from_parts(parts, body), CacheStatus::Miss));
+        let Some(vary) = vary_names(response.headers()) else {
+            return Ok(pass(response, CacheStatus::Miss));
         };
         let vary = vary
             .into_iter()
@@ -624,19 +613,20 @@ impl Lookup {
                 (name, value)
             })
             .collect();
+        let timing = self.timing(Instant::now());
         let storing = Storing {
             shared: self.shared.clone(),
             key: self.key,
             status,
-            version: parts.version,
-            headers: parts.headers.clone(),
+            version: response.version(),
+            headers: response.headers().clone(),
             credentials: self.credentials,
             vary,
             request_headers: self.request_headers,
             timing,
         };
         let max = self.shared.max_entry_bytes;
-        let mut response = Response::from_parts(parts, body);
+        let mut response = response;
         response.extensions_mut().insert(CacheStatus::Miss);
         if len == 0 && response.body().is_end_stream() {
             storing.finish(Bytes::new());
@@ -645,17 +635,103 @@ impl Lookup {
         Ok(response.map(|body| CacheBody::teed(body, len, max, storing)))
     }
 
+    /// When the request was sent and its answer arrived (`now`), on both clocks.
+    fn timing(&self, now: Instant) -> Timing {
+        Timing {
+            request_time: self.request_time,
+            response_time: now,
+            response_wall: self.shared.clock.now(),
+        }
+    }
+
+    /// A transport error or a 5xx: a stored entry within its stale window answers instead.
+    #[cold]
+    fn failed<RB: Body, E>(
+        self,
+        failed: Result<Response<RB>, E>,
+    ) -> Result<Response<CacheBody<RB>>, E> {
+        let now = Instant::now();
+        if let Some(entry) = self
+            .entry
+            .as_ref()
+            .filter(|e| self.shared.stale_allowed(e, now))
+        {
+            tracing::info!(
+                target: TARGET,
+                event = "stale",
+                uri = %self.key.loggable(),
+                status = failed.as_ref().ok().map(|r| r.status().as_u16()),
+                staleness_secs = entry.staleness(now).as_secs(),
+                "upstream failed; served a stored entry"
+            );
+            let extensions = failed.ok().map(|r| r.into_parts().0.extensions);
+            let age = Some(entry.current_age(now));
+            let response = cached_response(entry, self.head, CacheStatus::Stale, age, extensions);
+            return Ok(response.map(CacheBody::stored));
+        }
+        failed.map(|r| pass(r, CacheStatus::Miss))
+    }
+
+    /// A 304: answered with the stored entry it selects, which it updates.
+    fn not_modified<RB: Body>(self, response: Response<RB>) -> Response<CacheBody<RB>> {
+        let Some(entry) = self.entry.as_ref().filter(|_| self.added_conditionals) else {
+            return pass(response, CacheStatus::Miss);
+        };
+        if !entry.selected_by(response.headers()) {
+            // RFC 9111 section 4.3.4: no stored response is selected, so nothing is
+            // updated, and the stored body is not ours to serve for it.
+            tracing::debug!(
+                target: TARGET,
+                event = "validator_mismatch",
+                uri = %self.key.loggable(),
+                "304 names a representation the cache does not hold; passed through"
+            );
+            return pass(response, CacheStatus::Miss);
+        }
+        let (parts, _body) = response.into_parts();
+        let timing = self.timing(Instant::now());
+        let updated = Arc::new(entry.freshened(&parts.headers, timing));
+        let key = self.key.text();
+        if CacheControl::from_headers(&parts.headers).no_store {
+            self.shared.store.remove(key.as_str());
+        } else {
+            self.shared.update_variants(
+                key.as_str(),
+                |e| !Arc::ptr_eq(e, entry),
+                Some(updated.clone()),
+            );
+        }
+        if let Some(flight) = self.flight {
+            flight.complete(&updated);
+        }
+        tracing::debug!(
+            target: TARGET,
+            event = "revalidated",
+            uri = %loggable(key.as_str()),
+            head = self.head,
+            "304 answered with the stored body"
+        );
+        let response = cached_response(
+            &updated,
+            self.head,
+            CacheStatus::Revalidated,
+            None,
+            Some(parts.extensions),
+        );
+        response.map(CacheBody::stored)
+    }
+
     /// The body length, when the response may be stored and its body fits.
     fn storable_len<RB: Body>(
         &self,
-        parts: &http::response::Parts,
+        status: StatusCode,
+        headers: &HeaderMap,
         cc: &CacheControl,
         body: &RB,
     ) -> Option<usize> {
-        if !self.shared.statuses.contains(&parts.status) {
+        if !self.shared.statuses.contains(&status) {
             return None;
         }
-        let headers = &parts.headers;
         let validated =
             headers.contains_key(header::ETAG) || headers.contains_key(header::LAST_MODIFIED);
         let lifetime = cc.max_age.is_some_and(|a| a > Duration::ZERO)
@@ -679,7 +755,7 @@ impl Lookup {
 /// A response on its way into the store, waiting for its body to end.
 pub(crate) struct Storing {
     shared: Arc<Shared>,
-    key: String,
+    key: UriKey,
     status: StatusCode,
     version: http::Version,
     headers: HeaderMap,
@@ -704,13 +780,17 @@ impl Storing {
         ));
         let weight = entry.weight();
         let (credentials, request) = (self.credentials, &self.request_headers);
+        let key = self.key.text();
         // The new entry replaces every variant this request would have selected.
-        self.shared
-            .update_variants(&self.key, |e| !e.matches(credentials, request), Some(entry));
+        self.shared.update_variants(
+            key.as_str(),
+            |e| !e.matches(credentials, request),
+            Some(entry),
+        );
         tracing::debug!(
             target: TARGET,
             event = "store",
-            uri = %loggable(&self.key),
+            uri = %loggable(key.as_str()),
             body_len = len,
             weight,
             "response stored"

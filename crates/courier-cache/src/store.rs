@@ -1,9 +1,11 @@
 //! Where entries live: the [`CacheStore`] seam and the bounded in-memory [`MemoryStore`].
 
 use crate::entry::Variants;
+use crate::key::{KeyHasher, Parts};
 use quick_cache::sync::Cache;
-use quick_cache::{DefaultHashBuilder, Lifecycle, Weighter};
+use quick_cache::{Equivalent, Lifecycle, Weighter};
 use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 
 /// Bookkeeping bytes counted per URI on top of its key and entries.
@@ -44,7 +46,9 @@ pub trait CacheStore: fmt::Debug + Send + Sync + 'static {
 /// Clones share the same store.
 #[derive(Clone)]
 pub struct MemoryStore {
-    cache: Arc<Cache<String, Arc<Variants>, ByWeight, DefaultHashBuilder, LogEvictions>>,
+    cache: Arc<Cache<StoreKey, Arc<Variants>, ByWeight, PassThrough, LogEvictions>>,
+    /// Hashes key texts (seeded at random per store; clones share the seed).
+    hasher: foldhash::fast::RandomState,
 }
 
 impl MemoryStore {
@@ -72,10 +76,23 @@ impl MemoryStore {
             cache: Arc::new(Cache::with_options(
                 options,
                 ByWeight,
-                DefaultHashBuilder::default(),
+                PassThrough,
                 LogEvictions,
             )),
+            hasher: foldhash::fast::RandomState::default(),
         }
+    }
+
+    fn hash_text(&self, text: &str) -> u64 {
+        KeyHasher::new(self.hasher.build_hasher()).text(text)
+    }
+
+    /// The variants stored for the key of a request, found without building the key's text.
+    pub(crate) fn get_key(&self, parts: Parts<'_>) -> Option<Arc<Variants>> {
+        let mut hasher = KeyHasher::new(self.hasher.build_hasher());
+        parts.hash(&mut hasher);
+        let hash = hasher.finish();
+        self.cache.get(&ByParts { hash, parts })
     }
 
     /// The capacity in bytes.
@@ -103,15 +120,18 @@ impl fmt::Debug for MemoryStore {
 
 impl CacheStore for MemoryStore {
     fn get(&self, key: &str) -> Option<Arc<Variants>> {
-        self.cache.get(key)
+        let hash = self.hash_text(key);
+        self.cache.get(&ByText { hash, text: key })
     }
 
     fn insert(&self, key: String, variants: Arc<Variants>) {
-        self.cache.insert(key, variants);
+        let hash = self.hash_text(&key);
+        self.cache.insert(StoreKey { hash, text: key }, variants);
     }
 
     fn remove(&self, key: &str) -> bool {
-        self.cache.remove(key).is_some()
+        let hash = self.hash_text(key);
+        self.cache.remove(&ByText { hash, text: key }).is_some()
     }
 
     fn weight(&self) -> u64 {
@@ -123,14 +143,99 @@ impl CacheStore for MemoryStore {
     }
 }
 
+// === impl StoreKey ===
+
+/// A key as the in-memory store holds it: its text, and the hash of that text. Two keys are
+/// equal only when their texts are.
+#[derive(Clone, PartialEq, Eq)]
+struct StoreKey {
+    hash: u64,
+    text: String,
+}
+
+impl Hash for StoreKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// A lookup by key text.
+struct ByText<'a> {
+    hash: u64,
+    text: &'a str,
+}
+
+impl Hash for ByText<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl Equivalent<StoreKey> for ByText<'_> {
+    fn equivalent(&self, key: &StoreKey) -> bool {
+        self.hash == key.hash && self.text == key.text
+    }
+}
+
+/// A lookup by the parts of a request's key, compared with the stored text part by part.
+struct ByParts<'a> {
+    hash: u64,
+    parts: Parts<'a>,
+}
+
+impl Hash for ByParts<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+impl Equivalent<StoreKey> for ByParts<'_> {
+    fn equivalent(&self, key: &StoreKey) -> bool {
+        self.hash == key.hash && self.parts.is_text(&key.text)
+    }
+}
+
+/// The store's keys carry their hash already: it is passed through as it is.
+#[derive(Debug, Clone, Copy, Default)]
+struct PassThrough;
+
+impl BuildHasher for PassThrough {
+    type Hasher = PassThroughHasher;
+
+    fn build_hasher(&self) -> PassThroughHasher {
+        PassThroughHasher(0)
+    }
+}
+
+/// Returns the one `u64` it was fed.
+#[derive(Debug, Default)]
+struct PassThroughHasher(u64);
+
+impl Hasher for PassThroughHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is used; fold anything else in rather than drop it.
+        for &b in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(b);
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.0 = n;
+    }
+}
+
 // === impl ByWeight ===
 
 #[derive(Debug, Clone, Copy)]
 struct ByWeight;
 
-impl Weighter<String, Arc<Variants>> for ByWeight {
-    fn weight(&self, key: &String, val: &Arc<Variants>) -> u64 {
-        KEY_OVERHEAD + key.len() as u64 + val.weight()
+impl Weighter<StoreKey, Arc<Variants>> for ByWeight {
+    fn weight(&self, key: &StoreKey, val: &Arc<Variants>) -> u64 {
+        KEY_OVERHEAD + key.text.len() as u64 + val.weight()
     }
 }
 
@@ -139,14 +244,14 @@ impl Weighter<String, Arc<Variants>> for ByWeight {
 #[derive(Debug, Clone, Copy)]
 struct LogEvictions;
 
-impl Lifecycle<String, Arc<Variants>> for LogEvictions {
+impl Lifecycle<StoreKey, Arc<Variants>> for LogEvictions {
     type RequestState = ();
 
-    fn on_evict(&self, _state: &mut (), key: String, val: Arc<Variants>) {
+    fn on_evict(&self, _state: &mut (), key: StoreKey, val: Arc<Variants>) {
         tracing::debug!(
             target: "courier::cache",
             event = "evict",
-            uri = %crate::service::loggable(&key),
+            uri = %crate::key::loggable(&key.text),
             weight = val.weight(),
             "cache entry evicted"
         );
@@ -156,6 +261,100 @@ impl Lifecycle<String, Arc<Variants>> for LogEvictions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::key::UriKey;
+    use http::{HeaderMap, Uri};
+    use proptest::prelude::*;
+
+    fn key(uri: &str) -> UriKey {
+        UriKey::new(&uri.parse::<Uri>().unwrap(), &HeaderMap::new())
+    }
+
+    fn by_parts(store: &MemoryStore, uri: &str) -> Option<Arc<Variants>> {
+        store.get_key(key(uri).parts())
+    }
+
+    fn variants() -> Arc<Variants> {
+        Arc::new(Variants::default())
+    }
+
+    #[test]
+    fn a_colliding_hash_never_serves_another_uri() {
+        let store = MemoryStore::new(1 << 20);
+        let wanted = "http://b.example/y";
+        // Another URI's entry, stored under exactly the hash the wanted URI has.
+        let forged = StoreKey {
+            hash: store.hash_text(wanted),
+            text: "http://a.example/x".to_owned(),
+        };
+        let other = variants();
+        store.cache.insert(forged, other.clone());
+        assert_eq!(store.len(), 1);
+        assert!(by_parts(&store, wanted).is_none(), "by parts");
+        assert!(store.get(wanted).is_none(), "by text");
+        assert!(!store.remove(wanted));
+
+        // The wanted URI's own entry sits beside the colliding one; each finds its own.
+        let own = variants();
+        store.insert(wanted.to_owned(), own.clone());
+        assert_eq!(store.len(), 2);
+        assert!(Arc::ptr_eq(&by_parts(&store, wanted).unwrap(), &own));
+        assert!(Arc::ptr_eq(&store.get(wanted).unwrap(), &own));
+        assert!(store.remove(wanted));
+        assert!(by_parts(&store, wanted).is_none());
+        assert_eq!(store.len(), 1, "the colliding entry stays");
+    }
+
+    #[test]
+    fn parts_and_text_find_the_same_entry() {
+        let store = MemoryStore::new(1 << 20);
+        let stored = variants();
+        store.insert("https://api.example:8443/a?b=C".to_owned(), stored.clone());
+        for uri in [
+            "https://api.example:8443/a?b=C",
+            "HTTPS://API.EXAMPLE:8443/a?b=C",
+            "https://user:pw@Api.Example:8443/a?b=C",
+        ] {
+            assert!(
+                Arc::ptr_eq(&by_parts(&store, uri).unwrap(), &stored),
+                "{uri}"
+            );
+        }
+        for uri in [
+            "https://api.example:8443/a?b=c",
+            "https://api.example:8443/A?b=C",
+            "https://api.example/a?b=C",
+            "http://api.example:8443/a?b=C",
+        ] {
+            assert!(by_parts(&store, uri).is_none(), "{uri}");
+        }
+        // A key inserted with capitals through the store's text API is that exact text: no
+        // request's key (always lowercase in scheme and host) matches it.
+        store.insert("HTTP://UPPER.example/a".to_owned(), variants());
+        assert!(by_parts(&store, "http://upper.example/a").is_none());
+        assert!(store.get("HTTP://UPPER.example/a").is_some());
+    }
+
+    proptest! {
+        #[test]
+        fn parts_hash_as_their_text(
+            scheme in prop_oneof![Just("http"), Just("HTTPS"), Just("Git+SSH")],
+            host in "[a-zA-Z0-9.-]{1,30}(:[0-9]{1,5})?",
+            path in "(/[a-zA-Z0-9%._~-]{0,20}){1,8}(\\?[a-zA-Z0-9=&%-]{0,40})?",
+        ) {
+            let store = MemoryStore::new(1 << 20);
+            let uri = format!("{scheme}://{host}{path}");
+            let key = key(&uri);
+            let text = key.text();
+            let mut hasher = KeyHasher::new(store.hasher.build_hasher());
+            key.parts().hash(&mut hasher);
+            prop_assert_eq!(hasher.finish(), store.hash_text(text.as_str()));
+            prop_assert!(key.parts().is_text(text.as_str()));
+            let mut other = text.as_str().to_owned();
+            other.push('x');
+            prop_assert!(!key.parts().is_text(&other));
+            prop_assert!(!key.parts().is_text(&other[..text.as_str().len() - 1]));
+        }
+    }
 
     #[test]
     fn shards_stay_large_enough_for_one_entry() {
