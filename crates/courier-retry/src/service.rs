@@ -109,15 +109,15 @@ where
         // attempts. Extensions that hold nothing but the deadline (the preset's case) are not
         // cloned (a clone of a non-empty map allocates three times): a retry puts the deadline
         // back.
-        let mut template_parts = Request::new(()).into_parts().0;
-        template_parts.method = parts.method.clone();
-        template_parts.uri = parts.uri.clone();
-        template_parts.version = parts.version;
-        template_parts.headers = parts.headers.clone();
         let only_deadline = deadline.is_some() && parts.extensions.len() == 1;
-        if !only_deadline {
-            template_parts.extensions = parts.extensions.clone();
-        }
+        let template_parts = if only_deadline {
+            let extensions = std::mem::take(&mut parts.extensions);
+            let template = parts.clone();
+            parts.extensions = extensions;
+            template
+        } else {
+            parts.clone()
+        };
         let fut = svc.call(Request::from_parts(parts, body));
         ResponseFuture::new(
             fut,
