@@ -105,15 +105,11 @@ where
             .unwrap_or(own)
             .shrink(req.extensions_mut());
         let bound = Bound::new(deadline.instant(), start, Cause::Deadline);
-        let Some(left) = deadline
-            .instant()
-            .checked_duration_since(start)
-            .filter(|d| !d.is_zero())
-        else {
+        if deadline.instant() <= start {
             return ResponseFuture::passed(bound);
-        };
+        }
         if let Some(name) = &self.header {
-            write_header(req.headers_mut(), name, left);
+            write_header(req.headers_mut(), name, deadline.instant() - start);
         }
         ResponseFuture::new(self.inner.call(req), bound, true).watch_headers(self.watch_headers)
     }
@@ -211,15 +207,11 @@ where
             }
             _ => Bound::new(own, start, Cause::Attempt(self.per_attempt)),
         };
-        let Some(left) = bound
-            .at()
-            .checked_duration_since(start)
-            .filter(|d| !d.is_zero())
-        else {
+        if bound.at() <= start {
             return ResponseFuture::passed(bound);
-        };
+        }
         if let Some(name) = &self.header {
-            write_header(req.headers_mut(), name, left);
+            write_header(req.headers_mut(), name, bound.at() - start);
         }
         ResponseFuture::new(self.inner.call(req), bound, self.through_body)
     }
