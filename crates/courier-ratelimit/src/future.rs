@@ -3,7 +3,7 @@
 use crate::error::RateLimited;
 use crate::key::KeyFn;
 use crate::layer::Shared;
-use crate::store::{Decision, Grant, RateLimitStore};
+use crate::store::{Decision, Denial, Entry, Grant, RateLimitStore};
 use courier_core::{BoxError, CacheStatus, WaitSource};
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, Request, Response};
@@ -17,8 +17,9 @@ use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
 pin_project! {
-    /// Decides, waits for the slot if there is one to wait for, then calls the inner service and
-    /// reads the server's hints off its response.
+    /// Decides (unless the service did), waits for the slot if there is one to wait for, then
+    /// calls the inner service (unless the service did) and reads the server's hints off its
+    /// response.
     ///
     /// Dropping the future while it waits for its slot hands the slot back to the store (see
     /// [`RateLimitStore::cancel`]); nobody else waits longer because of it.
@@ -31,12 +32,11 @@ pin_project! {
     {
         #[pin]
         state: State<St::Acquire, S::Future>,
-        inner: Option<S>,
-        req: Option<Request<B>>,
-        key: KF::Key,
+        // The instance made ready and the request, until the call starts. Boxed: a call that
+        // starts at once (the usual case) carries neither, and the future stays small.
+        pending: Option<Box<(S, Request<B>)>>,
+        key: Held<KF::Key>,
         shared: Arc<Shared<KF, St>>,
-        // Set while sleeping: the slot to give back if the caller drops us.
-        grant: Option<Grant>,
     }
 
     impl<S, B, KF, St> PinnedDrop for ResponseFuture<S, B, KF, St>
@@ -47,23 +47,47 @@ pin_project! {
     {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            if let Some(grant) = this.grant.take() {
-                this.shared.store.cancel(this.key, this.shared.config.quota, &grant);
-            }
+            // Dropped before its slot came: give the slot back.
+            let grant = match this.state.project() {
+                StateProj::Sleeping { grant, .. } => grant,
+                StateProj::Decided { decision: Decision::Admit(grant) } => grant,
+                _ => return,
+            };
+            let shared = &**this.shared;
+            shared.store.cancel(this.key.get(), shared.config.quota, grant);
         }
     }
 }
 
 pin_project! {
-    // Acquire => (Sleeping | Calling | Done)
+    // (Acquire | Decided) => (Sleeping | Calling | Done)
     // Sleeping => Calling
     // Calling => Done
     #[project = StateProj]
     enum State<A, F> {
         Acquire { #[pin] fut: A },
-        Sleeping { #[pin] sleep: Sleep },
+        Decided { decision: Decision },
+        // The slot reserved, to give back if the caller drops us; the timer is boxed, as only
+        // a waiting request needs one.
+        Sleeping { sleep: Pin<Box<Sleep>>, grant: Grant },
         Calling { #[pin] fut: F },
         Done,
+    }
+}
+
+/// The key a future's request was decided under: the key itself, or the in-process store's
+/// entry holding it (one reference count, no copy of the key).
+pub(crate) enum Held<K> {
+    Key(K),
+    Entry(Arc<Entry<K>>),
+}
+
+impl<K> Held<K> {
+    fn get(&self) -> &K {
+        match self {
+            Self::Key(key) => key,
+            Self::Entry(entry) => &entry.key,
+        }
     }
 }
 
@@ -75,20 +99,44 @@ where
     KF: KeyFn,
     St: RateLimitStore<KF::Key>,
 {
-    pub(crate) fn new(
+    /// Waits for the store's decision, then goes on with `pending`.
+    pub(crate) fn acquiring(
         acquire: St::Acquire,
-        inner: S,
-        req: Request<B>,
-        key: KF::Key,
+        pending: Box<(S, Request<B>)>,
+        key: Held<KF::Key>,
         shared: Arc<Shared<KF, St>>,
     ) -> Self {
         Self {
             state: State::Acquire { fut: acquire },
-            inner: Some(inner),
-            req: Some(req),
+            pending: Some(pending),
             key,
             shared,
-            grant: None,
+        }
+    }
+
+    /// Goes on with a decision already taken; `pending` is `None` only for a refusal.
+    pub(crate) fn decided(
+        decision: Decision,
+        pending: Option<Box<(S, Request<B>)>>,
+        key: Held<KF::Key>,
+        shared: Arc<Shared<KF, St>>,
+    ) -> Self {
+        Self {
+            state: State::Decided { decision },
+            pending,
+            key,
+            shared,
+        }
+    }
+
+    /// The call started at once.
+    #[inline]
+    pub(crate) fn calling(fut: S::Future, key: Held<KF::Key>, shared: Arc<Shared<KF, St>>) -> Self {
+        Self {
+            state: State::Calling { fut },
+            pending: None,
+            key,
+            shared,
         }
     }
 }
@@ -102,81 +150,86 @@ where
 {
     type Output = Result<Response<ResB>, BoxError>;
 
+    #[inline]
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let mut this = self.project();
         loop {
-            match this.state.as_mut().project() {
-                StateProj::Acquire { fut } => {
-                    let decision = match ready!(fut.poll(cx)) {
-                        Ok(decision) => decision,
-                        Err(err) => {
-                            this.state.set(State::Done);
-                            return Poll::Ready(Err(err));
-                        }
-                    };
-                    match decision {
-                        Decision::Deny(denial) => {
-                            this.state.set(State::Done);
-                            tracing::debug!(
-                                host = ?this.key,
-                                retry_in_ms = denial.retry_in().as_millis() as u64,
-                                parked = denial.is_parked(),
-                                "rate limited: no slot soon enough"
-                            );
-                            return Poll::Ready(Err(Box::new(RateLimited::new(denial.retry_in()))));
-                        }
-                        Decision::Admit(grant) => {
-                            let now = Instant::now();
-                            if grant.at() > now {
-                                let wait = grant.at() - now;
-                                if wait > this.shared.config.log_waits_over {
-                                    tracing::info!(
-                                        host = ?this.key,
-                                        wait_ms = wait.as_millis() as u64,
-                                        "rate limit: waiting for a slot"
-                                    );
-                                }
-                                *this.grant = Some(grant);
-                                this.state.set(State::Sleeping {
-                                    sleep: tokio::time::sleep_until(grant.at()),
-                                });
-                                continue;
-                            }
-                        }
-                    }
-                }
-                StateProj::Sleeping { sleep } => {
-                    ready!(sleep.poll(cx));
-                    // The slot has come: from here on it is spent.
-                    *this.grant = None;
-                }
+            let decision = match this.state.as_mut().project() {
                 StateProj::Calling { fut } => {
                     let result = ready!(fut.poll(cx));
                     this.state.set(State::Done);
-                    return Poll::Ready(match result {
-                        Ok(resp) => {
-                            observe(this.shared, this.key, &resp);
-                            Ok(resp)
-                        }
-                        Err(err) => Err(err.into()),
+                    if let Ok(resp) = &result {
+                        observe(this.shared, this.key.get(), resp);
+                    }
+                    return Poll::Ready(result.map_err(Into::into));
+                }
+                StateProj::Acquire { fut } => match ready!(fut.poll(cx)) {
+                    Ok(decision) => decision,
+                    Err(err) => {
+                        this.state.set(State::Done);
+                        return Poll::Ready(Err(err));
+                    }
+                },
+                StateProj::Decided { decision } => *decision,
+                StateProj::Sleeping { sleep, .. } => {
+                    ready!(sleep.as_mut().poll(cx));
+                    // The slot has come: from here on it is spent (leaving Sleeping drops the
+                    // grant).
+                    let (mut inner, req) = *this
+                        .pending
+                        .take()
+                        .expect("the request is taken only when the call starts");
+                    this.state.set(State::Calling {
+                        fut: inner.call(req),
                     });
+                    continue;
                 }
                 StateProj::Done => panic!("ResponseFuture polled after it completed"),
+            };
+            match decision {
+                Decision::Deny(denial) => {
+                    this.state.set(State::Done);
+                    refused(this.key.get(), denial);
+                    return Poll::Ready(Err(Box::new(RateLimited::new(denial.retry_in()))));
+                }
+                Decision::Admit(grant) => {
+                    let now = Instant::now();
+                    if grant.at() > now {
+                        let wait = grant.at() - now;
+                        if wait > this.shared.config.log_waits_over {
+                            tracing::info!(
+                                host = ?this.key.get(),
+                                wait_ms = wait.as_millis() as u64,
+                                "rate limit: waiting for a slot"
+                            );
+                        }
+                        this.state.set(State::Sleeping {
+                            sleep: Box::pin(tokio::time::sleep_until(grant.at())),
+                            grant,
+                        });
+                        continue;
+                    }
+                    let (mut inner, req) = *this
+                        .pending
+                        .take()
+                        .expect("the request is taken only when the call starts");
+                    this.state.set(State::Calling {
+                        fut: inner.call(req),
+                    });
+                }
             }
-            // Acquire (slot now) or Sleeping (slot came) => Calling
-            let mut inner = this
-                .inner
-                .take()
-                .expect("the inner service is taken only when the call starts");
-            let req = this
-                .req
-                .take()
-                .expect("the request is taken only when the call starts");
-            this.state.set(State::Calling {
-                fut: inner.call(req),
-            });
         }
     }
+}
+
+#[cold]
+fn refused<K: fmt::Debug>(key: &K, denial: Denial) {
+    tracing::debug!(
+        host = ?key,
+        retry_in_ms = denial.retry_in().as_millis() as u64,
+        parked = denial.is_parked(),
+        "rate limited: no slot soon enough"
+    );
 }
 
 impl<S, B, KF, St> fmt::Debug for ResponseFuture<S, B, KF, St>
@@ -186,22 +239,36 @@ where
     St: RateLimitStore<KF::Key>,
 {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let state = match self.state {
-            State::Acquire { .. } => "acquire",
-            State::Sleeping { .. } => "sleeping",
-            State::Calling { .. } => "calling",
-            State::Done => "done",
+        let (state, grant) = match &self.state {
+            State::Acquire { .. } => ("acquire", None),
+            State::Decided { .. } => ("decided", None),
+            State::Sleeping { grant, .. } => ("sleeping", Some(grant)),
+            State::Calling { .. } => ("calling", None),
+            State::Done => ("done", None),
         };
         f.debug_struct("ResponseFuture")
-            .field("key", &self.key)
+            .field("key", self.key.get())
             .field("state", &state)
-            .field("grant", &self.grant)
+            .field("grant", &grant)
             .finish()
     }
 }
 
 /// Parks the response's key when the server asks for quiet.
+#[inline]
 fn observe<ResB, KF, St>(shared: &Shared<KF, St>, key: &KF::Key, resp: &Response<ResB>)
+where
+    KF: KeyFn,
+    St: RateLimitStore<KF::Key>,
+{
+    if shared.config.hints.is_some() && may_hint(resp.headers()) {
+        // Else the usual answer: none of the fields a hint is read from.
+        observe_hints(shared, key, resp);
+    }
+}
+
+#[inline(never)]
+fn observe_hints<ResB, KF, St>(shared: &Shared<KF, St>, key: &KF::Key, resp: &Response<ResB>)
 where
     KF: KeyFn,
     St: RateLimitStore<KF::Key>,
@@ -209,9 +276,6 @@ where
     let Some(hints) = &shared.config.hints else {
         return;
     };
-    if !may_hint(resp.headers()) {
-        return; // the usual answer: none of the fields a hint is read from
-    }
     if resp
         .extensions()
         .get::<CacheStatus>()

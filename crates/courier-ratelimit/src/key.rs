@@ -15,6 +15,15 @@ pub trait KeyFn: Send + Sync + 'static {
 
     /// The key of `req`.
     fn key<B>(&self, req: &http::Request<B>) -> Self::Key;
+
+    /// Whether `req`'s key is `key`, when that can be told without making the key; `None` when
+    /// it cannot. The service uses it to reuse the bucket of its previous request. Defaults to
+    /// `None`: the key is made and compared.
+    #[inline]
+    fn is_key<B>(&self, req: &http::Request<B>, key: &Self::Key) -> Option<bool> {
+        let _ = (req, key);
+        None
+    }
 }
 
 /// One bucket per scheme + authority ([`HostKey`]). The default.
@@ -28,6 +37,20 @@ impl KeyFn for PerHost {
     fn key<B>(&self, req: &http::Request<B>) -> HostKey {
         HostKey::from_request(req)
     }
+
+    /// Compares the URI's scheme and authority in place, ignoring ASCII case as [`HostKey`]
+    /// does; a request without an authority in its URI makes the key.
+    #[inline]
+    fn is_key<B>(&self, req: &http::Request<B>, key: &HostKey) -> Option<bool> {
+        let uri = req.uri();
+        let authority = uri.authority()?;
+        let same_authority = key.authority().is_some_and(|a| {
+            let (a, b) = (a.as_str(), authority.as_str());
+            // The same bytes (a clone of one URI), equal bytes, or equal but for case.
+            std::ptr::eq(a, b) || a == b || a.eq_ignore_ascii_case(b)
+        });
+        Some(same_authority && key.scheme() == uri.scheme())
+    }
 }
 
 /// One bucket for every request the layer sees.
@@ -39,6 +62,11 @@ impl KeyFn for Global {
 
     #[inline]
     fn key<B>(&self, _: &http::Request<B>) {}
+
+    #[inline]
+    fn is_key<B>(&self, _: &http::Request<B>, _: &()) -> Option<bool> {
+        Some(true)
+    }
 }
 
 /// A bucket per key your function returns, e.g. per API token or per tenant.

@@ -204,7 +204,7 @@ impl<KF, St> fmt::Debug for TokenBucketRateLimitLayer<KF, St> {
     }
 }
 
-impl<S, KF, St> Layer<S> for TokenBucketRateLimitLayer<KF, St> {
+impl<S, KF: KeyFn, St> Layer<S> for TokenBucketRateLimitLayer<KF, St> {
     type Service = TokenBucketRateLimit<S, KF, St>;
 
     fn layer(&self, inner: S) -> Self::Service {

@@ -1,8 +1,9 @@
 use crate::config::Mode;
-use crate::future::ResponseFuture;
+use crate::future::{Held, ResponseFuture};
+use crate::gcra::Outcome;
 use crate::key::{KeyFn, PerHost};
 use crate::layer::Shared;
-use crate::store::{InMemoryStore, RateLimitStore};
+use crate::store::{Decision, Entry, InMemoryStore, RateLimitStore, saturating_nanos};
 use courier_core::{BoxError, Deadline, HostKey};
 use http::{Request, Response};
 use std::fmt;
@@ -13,23 +14,33 @@ use tower_service::Service;
 
 /// Paces the requests to `S` per key; see [`TokenBucketRateLimitLayer`](crate::TokenBucketRateLimitLayer).
 ///
-/// No token is taken in `poll_ready`, which only forwards the inner service's readiness. The
-/// decision is taken when the response future is first polled; the wait, if any, happens
-/// inside it, and only then is the inner service (the instance that was made ready) called.
+/// No token is taken in `poll_ready`, which only forwards the inner service's readiness. With
+/// the in-process store the decision is taken in `call`: a request with a free slot now calls
+/// the inner service (the instance that was made ready) at once, one that must wait does so
+/// inside the response future and calls it after. With a store that answers through a future
+/// ([`RateLimitStore::acquire`]) the decision is taken when the response future is first
+/// polled, and the inner service is called after it (and after the wait, if any).
 ///
 /// # Clone
 ///
 /// Clones share the layer's buckets (behind an `Arc`): a clone never forks a limit.
-pub struct TokenBucketRateLimit<S, KF = PerHost, St = InMemoryStore<HostKey>> {
+pub struct TokenBucketRateLimit<S, KF: KeyFn = PerHost, St = InMemoryStore<HostKey>> {
     inner: S,
     shared: Arc<Shared<KF, St>>,
+    /// The bucket of the previous request (in-process store only): a run of requests to one
+    /// key skips the key, the hash and the map.
+    last: Option<Arc<Entry<KF::Key>>>,
 }
 
 // === impl TokenBucketRateLimit ===
 
-impl<S, KF, St> TokenBucketRateLimit<S, KF, St> {
+impl<S, KF: KeyFn, St> TokenBucketRateLimit<S, KF, St> {
     pub(crate) fn new(inner: S, shared: Arc<Shared<KF, St>>) -> Self {
-        Self { inner, shared }
+        Self {
+            inner,
+            shared,
+            last: None,
+        }
     }
 
     /// The inner service.
@@ -53,16 +64,18 @@ impl<S, KF, St> TokenBucketRateLimit<S, KF, St> {
     }
 }
 
-impl<S: Clone, KF, St> Clone for TokenBucketRateLimit<S, KF, St> {
+impl<S: Clone, KF: KeyFn, St> Clone for TokenBucketRateLimit<S, KF, St> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
             shared: Arc::clone(&self.shared),
+            // A clone made per request (as a retry layer above does) stays warm.
+            last: self.last.clone(),
         }
     }
 }
 
-impl<S: fmt::Debug, KF, St> fmt::Debug for TokenBucketRateLimit<S, KF, St> {
+impl<S: fmt::Debug, KF: KeyFn, St> fmt::Debug for TokenBucketRateLimit<S, KF, St> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenBucketRateLimit")
             .field("inner", &self.inner)
@@ -86,9 +99,9 @@ where
         self.inner.poll_ready(cx).map_err(Into::into)
     }
 
+    #[inline]
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let shared = &self.shared;
-        let key = shared.key_fn.key(&req);
         let max_wait = match shared.config.mode {
             Mode::Reject => Duration::ZERO,
             Mode::Wait => match Deadline::get(req.extensions()) {
@@ -96,10 +109,86 @@ where
                 None => shared.config.max_wait,
             },
         };
+        if shared.store.in_process().is_some() {
+            let (entry, decision) = self.decide_in_process(&req, max_wait);
+            let (key, shared) = (Held::Entry(entry), Arc::clone(&self.shared));
+            return match decision {
+                None => ResponseFuture::calling(self.inner.call(req), key, shared),
+                Some(decision @ Decision::Admit(_)) => {
+                    let pending = Box::new((self.take_ready(), req));
+                    ResponseFuture::decided(decision, Some(pending), key, shared)
+                }
+                // Refused: the inner service is not called.
+                Some(decision) => ResponseFuture::decided(decision, None, key, shared),
+            };
+        }
+        let key = shared.key_fn.key(&req);
         let acquire = shared.store.acquire(&key, shared.config.quota, max_wait);
-        // Call the instance that was made ready; leave a fresh clone for the next poll_ready.
-        let clone = self.inner.clone();
-        let inner = std::mem::replace(&mut self.inner, clone);
-        ResponseFuture::new(acquire, inner, req, key, Arc::clone(shared))
+        let shared = Arc::clone(shared);
+        let pending = Box::new((self.take_ready(), req));
+        ResponseFuture::acquiring(acquire, pending, Held::Key(key), shared)
     }
+}
+
+impl<S: Clone, KF: KeyFn, St> TokenBucketRateLimit<S, KF, St> {
+    /// The instance that was made ready, leaving a fresh clone for the next `poll_ready`.
+    fn take_ready(&mut self) -> S {
+        let clone = self.inner.clone();
+        std::mem::replace(&mut self.inner, clone)
+    }
+}
+
+impl<S, KF, St> TokenBucketRateLimit<S, KF, St>
+where
+    KF: KeyFn,
+    St: RateLimitStore<KF::Key>,
+{
+    /// Decides now, on the previous request's bucket when the key is the same. Returns the
+    /// bucket's entry and the decision, `None` when the request may start now.
+    #[inline]
+    fn decide_in_process<B>(
+        &mut self,
+        req: &Request<B>,
+        max_wait: Duration,
+    ) -> (Arc<Entry<KF::Key>>, Option<Decision>) {
+        let shared = &*self.shared;
+        let store = shared
+            .store
+            .in_process()
+            .expect("called only for a store that decides in process");
+        let quota = shared.config.quota;
+        let (t, tau) = (quota.interval_nanos(), quota.tolerance_nanos());
+        let max_wait = saturating_nanos(max_wait);
+        let now = store.now_ns();
+        loop {
+            if !matches!(&self.last, Some(last) if is_key(&shared.key_fn, req, &last.key)) {
+                self.last = Some(store.entry(&shared.key_fn.key(req), now));
+            }
+            let Some(entry) = &self.last else {
+                unreachable!("the entry was just set")
+            };
+            let outcome = entry.cell.reserve(now, t, tau, max_wait);
+            let decision = match outcome {
+                Outcome::Admit { start, .. } if start == now => None,
+                outcome => match store.decision(outcome) {
+                    Some(decision) => Some(decision),
+                    None => {
+                        // Evicted meanwhile: the map makes a fresh bucket.
+                        store.forget(entry);
+                        self.last = None;
+                        continue;
+                    }
+                },
+            };
+            return (Arc::clone(entry), decision);
+        }
+    }
+}
+
+/// Whether `req`'s key is `key`: told in place when the key function can, else by making it.
+#[inline]
+fn is_key<KF: KeyFn, B>(key_fn: &KF, req: &Request<B>, key: &KF::Key) -> bool {
+    key_fn
+        .is_key(req, key)
+        .unwrap_or_else(|| key_fn.key(req) == *key)
 }

@@ -64,6 +64,16 @@ pub trait RateLimitStore<K>: Send + Sync + 'static {
     fn cancel(&self, key: &K, quota: Quota, grant: &Grant) {
         let _ = (key, quota, grant);
     }
+
+    /// The in-process store this store decides with, when it answers at once from one (as
+    /// [`InMemoryStore`] does). The layer then decides in `call` itself, on the bucket the
+    /// service used for the previous request when the key is the same (no hashing, no map), and
+    /// a request with a free slot calls the inner service at once. Defaults to `None`: every
+    /// decision goes through [`RateLimitStore::acquire`].
+    #[inline]
+    fn in_process(&self) -> Option<&InMemoryStore<K>> {
+        None
+    }
 }
 
 /// A store's answer to one request.
@@ -136,7 +146,7 @@ impl Denial {
 /// The in-process store: a lock-free map of GCRA buckets, one `AtomicU64` each.
 ///
 /// A decision on a known key is one map lookup and one compare-and-swap: no lock, no
-/// allocation. Time is counted in nanoseconds from a base [`Instant`] taken when the store is
+/// allocation. The layer skips the lookup too while a service sends to the key it sent to last. Time is counted in nanoseconds from a base [`Instant`] taken when the store is
 /// made (so paused tokio time drives it in tests: make the store inside the runtime).
 ///
 /// # Eviction
@@ -160,10 +170,28 @@ pub struct InMemoryStore<K> {
 /// writes before it mixes.
 type Hasher = foldhash::fast::RandomState;
 
-type MapRef<'m, K> = papaya::HashMapRef<'m, K, Cell, Hasher, papaya::LocalGuard<'m>>;
+type MapRef<'m, K> = papaya::HashMapRef<'m, K, Arc<Entry<K>>, Hasher, papaya::LocalGuard<'m>>;
+
+/// One key's bucket, shared by the map and the services that used it last (each service keeps
+/// the entry of its previous request, so a run of requests to one key skips the map). An
+/// evicted entry's cell is a tombstone for good: a service holding one looks the key up again.
+#[derive(Debug)]
+pub(crate) struct Entry<K> {
+    pub(crate) key: K,
+    pub(crate) cell: Cell,
+}
+
+impl<K> Entry<K> {
+    fn new(key: K) -> Arc<Self> {
+        Arc::new(Self {
+            key,
+            cell: Cell::new(),
+        })
+    }
+}
 
 struct Inner<K> {
-    map: papaya::HashMap<K, Cell, Hasher>,
+    map: papaya::HashMap<K, Arc<Entry<K>>, Hasher>,
     base: Instant,
     max_keys: usize,
     sweeping: AtomicBool,
@@ -222,21 +250,14 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
         let (t, tau) = (quota.interval_nanos(), quota.tolerance_nanos());
         let map = self.inner.map.pin();
         loop {
-            let cell = match map.get(key) {
-                Some(cell) => cell,
+            let entry = match map.get(key) {
+                Some(entry) => entry,
                 None => self.insert(&map, key, now),
             };
-            match cell.reserve(now, t, tau, max_wait) {
-                Outcome::Admit { start, ticket } => {
-                    return Decision::Admit(Grant::new(self.instant(start), ticket));
-                }
-                Outcome::Deny { retry_in, parked } => {
-                    return Decision::Deny(
-                        Denial::new(Duration::from_nanos(retry_in)).parked(parked),
-                    );
-                }
-                Outcome::Evicted => {
-                    let _ = map.remove_if(key, |_, c| c.is_evicted());
+            match self.decision(entry.cell.reserve(now, t, tau, max_wait)) {
+                Some(decision) => return decision,
+                None => {
+                    let _ = map.remove_if(key, |_, e| e.cell.is_evicted());
                 }
             }
         }
@@ -245,12 +266,47 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
     /// Until when `key` is parked, if it is parked now.
     pub fn parked_until(&self, key: &K) -> Option<Instant> {
         let now = self.now_ns();
-        let until = self.inner.map.pin().get(key)?.parked_until();
+        let until = self.inner.map.pin().get(key)?.cell.parked_until();
         (until > now).then(|| self.instant(until))
     }
 
-    fn now_ns(&self) -> u64 {
+    /// Now, in nanoseconds from the store's base instant.
+    #[inline]
+    pub(crate) fn now_ns(&self) -> u64 {
         saturating_nanos(Instant::now().saturating_duration_since(self.inner.base))
+    }
+
+    /// The decision a cell's outcome means; `None` when the cell was evicted.
+    #[inline]
+    pub(crate) fn decision(&self, outcome: Outcome) -> Option<Decision> {
+        match outcome {
+            Outcome::Admit { start, ticket } => {
+                Some(Decision::Admit(Grant::new(self.instant(start), ticket)))
+            }
+            Outcome::Deny { retry_in, parked } => Some(Decision::Deny(
+                Denial::new(Duration::from_nanos(retry_in)).parked(parked),
+            )),
+            Outcome::Evicted => None,
+        }
+    }
+
+    /// The entry of `key` at `now` (nanoseconds), made when missing.
+    pub(crate) fn entry(&self, key: &K, now: u64) -> Arc<Entry<K>> {
+        let map = self.inner.map.pin();
+        match map.get(key) {
+            Some(entry) => Arc::clone(entry),
+            None => Arc::clone(self.insert(&map, key, now)),
+        }
+    }
+
+    /// Drops `entry` from the map if it was evicted, so that the key's next lookup makes a
+    /// fresh one.
+    pub(crate) fn forget(&self, entry: &Entry<K>) {
+        let _ = self
+            .inner
+            .map
+            .pin()
+            .remove_if(&entry.key, |_, e| e.cell.is_evicted());
     }
 
     fn instant(&self, ns: u64) -> Instant {
@@ -258,10 +314,10 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
     }
 
     #[cold]
-    fn insert<'g>(&self, map: &'g MapRef<'_, K>, key: &K, now: u64) -> &'g Cell {
+    fn insert<'g>(&self, map: &'g MapRef<'_, K>, key: &K, now: u64) -> &'g Arc<Entry<K>> {
         // Sweep before inserting, so the new (full, hence idle) bucket is not swept at once.
         self.maybe_sweep(map, now);
-        map.get_or_insert_with(key.clone(), Cell::new)
+        map.get_or_insert_with(key.clone(), || Entry::new(key.clone()))
     }
 
     fn maybe_sweep(&self, map: &MapRef<'_, K>, now: u64) {
@@ -274,7 +330,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
             return; // another caller is sweeping
         }
         let mut reparks = Vec::new();
-        map.retain(|key, cell| match cell.try_evict(now) {
+        map.retain(|key, entry| match entry.cell.try_evict(now) {
             Evict::Keep => true,
             Evict::Remove => false,
             Evict::RemoveParked(until) => {
@@ -298,14 +354,14 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
 
     fn park_ns(&self, map: &MapRef<'_, K>, key: K, until: u64) {
         loop {
-            let cell = match map.get(&key) {
-                Some(cell) => cell,
-                None => map.get_or_insert_with(key.clone(), Cell::new),
+            let entry = match map.get(&key) {
+                Some(entry) => entry,
+                None => map.get_or_insert_with(key.clone(), || Entry::new(key.clone())),
             };
-            if cell.park(until) {
+            if entry.cell.park(until) {
                 return;
             }
-            let _ = map.remove_if(&key, |_, c| c.is_evicted());
+            let _ = map.remove_if(&key, |_, e| e.cell.is_evicted());
         }
     }
 }
@@ -356,12 +412,17 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> RateLimitStore<K> for InMemor
         if Instant::now() >= grant.at() {
             return;
         }
-        if let Some(cell) = self.inner.map.pin().get(key) {
-            cell.give_back(grant.ticket(), quota.interval_nanos());
+        if let Some(entry) = self.inner.map.pin().get(key) {
+            entry.cell.give_back(grant.ticket(), quota.interval_nanos());
         }
+    }
+
+    #[inline]
+    fn in_process(&self) -> Option<&InMemoryStore<K>> {
+        Some(self)
     }
 }
 
-fn saturating_nanos(d: Duration) -> u64 {
+pub(crate) fn saturating_nanos(d: Duration) -> u64 {
     u64::try_from(d.as_nanos()).unwrap_or(u64::MAX)
 }

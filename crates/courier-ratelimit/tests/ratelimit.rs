@@ -562,6 +562,95 @@ async fn eviction_never_lets_a_busy_or_parked_host_burst() {
     assert_eq!(up.starts("parked"), [0.0, 10.0]);
 }
 
+// === the previous request's bucket ===
+
+#[tokio::test(start_paused = true)]
+async fn a_host_differing_in_case_shares_its_bucket_and_a_host_header_makes_its_key() {
+    let up = Upstream::new();
+    let mut svc = layer(1.0, 1).layer(up.clone());
+    // No scheme in the URI: a key of its own (scheme-less), made from the Host header.
+    let by_header = || {
+        Request::get("/x")
+            .header(http::header::HOST, "api.example")
+            .body(())
+            .unwrap()
+    };
+    // One service instance, so each request meets the previous request's bucket first.
+    let reqs = [
+        get("api.example"),
+        get("API.Example"),
+        by_header(),
+        by_header(),
+        get("api.example"),
+        get("other"),
+        get("api.example"),
+    ];
+    for req in reqs {
+        svc.ready().await.unwrap().call(req).await.unwrap();
+    }
+    assert_eq!(up.starts("api.example"), [0.0, 2.0, 3.0]);
+    assert_eq!(up.starts("API.Example"), [1.0]);
+    assert_eq!(up.starts("-"), [1.0, 2.0]);
+    assert_eq!(up.starts("other"), [2.0], "another host has its own bucket");
+    assert_eq!(svc.store().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bucket_evicted_under_a_service_is_made_afresh() {
+    let up = Upstream::new();
+    let mut a = layer(1000.0, 1).max_keys(4).layer(up.clone());
+    a.ready().await.unwrap().call(get("a")).await.unwrap();
+    // Another instance fills the map: `a`'s bucket, full again, is evicted.
+    let mut others = a.clone();
+    for i in 0..12 {
+        advance(secs(0.002)).await;
+        let host: &'static str = Box::leak(format!("h{i}").into_boxed_str());
+        others.ready().await.unwrap().call(get(host)).await.unwrap();
+    }
+    let key = courier_core::HostKey::from_request(&get("a"));
+    assert!(svc_store_misses(&a, &key), "the bucket of a was evicted");
+    // The first instance still holds the evicted bucket: it must find the map's new one, and
+    // a park set on that one must hold it.
+    a.ready().await.unwrap().call(get("a")).await.unwrap();
+    assert!(!svc_store_misses(&a, &key), "a fresh bucket is in the map");
+    up.plan("a", vec![step(429, &[("retry-after", "2")])]);
+    others.ready().await.unwrap().call(get("a")).await.unwrap();
+    a.ready().await.unwrap().call(get("a")).await.unwrap();
+    let starts = up.starts("a");
+    assert_eq!(starts.len(), 4);
+    assert!((starts[3] - starts[2] - 2.0).abs() < 1e-9, "{starts:?}");
+}
+
+/// Whether the store holds no bucket for `key` (parked_until is `None` for a live bucket that is
+/// not parked too, so park and look).
+fn svc_store_misses(svc: &Limited, key: &courier_core::HostKey) -> bool {
+    let store = svc.store();
+    let before = store.len();
+    store.park(key, Duration::from_nanos(1));
+    let after = store.len();
+    after > before
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_free_slot_calls_at_once_and_a_waiter_dropped_unpolled_gives_its_slot_back() {
+    let up = Upstream::new();
+    let mut svc = layer(1.0, 1).layer(up.clone());
+    let now = svc.ready().await.unwrap().call(get("a"));
+    assert_eq!(up.count(), 1, "a free slot calls the inner service in call");
+    now.await.unwrap();
+    let later = svc.ready().await.unwrap().call(get("a"));
+    assert_eq!(up.count(), 1, "a request that must wait has not started");
+    drop(later);
+    advance(secs(1.0)).await;
+    svc.ready().await.unwrap().call(get("a")).await.unwrap();
+    svc.ready().await.unwrap().call(get("a")).await.unwrap();
+    assert_eq!(
+        up.starts("a"),
+        [0.0, 1.0, 2.0],
+        "the dropped slot was given back"
+    );
+}
+
 // === tower contract ===
 
 /// Ready only after its own `poll_ready`; a clone starts unready.
