@@ -1,6 +1,7 @@
 //! Instruction counts of the happy path (bucket never empty, a 200 without quota headers), for
-//! callgrind: `ratelimit_count <bare|host|global|tower> <n>` runs n calls; the difference of
-//! two runs divided by the difference of n is the cost of one.
+//! callgrind: `ratelimit_count <bare|host|global|tower|alternate> <n>` runs n calls; the
+//! difference of two runs divided by the difference of n is the cost of one. `alternate` sends
+//! to two hosts in turn, so no request finds its bucket in the service's cache (the map lookup).
 #![allow(missing_docs)]
 use courier_core::BoxError;
 use courier_ratelimit::{Rate, TokenBucketRateLimitLayer};
@@ -32,6 +33,11 @@ fn go<S: Service<Request<()>>>(mut svc: S, uri: &Uri, n: usize) {
         assert!(black_box(one(&mut svc, uri)));
     }
 }
+fn alternate<S: Service<Request<()>>>(mut svc: S, uris: &[Uri; 2], n: usize) {
+    for i in 0..n {
+        assert!(black_box(one(&mut svc, &uris[i % 2])));
+    }
+}
 fn unlimited() -> TokenBucketRateLimitLayer {
     TokenBucketRateLimitLayer::new(Rate::per_second(1e9).unwrap(), NonZeroU32::MAX)
 }
@@ -57,6 +63,12 @@ fn main() {
             &uri,
             n,
         ),
-        _ => panic!("variants: bare, host, global, tower"),
+        "alternate" => {
+            let other = "http://api.example.org:8080/v1/items?page=2"
+                .parse()
+                .unwrap();
+            alternate(unlimited().layer(service_fn(ok)), &[uri, other], n)
+        }
+        _ => panic!("variants: bare, host, global, tower, alternate"),
     }
 }
