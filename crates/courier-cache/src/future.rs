@@ -146,10 +146,12 @@ where
                 }
                 StateProj::Forwarded { future, pending } => {
                     let result = ready!(future.poll(cx));
-                    let pending = pending
-                        .take()
-                        .expect("a forwarded response future completes once");
-                    return Poll::Ready(pending.complete(result));
+                    let output = pending
+                        .as_mut()
+                        .expect("a forwarded response future completes once")
+                        .complete(result);
+                    *pending = None;
+                    return Poll::Ready(output);
                 }
             }
         }

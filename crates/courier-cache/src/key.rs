@@ -41,7 +41,7 @@ impl UriKey {
 
     /// The key text.
     pub(crate) fn text(&self) -> KeyText {
-        KeyText::new(&self.uri, self.host.as_ref())
+        KeyText::from_parts(self.parts())
     }
 
     /// The parts of the key text, borrowed.
@@ -70,6 +70,15 @@ impl fmt::Display for Loggable<'_> {
     }
 }
 
+/// Displays key parts without the query.
+struct LoggableParts<'a>(Parts<'a>);
+
+impl fmt::Display for LoggableParts<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(loggable(KeyText::from_parts(self.0).as_str()))
+    }
+}
+
 /// A key text as it may appear in logs: without the query, which may carry secrets.
 pub(crate) fn loggable(key: &str) -> &str {
     key.split_once('?').map_or(key, |(k, _)| k)
@@ -87,6 +96,15 @@ pub(crate) struct Parts<'a> {
 }
 
 impl<'a> Parts<'a> {
+    /// The key parts of a request (see [`UriKey::new`]), borrowed from it.
+    pub(crate) fn of_request(uri: &'a Uri, headers: &'a HeaderMap) -> Self {
+        let host = match uri.authority() {
+            Some(_) => None,
+            None => headers.get(header::HOST),
+        };
+        Self::new(uri, host)
+    }
+
     fn new(uri: &'a Uri, host: Option<&'a HeaderValue>) -> Self {
         let authority = uri
             .authority()
@@ -105,6 +123,11 @@ impl<'a> Parts<'a> {
             path: uri.path_and_query().map_or("/", |pq| pq.as_str()),
             userinfo,
         }
+    }
+
+    /// The key as it may appear in logs: without the query, which may carry secrets.
+    pub(crate) fn loggable(self) -> impl fmt::Display + 'a {
+        LoggableParts(self)
     }
 
     /// Whether the URI's authority carried userinfo.
@@ -165,7 +188,9 @@ fn has_byte(bytes: &[u8], needle: u8) -> bool {
         }
         at += 8;
     }
-    bytes[at..].contains(&needle)
+    bytes[at..]
+        .iter()
+        .fold(false, |found, &b| found | (b == needle))
 }
 
 /// Each byte of `w` ASCII-lowercased (bytes outside `A..=Z` unchanged).
@@ -207,10 +232,15 @@ fn strip_lowered(rest: &mut &[u8], part: &[u8]) -> bool {
         return false;
     }
     let (head, tail) = rest.split_at(part.len());
-    let equal = head
-        .iter()
-        .zip(part)
-        .fold(true, |eq, (h, p)| eq & (*h == p.to_ascii_lowercase()));
+    let mut equal = true;
+    let mut at = 0;
+    while at + 8 <= part.len() {
+        equal &= word(head, at) == lower_word(word(part, at));
+        at += 8;
+    }
+    for (h, p) in head[at..].iter().zip(&part[at..]) {
+        equal &= *h == p.to_ascii_lowercase();
+    }
     *rest = tail;
     equal
 }
@@ -307,7 +337,7 @@ impl KeyText {
         Self::from_parts(Parts::new(uri, host))
     }
 
-    fn from_parts(parts: Parts<'_>) -> Self {
+    pub(crate) fn from_parts(parts: Parts<'_>) -> Self {
         let Parts {
             scheme, host, path, ..
         } = parts;

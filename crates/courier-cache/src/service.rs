@@ -128,15 +128,14 @@ where
         }
 
         let shared = self.shared.clone();
-        let key = UriKey::new(req.uri(), req.headers());
-        let parts = key.parts();
+        let parts = Parts::of_request(req.uri(), req.headers());
         let credentials = if fields.credentials || parts.has_userinfo() {
             shared.fingerprint(req.uri(), req.headers())
         } else {
             0
         };
         let entry = shared
-            .get(&key, parts)
+            .get(parts)
             .and_then(|v| v.select(credentials, req.headers()).cloned());
         let now = Instant::now();
         let mut added_conditionals = false;
@@ -150,7 +149,7 @@ where
                 tracing::debug!(
                     target: TARGET,
                     event = "hit",
-                    uri = %key.loggable(),
+                    uri = %parts.loggable(),
                     age_secs = age.as_secs(),
                     head,
                     "served from the cache"
@@ -179,12 +178,9 @@ where
             }
             _ => None,
         };
+        let key = UriKey::new(req.uri(), req.headers());
         let mut lookup = Lookup {
-            request_headers: if head || req.headers().is_empty() {
-                HeaderMap::new()
-            } else {
-                req.headers().clone()
-            },
+            request_headers: (!head && !req.headers().is_empty()).then(|| req.headers().clone()),
             shared,
             key,
             entry,
@@ -301,11 +297,11 @@ impl Shared {
         hasher.finish().max(1)
     }
 
-    /// The variants stored for `key` (whose parts are `parts`).
-    fn get(&self, key: &UriKey, parts: Parts<'_>) -> Option<Arc<Variants>> {
+    /// The variants stored for the key made of `parts`.
+    fn get(&self, parts: Parts<'_>) -> Option<Arc<Variants>> {
         match &self.memory {
             Some(memory) => memory.get_key(parts),
-            None => self.store.get(key.text().as_str()),
+            None => self.store.get(KeyText::from_parts(parts).as_str()),
         }
     }
 
@@ -460,8 +456,9 @@ pub(crate) struct Lookup {
     added_conditionals: bool,
     head: bool,
     credentials: u64,
-    /// The request's headers, for `Vary` (empty for HEAD, which is never stored).
-    request_headers: HeaderMap,
+    /// The request's headers, for `Vary` (`None` for HEAD, which is never stored, and when the
+    /// request has none).
+    request_headers: Option<HeaderMap>,
     request_time: Instant,
     /// Held by the request that revalidates for others (single-flight).
     flight: Option<FlightGuard>,
@@ -489,8 +486,10 @@ impl fmt::Debug for Lookup {
 }
 
 impl Pending {
+    /// The answer to the caller, made from the upstream's; called once, in place (the future
+    /// drops `self` afterwards).
     pub(crate) fn complete<RB: Body, E>(
-        self,
+        &mut self,
         result: Result<Response<RB>, E>,
     ) -> Result<Response<CacheBody<RB>>, E> {
         match self {
@@ -499,7 +498,7 @@ impl Pending {
                 let response = result?;
                 let status = response.status();
                 if status.is_success() || status.is_redirection() {
-                    invalidate(&shared, &key, response.headers());
+                    invalidate(shared, key, response.headers());
                 }
                 Ok(pass(response, CacheStatus::Bypass))
             }
@@ -558,7 +557,7 @@ impl Lookup {
     }
 
     fn complete<RB: Body, E>(
-        self,
+        &mut self,
         result: Result<Response<RB>, E>,
     ) -> Result<Response<CacheBody<RB>>, E> {
         let response = match result {
@@ -609,20 +608,23 @@ impl Lookup {
         let vary = vary
             .into_iter()
             .map(|name| {
-                let value = normalized(&self.request_headers, &name);
+                let value = self
+                    .request_headers
+                    .as_ref()
+                    .and_then(|headers| normalized(headers, &name));
                 (name, value)
             })
             .collect();
         let timing = self.timing(Instant::now());
         let storing = Storing {
             shared: self.shared.clone(),
-            key: self.key,
+            key: self.key.clone(),
             status,
             version: response.version(),
             headers: response.headers().clone(),
             credentials: self.credentials,
             vary,
-            request_headers: self.request_headers,
+            request_headers: self.request_headers.take().unwrap_or_default(),
             timing,
         };
         let max = self.shared.max_entry_bytes;
@@ -647,7 +649,7 @@ impl Lookup {
     /// A transport error or a 5xx: a stored entry within its stale window answers instead.
     #[cold]
     fn failed<RB: Body, E>(
-        self,
+        &mut self,
         failed: Result<Response<RB>, E>,
     ) -> Result<Response<CacheBody<RB>>, E> {
         let now = Instant::now();
@@ -673,7 +675,7 @@ impl Lookup {
     }
 
     /// A 304: answered with the stored entry it selects, which it updates.
-    fn not_modified<RB: Body>(self, response: Response<RB>) -> Response<CacheBody<RB>> {
+    fn not_modified<RB: Body>(&mut self, response: Response<RB>) -> Response<CacheBody<RB>> {
         let Some(entry) = self.entry.as_ref().filter(|_| self.added_conditionals) else {
             return pass(response, CacheStatus::Miss);
         };
@@ -701,7 +703,7 @@ impl Lookup {
                 Some(updated.clone()),
             );
         }
-        if let Some(flight) = self.flight {
+        if let Some(flight) = self.flight.take() {
             flight.complete(&updated);
         }
         tracing::debug!(
