@@ -6,9 +6,11 @@ use std::hash::{Hash, Hasher};
 
 /// Scheme and authority of a request: `https://api.example.com:8443`.
 ///
-/// Comparison and hashing ignore ASCII case, as URIs do for these parts. Building one from a
-/// request copies no bytes: `http`'s URI parts are reference counted.
-#[derive(Clone, PartialEq, Eq)]
+/// Comparison and hashing ignore ASCII case, as URIs do for these parts: a key keeps both in
+/// lowercase, so that hashing and comparing are plain byte work. Building one from a request
+/// whose host is in lowercase (the usual case) copies no bytes: `http`'s URI parts are
+/// reference counted.
+#[derive(Clone)]
 pub struct HostKey {
     scheme: Option<Scheme>,
     authority: Option<Authority>,
@@ -28,71 +30,85 @@ impl HostKey {
                 .get(http::header::HOST)
                 .and_then(|h| Authority::try_from(h.as_bytes()).ok())
         });
-        Self {
-            scheme: uri.scheme().cloned(),
-            authority,
-        }
+        Self::new(uri.scheme().cloned(), authority)
     }
 
     /// A key for a scheme and authority.
-    pub const fn new(scheme: Option<Scheme>, authority: Option<Authority>) -> Self {
-        Self { scheme, authority }
+    pub fn new(scheme: Option<Scheme>, authority: Option<Authority>) -> Self {
+        Self {
+            scheme: scheme.map(|s| lowercase(s, Scheme::as_str)),
+            authority: authority.map(|a| lowercase(a, Authority::as_str)),
+        }
     }
 
-    /// The scheme, when the request had one.
+    /// The scheme, when the request had one (in lowercase).
     pub fn scheme(&self) -> Option<&Scheme> {
         self.scheme.as_ref()
     }
 
-    /// The authority (host and port), when the request had one.
+    /// The authority (host and port), when the request had one (in lowercase).
     pub fn authority(&self) -> Option<&Authority> {
         self.authority.as_ref()
     }
+
+    fn texts(&self) -> (Option<&str>, Option<&str>) {
+        (
+            self.scheme.as_ref().map(Scheme::as_str),
+            self.authority.as_ref().map(Authority::as_str),
+        )
+    }
 }
 
+/// `part` in lowercase: itself when it has no capital, else parsed again from its lowercased
+/// text (which parses whenever the original did).
+fn lowercase<T>(part: T, text: fn(&T) -> &str) -> T
+where
+    T: std::str::FromStr,
+{
+    let s = text(&part);
+    if !has_uppercase(s.as_bytes()) {
+        return part;
+    }
+    s.to_ascii_lowercase().parse().unwrap_or(part)
+}
+
+impl PartialEq for HostKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.texts() == other.texts()
+    }
+}
+
+impl Eq for HostKey {}
+
 impl Hash for HostKey {
-    /// Hashes the lowercased text a chunk at a time. `http`'s own `Hash` for `Authority` feeds
-    /// the hasher one byte per call, which makes hashing the largest part of a per-host lookup.
+    /// Hashes the text a part per call. `http`'s own `Hash` for `Authority` feeds the hasher one
+    /// byte per call (folding case as it goes), which made hashing the largest part of a
+    /// per-host lookup.
     fn hash<H: Hasher>(&self, state: &mut H) {
-        let scheme = self.scheme.as_ref().map(Scheme::as_str);
-        let authority = self.authority.as_ref().map(Authority::as_str);
+        let (scheme, authority) = self.texts();
         state.write_u8(u8::from(scheme.is_some()) | (u8::from(authority.is_some()) << 1));
         for part in [scheme, authority].into_iter().flatten() {
-            hash_lowercase(part.as_bytes(), state);
+            state.write(part.as_bytes());
+            state.write_usize(part.len());
         }
     }
 }
 
-/// Feeds `bytes`, ASCII-lowercased, to `state` eight at a time, then its length (so that two
-/// parts hashed one after the other cannot be confused with a different split of the same
-/// text).
-fn hash_lowercase<H: Hasher>(bytes: &[u8], state: &mut H) {
-    let mut words = bytes.chunks_exact(8);
-    for word in &mut words {
-        let mut w = [0_u8; 8];
-        w.copy_from_slice(word);
-        state.write_u64(lowercase_word(u64::from_le_bytes(w)));
-    }
-    let rest = words.remainder();
-    if !rest.is_empty() {
-        let mut w = [0_u8; 8];
-        w[..rest.len()].copy_from_slice(rest);
-        state.write_u64(lowercase_word(u64::from_le_bytes(w)));
-    }
-    state.write_usize(bytes.len());
-}
-
-/// `to_ascii_lowercase` on the eight bytes of `x` at once: sets bit 0x20 of every byte in
-/// `A..=Z`, leaves every other byte (non-ASCII ones included) as it is.
-const fn lowercase_word(x: u64) -> u64 {
+/// Whether `bytes` holds an ASCII capital, eight bytes a step.
+fn has_uppercase(bytes: &[u8]) -> bool {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
-    // The low seven bits of each byte; adding below cannot carry into the next byte.
-    let low = x & !HIGH;
-    let at_least_a = low + ONES * (0x80 - b'A' as u64);
-    let above_z = low + ONES * (0x7f - b'Z' as u64);
-    let upper = at_least_a & !above_z & !x & HIGH;
-    x | (upper >> 2)
+    let mut words = bytes.chunks_exact(8);
+    let mut found = 0;
+    for word in &mut words {
+        let x = u64::from_le_bytes(<[u8; 8]>::try_from(word).unwrap_or_default());
+        // The low seven bits of each byte; adding below cannot carry into the next byte.
+        let low = x & !HIGH;
+        let at_least_a = low + ONES * (0x80 - b'A' as u64);
+        let above_z = low + ONES * (0x7f - b'Z' as u64);
+        found |= at_least_a & !above_z & !x & HIGH;
+    }
+    found != 0 || words.remainder().iter().any(u8::is_ascii_uppercase)
 }
 
 impl fmt::Display for HostKey {
@@ -163,20 +179,33 @@ mod tests {
         let tls =
             HostKey::from_request(&http::Request::get("https://a.example/").body(()).unwrap());
         assert_ne!(hash_of(&plain), hash_of(&tls));
+        let upper = HostKey::new(
+            Some("WS+X".parse().unwrap()),
+            Some("H.Example:81".parse().unwrap()),
+        );
+        let lower = HostKey::new(
+            Some("ws+x".parse().unwrap()),
+            Some("h.example:81".parse().unwrap()),
+        );
+        assert_eq!(upper, lower);
+        assert_eq!(hash_of(&upper), hash_of(&lower));
+        assert_eq!(upper.to_string(), "ws+x://h.example:81");
         let none = HostKey::new(None, None);
         let scheme_only = HostKey::new(Some(Scheme::HTTP), None);
         assert_ne!(hash_of(&none), hash_of(&scheme_only));
     }
 
     #[test]
-    fn word_lowercasing_matches_std_for_every_byte_in_every_lane() {
-        for lane in 0..8 {
-            for b in 0..=255_u8 {
-                let mut bytes = *b"aZ.9-Q\xffM";
-                bytes[lane] = b;
-                let want = u64::from_le_bytes(bytes.map(|c| c.to_ascii_lowercase()));
-                assert_eq!(lowercase_word(u64::from_le_bytes(bytes)), want, "{bytes:?}");
+    fn finds_a_capital_wherever_it_is() {
+        for len in 0..20 {
+            for at in 0..len {
+                for b in 0..=255_u8 {
+                    let mut bytes = vec![b'a'; len];
+                    bytes[at] = b;
+                    assert_eq!(has_uppercase(&bytes), b.is_ascii_uppercase(), "{bytes:?}");
+                }
             }
+            assert!(!has_uppercase(&vec![b'z'; len]));
         }
     }
 
