@@ -36,7 +36,14 @@ impl HostKey {
     /// A key for a scheme and authority.
     pub fn new(scheme: Option<Scheme>, authority: Option<Authority>) -> Self {
         Self {
-            scheme: scheme.map(|s| lowercase(s, Scheme::as_str)),
+            // `http` and `https` are kept as constants, in lowercase already.
+            scheme: scheme.map(|s| {
+                if s == Scheme::HTTP || s == Scheme::HTTPS {
+                    s
+                } else {
+                    lowercase(s, Scheme::as_str)
+                }
+            }),
             authority: authority.map(|a| lowercase(a, Authority::as_str)),
         }
     }
