@@ -49,7 +49,20 @@ impl KeyFn for PerHost {
             // The same bytes (a clone of one URI), equal bytes, or equal but for case.
             std::ptr::eq(a, b) || a == b || a.eq_ignore_ascii_case(b)
         });
-        Some(same_authority && key.scheme() == uri.scheme())
+        Some(same_authority && same_scheme(key.scheme(), uri.scheme()))
+    }
+}
+
+/// Whether a key's scheme (kept in lowercase) is the request's, ignoring ASCII case as
+/// [`HostKey`] does. `Scheme`'s own comparison decides the usual case (two standard schemes
+/// compare as tags); it tells a standard `http` from another kind's `HTTP`, which the text
+/// comparison then takes as equal.
+#[inline]
+fn same_scheme(key: Option<&http::uri::Scheme>, uri: Option<&http::uri::Scheme>) -> bool {
+    match (key, uri) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a == b || a.as_str().eq_ignore_ascii_case(b.as_str()),
+        _ => false,
     }
 }
 
@@ -134,5 +147,52 @@ impl<'a> RequestHead<'a> {
     /// The request's [`HostKey`].
     pub fn host(&self) -> HostKey {
         HostKey::from_parts(self.uri, self.headers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_key_agrees_with_making_the_key() {
+        let uris = [
+            "http://api.example:8080/a",
+            "Http://api.example:8080/a",
+            "https://API.EXAMPLE:8080/a",
+            "http://API.example:8080/b",
+            "https://api.example:8080/a",
+            "h2c://api.example:8080/a",
+            "H2C://api.example:8080/a",
+            "http://api.example/a",
+            "http://user@api.example:8080/a",
+            "/relative",
+        ];
+        let mut reqs: Vec<http::Request<()>> = uris
+            .iter()
+            .map(|u| http::Request::get(*u).body(()).unwrap())
+            .collect();
+        // Built by parts, `HTTP` is a scheme of another kind than the parsed `http`.
+        for scheme in ["HTTP", "Https", "FTP"] {
+            let uri = http::Uri::builder()
+                .scheme(scheme)
+                .authority("Api.Example:8080")
+                .path_and_query("/a")
+                .build()
+                .unwrap();
+            reqs.push(http::Request::get(uri).body(()).unwrap());
+        }
+        for a in &reqs {
+            let key = PerHost.key(a);
+            for b in &reqs {
+                let told = PerHost.is_key(b, &key);
+                if b.uri().authority().is_none() {
+                    assert_eq!(told, None, "{}", b.uri());
+                } else {
+                    assert_eq!(told, Some(PerHost.key(b) == key), "{} {}", a.uri(), b.uri());
+                }
+            }
+        }
+        assert_eq!(Global.is_key(&reqs[0], &()), Some(true));
     }
 }
