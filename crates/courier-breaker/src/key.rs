@@ -90,13 +90,77 @@ impl MakeKey for ByHost {
     /// [`HostKey`] does); a request without an authority in its URI makes the key.
     #[inline]
     fn is_key(&self, req: &RequestParts<'_>, key: &HostKey) -> Option<bool> {
-        let authority = req.uri.authority()?;
-        // Byte equality first: the usual case, and cheaper than comparing ignoring case.
-        let same_authority = key
-            .authority()
-            .is_some_and(|a| a.as_str() == authority.as_str() || a == authority);
-        // Scheme equality ignores case; the standard ones compare as a tag, not as text.
-        Some(same_authority && key.scheme() == req.uri.scheme())
+        let authority = req.uri.authority()?.as_str();
+        // The same bytes first (a clone of one URI), then equal bytes, then equal but for case:
+        // each check is cheaper than the next, and the first decides the usual case.
+        let same_authority = key.authority().is_some_and(|a| {
+            let a = a.as_str();
+            std::ptr::eq(a, authority) || a == authority || a.eq_ignore_ascii_case(authority)
+        });
+        Some(same_authority && same_scheme(key.scheme(), req.uri.scheme()))
+    }
+}
+
+/// Whether a key's scheme (kept in lowercase) is the request's, ignoring ASCII case as
+/// [`HostKey`] does. `Scheme`'s own comparison decides the usual case (two standard schemes
+/// compare as tags); it tells a standard `http` from another kind's `HTTP`, which the text
+/// comparison then takes as equal.
+#[inline]
+fn same_scheme(key: Option<&http::uri::Scheme>, uri: Option<&http::uri::Scheme>) -> bool {
+    match (key, uri) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a == b || a.as_str().eq_ignore_ascii_case(b.as_str()),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_key_agrees_with_making_the_key() {
+        let uris = [
+            "http://api.example:8080/a",
+            "Http://api.example:8080/a",
+            "https://API.EXAMPLE:8080/a",
+            "h2c://api.example:8080/a",
+            "H2C://api.example:8080/a",
+            "http://API.example:8080/b",
+            "https://api.example:8080/a",
+            "HTTP://api.example:8080/a",
+            "ftp://api.example:8080/a",
+            "FTP://API.EXAMPLE:8080/a",
+            "http://api.example/a",
+            "http://user@api.example:8080/a",
+        ];
+        let mut reqs: Vec<http::Request<()>> = uris
+            .iter()
+            .map(|u| http::Request::get(*u).body(()).unwrap())
+            .collect();
+        // Built by parts, `HTTP` is a scheme of another kind than the parsed `http`.
+        for scheme in ["HTTP", "Https", "FTP"] {
+            let uri = http::Uri::builder()
+                .scheme(scheme)
+                .authority("Api.Example:8080")
+                .path_and_query("/a")
+                .build()
+                .unwrap();
+            reqs.push(http::Request::get(uri).body(()).unwrap());
+        }
+        for a in &reqs {
+            let key = ByHost.make_key(&RequestParts::new(a));
+            for b in &reqs {
+                let parts = RequestParts::new(b);
+                assert_eq!(
+                    ByHost.is_key(&parts, &key),
+                    Some(ByHost.make_key(&parts) == key),
+                    "{} {}",
+                    a.uri(),
+                    b.uri()
+                );
+            }
+        }
     }
 }
 

@@ -109,8 +109,9 @@ impl<S: Clone, M: MakeKey + Clone> Clone for CircuitBreaker<S, M> {
             inner: self.inner.clone(),
             make_key: self.make_key.clone(),
             shared: self.shared.clone(),
-            // A clone starts cold: cloning stays as cheap as cloning the inner service.
-            last: None,
+            // A clone made per request (as a retry layer above makes) starts warm: one
+            // reference count instead of a map lookup on its first call.
+            last: self.last.clone(),
         }
     }
 }
