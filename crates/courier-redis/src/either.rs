@@ -86,4 +86,40 @@ where
             Self::Redis(s) => s.cancel(key, quota, grant),
         }
     }
+
+    /// The local store, so that the layer decides in `call` on it; `None` for Redis.
+    #[inline]
+    fn in_process(&self) -> Option<&InMemoryStore<K>> {
+        match self {
+            Self::Local(s) => Some(s),
+            Self::Redis(_) => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use courier_core::HostKey;
+    use courier_ratelimit::{Decision, Rate};
+    use std::num::NonZeroU32;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_local_store_decides_in_process_on_the_same_buckets() {
+        let local = InMemoryStore::<HostKey>::new();
+        let either = LocalOrRedis::from(local.clone());
+        let quota = Quota::new(Rate::per_second(1.0).unwrap(), NonZeroU32::MIN);
+        let key = HostKey::from_request(&http::Request::get("http://a.example/").body(()).unwrap());
+        let fast = either
+            .in_process()
+            .expect("a local store answers in process");
+        assert!(matches!(
+            fast.decide(&key, quota, Duration::ZERO),
+            Decision::Admit(_)
+        ));
+        assert!(
+            matches!(local.decide(&key, quota, Duration::ZERO), Decision::Deny(_)),
+            "the burst of one was spent through the in-process path, on the same bucket"
+        );
+    }
 }
