@@ -9,7 +9,10 @@
 //!
 //! The cache runs its miss path: the upstream's answer carries no validator and no freshness,
 //! so nothing is ever stored and every call looks the URI up in the real `MemoryStore`,
-//! misses, forwards, and wraps the answer's body.
+//! misses, forwards, and wraps the answer's body. Its hit path (a fresh entry served from
+//! memory) and revalidation path (a 304 merged into the stored entry) have variants of their
+//! own, and so do the global breaker and bucket, a bucket whose host changes on every call,
+//! and the timeouts over an inner future that is pending once before it answers.
 //!
 //! Every variant is boxed behind the same `dyn FnMut() -> bool`, so each pays the same
 //! indirect call, the bare one included.
@@ -22,7 +25,8 @@ use courier::core::BoxError;
 use courier::deadline::{AttemptTimeoutLayer, DeadlineLayer};
 use courier::ratelimit::{Rate, TokenBucketRateLimitLayer};
 use courier::retry::RetryLayer;
-use http::{Request, Response, Uri};
+use http::header::{CACHE_CONTROL, CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_NONE_MATCH};
+use http::{HeaderValue, Request, Response, StatusCode, Uri};
 use http_body_util::Full;
 use std::fmt;
 use std::future::{Future, Ready, ready};
@@ -49,6 +53,76 @@ pub fn ok(_: Request<Body>) -> Ready<Result<Response<Body>, BoxError>> {
     ready(Ok(Response::new(Body::default())))
 }
 
+/// The entity tag of [`fresh`] and [`validated`].
+const TAG: HeaderValue = HeaderValue::from_static("\"v1\"");
+
+/// A 200 that the cache stores and serves for an hour.
+fn fresh(_: Request<Body>) -> Ready<Result<Response<Body>, BoxError>> {
+    let mut response = Response::new(Full::new(Bytes::from_static(b"hello")));
+    let headers = response.headers_mut();
+    headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("max-age=3600"));
+    headers.insert(ETAG, TAG);
+    headers.insert(CONTENT_LENGTH, HeaderValue::from_static("5"));
+    ready(Ok(response))
+}
+
+/// A 200 the cache must revalidate each time (`no-cache`), then a 304 for its tag.
+fn validated(req: Request<Body>) -> Ready<Result<Response<Body>, BoxError>> {
+    let mut response = if req.headers().get(IF_NONE_MATCH) == Some(&TAG) {
+        let mut r = Response::new(Body::default());
+        *r.status_mut() = StatusCode::NOT_MODIFIED;
+        r
+    } else {
+        let mut r = Response::new(Full::new(Bytes::from_static(b"hello")));
+        let headers = r.headers_mut();
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        headers.insert(CONTENT_LENGTH, HeaderValue::from_static("5"));
+        r
+    };
+    let headers = response.headers_mut();
+    headers.insert(ETAG, TAG);
+    headers.insert(CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    ready(Ok(response))
+}
+
+/// An inner service whose future is pending once (waking itself) before it answers 200.
+#[derive(Debug, Clone, Copy)]
+pub struct YieldOnce;
+
+/// The future of [`YieldOnce`].
+#[derive(Debug)]
+pub struct YieldOnceFuture {
+    yielded: bool,
+}
+
+impl Future for YieldOnceFuture {
+    type Output = Result<Response<Body>, BoxError>;
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        if self.yielded {
+            return Poll::Ready(Ok(Response::new(Body::default())));
+        }
+        self.yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl Service<Request<Body>> for YieldOnce {
+    type Response = Response<Body>;
+    type Error = BoxError;
+    type Future = YieldOnceFuture;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _req: Request<Body>) -> Self::Future {
+        YieldOnceFuture { yielded: false }
+    }
+}
+
 /// A GET of `uri` with an empty body.
 pub fn request(uri: &Uri) -> Request<Body> {
     let mut req = Request::new(Body::default());
@@ -67,6 +141,52 @@ where
     }
     let fut = pin!(svc.call(request(uri)));
     matches!(fut.poll(&mut cx), Poll::Ready(Ok(_)))
+}
+
+/// [`one`], reading the response body to its end too (the cache stores an answer once its
+/// body has been read whole).
+pub fn one_to_end<S, RB>(svc: &mut S, uri: &Uri) -> bool
+where
+    S: Service<Request<Body>, Response = Response<RB>>,
+    RB: http_body::Body,
+{
+    let mut cx = Context::from_waker(Waker::noop());
+    if !matches!(svc.poll_ready(&mut cx), Poll::Ready(Ok(()))) {
+        return false;
+    }
+    let fut = pin!(svc.call(request(uri)));
+    let Poll::Ready(Ok(response)) = fut.poll(&mut cx) else {
+        return false;
+    };
+    let mut body = pin!(response.into_body());
+    // Bounded: a whole body of this bench is a frame or two.
+    for _ in 0..8 {
+        match body.as_mut().poll_frame(&mut cx) {
+            Poll::Ready(Some(Ok(_))) => {}
+            Poll::Ready(None) => return true,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// [`one`] for an inner service that yields once: the future is polled until it answers (twice
+/// when nothing but the inner future is in the way).
+pub fn one_yielding<S>(svc: &mut S, uri: &Uri) -> bool
+where
+    S: Service<Request<Body>>,
+{
+    let mut cx = Context::from_waker(Waker::noop());
+    if !matches!(svc.poll_ready(&mut cx), Poll::Ready(Ok(()))) {
+        return false;
+    }
+    let mut fut = pin!(svc.call(request(uri)));
+    for _ in 0..2 {
+        if let Poll::Ready(res) = fut.as_mut().poll(&mut cx) {
+            return res.is_ok();
+        }
+    }
+    false
 }
 
 /// A bucket that never runs dry: 1e9 per second, burst `u32::MAX`.
@@ -159,6 +279,36 @@ where
     }
 }
 
+/// A variant over [`YieldOnce`].
+fn yielding<S>(name: &'static str, mut svc: S) -> Variant
+where
+    S: Service<Request<Body>> + 'static,
+{
+    let uri: Uri = URI.parse().expect("a valid uri");
+    Variant {
+        name,
+        call: Box::new(move || one_yielding(&mut svc, &uri)),
+    }
+}
+
+/// A cache variant: each call reads the body to its end, and the first one (which stores the
+/// entry) is made before it is measured.
+fn primed<S, RB>(name: &'static str, mut svc: S) -> Variant
+where
+    S: Service<Request<Body>, Response = Response<RB>> + 'static,
+    RB: http_body::Body,
+{
+    let uri: Uri = URI.parse().expect("a valid uri");
+    assert!(
+        one_to_end(&mut svc, &uri),
+        "{name}: the priming call answers"
+    );
+    Variant {
+        name,
+        call: Box::new(move || one_to_end(&mut svc, &uri)),
+    }
+}
+
 /// Every happy-path variant, [`BARE`] first. Call it, and the variants, inside a tokio
 /// runtime context (`Runtime::enter`): the timeouts need its timer.
 ///
@@ -247,15 +397,100 @@ pub fn variants() -> Vec<Variant> {
             }),
         }
     });
+    out.extend([
+        variant(
+            "courier breaker (global)",
+            CircuitBreakerLayer::new().global().layer(service_fn(ok)),
+        ),
+        variant(
+            "courier ratelimit (global)",
+            unlimited().global().layer(service_fn(ok)),
+        ),
+        {
+            let mut svc = unlimited().layer(service_fn(ok));
+            let uris: [Uri; 2] = [
+                URI.parse().expect("a valid uri"),
+                "http://other.example.com:8080/v1/items?page=2"
+                    .parse()
+                    .expect("a valid uri"),
+            ];
+            let mut turn = 0;
+            Variant {
+                name: "courier ratelimit (2 hosts in turn)",
+                call: Box::new(move || {
+                    turn ^= 1;
+                    one(&mut svc, &uris[turn])
+                }),
+            }
+        },
+        primed(
+            "courier cache (hit)",
+            EtagCacheLayer::new().layer(service_fn(fresh)),
+        ),
+        primed(
+            "courier cache (304 revalidated)",
+            EtagCacheLayer::new().layer(service_fn(validated)),
+        ),
+        yielding("inner yields once", YieldOnce),
+        yielding(
+            "courier deadline, inner yields once",
+            DeadlineLayer::new(Duration::from_secs(90)).layer(YieldOnce),
+        ),
+        yielding(
+            "courier attempt_timeout, inner yields once",
+            AttemptTimeoutLayer::new(per_call).layer(YieldOnce),
+        ),
+        yielding(
+            "tower timeout, inner yields once",
+            tower::timeout::TimeoutLayer::new(per_call).layer(YieldOnce),
+        ),
+    ]);
     out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use courier::core::CacheStatus;
+    use http_body::Body as _;
 
     #[test]
-    fn every_variant_answers_on_the_first_poll_again_and_again() {
+    fn the_cache_variants_take_the_path_they_are_named_for() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let _rt = rt.enter();
+        let uri: Uri = URI.parse().unwrap();
+        let status = |svc: &mut dyn FnMut() -> Option<CacheStatus>| svc();
+        for (upstream, want) in [
+            (fresh as fn(_) -> _, CacheStatus::Hit),
+            (validated, CacheStatus::Revalidated),
+            (ok, CacheStatus::Miss),
+        ] {
+            let mut svc = EtagCacheLayer::new().layer(service_fn(upstream));
+            let mut call = || {
+                let mut cx = Context::from_waker(Waker::noop());
+                let fut = pin!(svc.call(request(&uri)));
+                let Poll::Ready(Ok(res)) = fut.poll(&mut cx) else {
+                    return None;
+                };
+                let status = res.extensions().get::<CacheStatus>().copied();
+                let mut body = pin!(res.into_body());
+                while let Poll::Ready(Some(frame)) = body.as_mut().poll_frame(&mut cx) {
+                    frame.ok()?;
+                }
+                status
+            };
+            assert_eq!(status(&mut call), Some(CacheStatus::Miss), "the first call");
+            for _ in 0..3 {
+                assert_eq!(status(&mut call), Some(want));
+            }
+        }
+    }
+
+    #[test]
+    fn every_variant_answers_again_and_again() {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -263,7 +498,7 @@ mod tests {
         let _rt = rt.enter();
         let mut variants = variants();
         assert_eq!(variants[0].name, BARE);
-        assert_eq!(variants.len(), 16);
+        assert_eq!(variants.len(), 25);
         for v in &mut variants {
             for _ in 0..1000 {
                 assert!((v.call)(), "{} left the happy path", v.name);
