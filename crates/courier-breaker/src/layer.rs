@@ -39,8 +39,8 @@ impl Default for CircuitBreakerLayer {
 
 impl<M: MakeKey> CircuitBreakerLayer<M> {
     fn with(config: Config, make_key: M) -> Self {
-        let single = M::SINGLE
-            .then(|| make_key.make_key(&crate::RequestParts::new(&http::Request::new(()))));
+        let single =
+            M::SINGLE.then(|| make_key.make_key(&crate::RequestHead::new(&http::Request::new(()))));
         Self {
             shared: Arc::new(Shared::new(config.clone(), single)),
             config,
@@ -54,7 +54,7 @@ impl<M: MakeKey> CircuitBreakerLayer<M> {
     }
 
     /// Keys breakers by `make_key`: [`ByHost`], [`Global`], or any
-    /// `Fn(&RequestParts<'_>) -> K`.
+    /// `Fn(&RequestHead<'_>) -> K`.
     ///
     /// Defaults to [`ByHost`] (scheme and authority).
     pub fn key_fn<M2: MakeKey>(self, make_key: M2) -> CircuitBreakerLayer<M2> {

@@ -94,7 +94,7 @@ pub use config::{FailureRate, OpenBackoff};
 pub use courier_core::{BoxError, CircuitOpen, HostKey};
 pub use error::InvalidConfig;
 pub use handle::{BreakerHandle, CircuitState, CircuitStatus};
-pub use key::{BreakerKey, ByHost, Global, MakeKey, RequestParts};
+pub use key::{BreakerKey, ByHost, Global, MakeKey, RequestHead};
 pub use layer::CircuitBreakerLayer;
 pub use service::CircuitBreaker;
 

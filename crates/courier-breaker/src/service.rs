@@ -2,7 +2,7 @@
 
 use crate::future::{Guard, ResponseFuture};
 use crate::handle::BreakerHandle;
-use crate::key::{ByHost, MakeKey, RequestParts};
+use crate::key::{ByHost, MakeKey, RequestHead};
 use crate::layer::CircuitBreakerLayer;
 use crate::registry::{Breaker, Shared};
 use courier_core::BoxError;
@@ -71,7 +71,7 @@ impl<S, M: MakeKey> CircuitBreaker<S, M> {
     /// The breaker of `req`: the previous call's when the key is the same and no eviction ran
     /// since, else from the shared map.
     #[inline]
-    fn breaker_for(&mut self, req: &RequestParts<'_>) -> Arc<Breaker<M::Key>> {
+    fn breaker_for(&mut self, req: &RequestHead<'_>) -> Arc<Breaker<M::Key>> {
         if M::SINGLE {
             return self.shared.breaker(self.make_key.make_key(req));
         }
@@ -89,7 +89,7 @@ impl<S, M: MakeKey> CircuitBreaker<S, M> {
     /// The breaker of `req` from the shared map, kept for the next call.
     #[cold]
     #[inline(never)]
-    fn lookup(&mut self, req: &RequestParts<'_>, generation: u64) -> Arc<Breaker<M::Key>> {
+    fn lookup(&mut self, req: &RequestHead<'_>, generation: u64) -> Arc<Breaker<M::Key>> {
         let key = self.make_key.make_key(req);
         if let Some((g, b)) = &self.last
             && *g == generation
@@ -142,7 +142,7 @@ where
 
     #[inline]
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let breaker = self.breaker_for(&RequestParts::new(&req));
+        let breaker = self.breaker_for(&RequestHead::new(&req));
         match breaker.admit() {
             Ok(ticket) => {
                 // The guard exists before the call, so even a panicking inner service gives a

@@ -2,7 +2,7 @@
 
 use courier_breaker::{
     BreakerHandle, CircuitBreaker, CircuitBreakerLayer, CircuitOpen, CircuitState, FailureRate,
-    OpenBackoff, RequestParts,
+    OpenBackoff, RequestHead,
 };
 use courier_core::{BoxError, DeadlineExceeded, HostKey, RateLimited};
 use http::{Request, Response, StatusCode};
@@ -571,7 +571,7 @@ async fn global_and_custom_keys() {
             .is::<CircuitOpen>()
     );
 
-    let by_tenant = |r: &RequestParts<'_>| {
+    let by_tenant = |r: &RequestHead<'_>| {
         r.headers()
             .get("x-tenant")
             .and_then(|v| v.to_str().ok())

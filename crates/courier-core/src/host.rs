@@ -1,4 +1,5 @@
-//! The key that per-host state (buckets, breakers, budgets) is kept under.
+//! The key that per-host state (buckets, breakers, budgets) is kept under, and the head of a
+//! request that key functions look at.
 
 use http::uri::{Authority, Scheme};
 use std::fmt;
@@ -58,11 +59,84 @@ impl HostKey {
         self.authority.as_ref()
     }
 
+    /// Whether `uri` names this host, told without building a key (for a layer that reuses
+    /// the state of its previous request): `Some(equal)` when the URI has an authority, `None`
+    /// when it has none (the key then comes from the `Host` header: build it).
+    #[inline]
+    pub fn matches(&self, uri: &http::Uri) -> Option<bool> {
+        let authority = uri.authority()?.as_str();
+        // The same bytes first (a clone of one URI), then equal bytes, then equal but for case:
+        // each check is cheaper than the next, and the first decides the usual case.
+        let same_authority = self.authority.as_ref().is_some_and(|a| {
+            let a = a.as_str();
+            std::ptr::eq(a, authority) || a == authority || a.eq_ignore_ascii_case(authority)
+        });
+        Some(same_authority && same_scheme(self.scheme.as_ref(), uri.scheme()))
+    }
+
     fn texts(&self) -> (Option<&str>, Option<&str>) {
         (
             self.scheme.as_ref().map(Scheme::as_str),
             self.authority.as_ref().map(Authority::as_str),
         )
+    }
+}
+
+/// Whether a key's scheme (kept in lowercase) is a URI's, ignoring ASCII case. `Scheme`'s own
+/// comparison decides the usual case (two standard schemes compare as tags); it tells a
+/// standard `http` from another kind's `HTTP`, which the text comparison then takes as equal.
+#[inline]
+fn same_scheme(key: Option<&Scheme>, uri: Option<&Scheme>) -> bool {
+    match (key, uri) {
+        (None, None) => true,
+        (Some(a), Some(b)) => a == b || a.as_str().eq_ignore_ascii_case(b.as_str()),
+        _ => false,
+    }
+}
+
+/// The parts of a request a key function may look at (everything but the body).
+#[derive(Debug, Clone, Copy)]
+pub struct RequestHead<'a> {
+    method: &'a http::Method,
+    uri: &'a http::Uri,
+    headers: &'a http::HeaderMap,
+    extensions: &'a http::Extensions,
+}
+
+impl<'a> RequestHead<'a> {
+    /// The head of `req`.
+    pub fn new<B>(req: &'a http::Request<B>) -> Self {
+        Self {
+            method: req.method(),
+            uri: req.uri(),
+            headers: req.headers(),
+            extensions: req.extensions(),
+        }
+    }
+
+    /// The method.
+    pub fn method(&self) -> &'a http::Method {
+        self.method
+    }
+
+    /// The URI.
+    pub fn uri(&self) -> &'a http::Uri {
+        self.uri
+    }
+
+    /// The headers.
+    pub fn headers(&self) -> &'a http::HeaderMap {
+        self.headers
+    }
+
+    /// The extensions.
+    pub fn extensions(&self) -> &'a http::Extensions {
+        self.extensions
+    }
+
+    /// The request's [`HostKey`].
+    pub fn host(&self) -> HostKey {
+        HostKey::from_parts(self.uri, self.headers)
     }
 }
 
@@ -214,6 +288,49 @@ mod tests {
             }
             assert!(!has_uppercase(&vec![b'z'; len]));
         }
+    }
+
+    #[test]
+    fn matching_a_uri_agrees_with_making_its_key() {
+        let uris = [
+            "http://api.example:8080/a",
+            "Http://api.example:8080/a",
+            "https://API.EXAMPLE:8080/a",
+            "h2c://api.example:8080/a",
+            "H2C://api.example:8080/a",
+            "http://API.example:8080/b",
+            "https://api.example:8080/a",
+            "HTTP://api.example:8080/a",
+            "ftp://api.example:8080/a",
+            "FTP://API.EXAMPLE:8080/a",
+            "http://api.example/a",
+            "http://user@api.example:8080/a",
+        ];
+        let mut all: Vec<http::Uri> = uris.iter().map(|u| u.parse().unwrap()).collect();
+        // Built by parts, `HTTP` is a scheme of another kind than the parsed `http`.
+        for scheme in ["HTTP", "Https", "FTP"] {
+            all.push(
+                http::Uri::builder()
+                    .scheme(scheme)
+                    .authority("Api.Example:8080")
+                    .path_and_query("/a")
+                    .build()
+                    .unwrap(),
+            );
+        }
+        let no_headers = http::HeaderMap::new();
+        for a in &all {
+            let key = HostKey::from_parts(a, &no_headers);
+            for b in &all {
+                let other = HostKey::from_parts(b, &no_headers);
+                assert_eq!(key.matches(b), Some(other == key), "{a} {b}");
+            }
+        }
+        let relative: http::Uri = "/relative".parse().unwrap();
+        assert_eq!(
+            HostKey::from_parts(&all[0], &no_headers).matches(&relative),
+            None
+        );
     }
 
     #[test]

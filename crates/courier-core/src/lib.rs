@@ -36,4 +36,4 @@ pub use error::{
 };
 pub use extensions::{AttemptRecord, Attempts, CacheStatus, Deadline, WaitSource};
 pub use hints::{HintConfig, ResetFormat, ServerHint};
-pub use host::HostKey;
+pub use host::{HostKey, RequestHead};
