@@ -13,16 +13,11 @@ const TIME_LIMIT: Duration = Duration::from_secs(15);
 
 /// Runs every row; exit 1 when a row fails.
 pub(crate) fn run() -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-    {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    builder.worker_threads(2);
+    let runtime = match crate::start_runtime(builder) {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(demo())
 }

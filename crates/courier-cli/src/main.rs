@@ -44,6 +44,17 @@ enum Command {
     Demo,
 }
 
+/// Starts a tokio runtime from `builder` (its drivers enabled); `Err` carries the exit status
+/// when it cannot start, after saying why.
+fn start_runtime(
+    mut builder: tokio::runtime::Builder,
+) -> Result<tokio::runtime::Runtime, ExitCode> {
+    builder.enable_all().build().map_err(|e| {
+        eprintln!("error: cannot start the runtime: {e}");
+        ExitCode::FAILURE
+    })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {

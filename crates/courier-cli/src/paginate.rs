@@ -44,15 +44,9 @@ pub(crate) struct PaginateArgs {
 
 /// Prints every item; exit 1 when a page fails or answers with a status other than 2xx.
 pub(crate) fn run(args: PaginateArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::start_runtime(tokio::runtime::Builder::new_current_thread()) {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(pages(args))
 }

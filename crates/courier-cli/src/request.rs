@@ -147,15 +147,9 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
         };
         init_attempt_log(writer);
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::start_runtime(tokio::runtime::Builder::new_current_thread()) {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(send(&plan))
 }

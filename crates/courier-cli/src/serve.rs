@@ -18,15 +18,9 @@ pub(crate) struct ServeArgs {
 /// Serves until Ctrl-C; the first line on stdout is `listening on <url>`.
 pub(crate) fn run(args: ServeArgs) -> ExitCode {
     init_logs();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    let runtime = match crate::start_runtime(tokio::runtime::Builder::new_multi_thread()) {
         Ok(runtime) => runtime,
-        Err(e) => {
-            eprintln!("error: cannot start the runtime: {e}");
-            return ExitCode::FAILURE;
-        }
+        Err(code) => return code,
     };
     runtime.block_on(async {
         let addr = SocketAddr::from(([127, 0, 0, 1], args.port));
