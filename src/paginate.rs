@@ -9,9 +9,9 @@
 //! - [`cursor`]: a JSON body field (`next_cursor` by default) passed back as a query parameter
 //!   (`cursor` by default). The cursor is opaque: it is never decoded, only echoed.
 //!
-//! Both streams expose their position ([`LinkPages::position`], [`CursorPages::position`]),
-//! which serializes with serde and can be handed back to `resume` to continue where a crashed
-//! run stopped.
+//! Both are one type, [`Pages`], walked two ways. Each exposes its position (`position()`, a
+//! [`LinkPosition`] or a [`CursorPosition`]), which serializes with serde and can be handed back
+//! to `LinkPages::resume` or `CursorPages::resume` to continue where a crashed run stopped.
 //!
 //! A stream ends after its first failure: an error (the stack below has already retried what
 //! could be retried), or a page whose status is not 2xx, which is yielded as it came. The
@@ -200,19 +200,38 @@ where
     })
 }
 
-/// What a stream of pages knows about where it stands, and how a page moves it on.
-trait Walk {
-    /// The next page to fetch; `None` when the listing has been read.
-    fn next_url(&self) -> Option<Url>;
-    /// Pages read so far.
-    fn pages_read(&self) -> u64;
-    /// Moves on past a page read with a 2xx status; an error ends the stream.
-    fn advance(&mut self, page: &Page) -> Result<(), Error>;
+mod sealed {
+    use super::{Error, Page, Url};
+
+    /// What a stream of pages knows about where it stands, and how a page moves it on.
+    pub trait Walk {
+        /// The next page to fetch; `None` when the listing has been read.
+        fn next_url(&self) -> Option<Url>;
+        /// Pages read so far.
+        fn pages_read(&self) -> u64;
+        /// Moves on past a page read with a 2xx status; an error ends the stream.
+        fn advance(&mut self, page: &Page) -> Result<(), Error>;
+    }
 }
 
-/// The machinery both streams share: one fetch in flight, `max_pages`, and ending after the
-/// first failure (the position still names the failed page, so resuming asks for it again).
-struct Pager<S, B, W> {
+/// How a [`Pages`] stream gets from one page to the next: [`LinkPosition`] follows
+/// `Link: rel="next"` headers, [`CursorWalk`] an opaque cursor in the body.
+///
+/// The trait is sealed: only this module implements it.
+pub trait Walk: sealed::Walk {}
+
+impl Walk for LinkPosition {}
+
+impl Walk for CursorWalk {}
+
+/// A stream of pages, one fetch in flight at a time, each through the whole stack.
+///
+/// Use it through its two shapes: [`LinkPages`] (made by [`links`]) and [`CursorPages`] (made by
+/// [`cursor`]). It ends after a page whose status is not 2xx, after an error, at
+/// [`max_pages`](Pages::max_pages), or when the listing has been read; its position still names
+/// a failed page, so resuming asks for it again.
+#[must_use = "streams do nothing unless polled"]
+pub struct Pages<S, B, W> {
     service: S,
     walk: W,
     max_pages: Option<u64>,
@@ -221,7 +240,17 @@ struct Pager<S, B, W> {
     _body: PhantomData<fn() -> B>,
 }
 
-impl<S, B, W: Walk> Pager<S, B, W> {
+/// A stream of pages linked by `rel="next"`. Made by [`links`]; continued from a saved
+/// [`LinkPosition`] by `LinkPages::resume`.
+pub type LinkPages<S, B> = Pages<S, B, LinkPosition>;
+
+/// A stream of pages linked by an opaque cursor. Made by [`cursor`]; continued from a saved
+/// [`CursorPosition`] by `CursorPages::resume`.
+pub type CursorPages<S, B> = Pages<S, B, CursorWalk>;
+
+// === impl Pages ===
+
+impl<S, B, W> Pages<S, B, W> {
     fn new(service: S, walk: W) -> Self {
         Self {
             service,
@@ -233,54 +262,122 @@ impl<S, B, W: Walk> Pager<S, B, W> {
         }
     }
 
-    fn poll_page<RB>(&mut self, cx: &mut Context<'_>) -> Poll<Option<Result<Page, Error>>>
-    where
-        S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
-        S::Future: Send,
-        S::Error: Into<BoxError>,
-        B: Default + Send + 'static,
-        RB: http_body::Body + Send + 'static,
-        RB::Data: Send,
-        RB::Error: Into<BoxError>,
-    {
-        if self.ended {
+    /// Stops after `n` pages in all (counting pages read before a resume). Defaults to no
+    /// limit.
+    pub fn max_pages(mut self, n: u64) -> Self {
+        self.max_pages = Some(n);
+        self
+    }
+}
+
+impl<S, B> Pages<S, B, LinkPosition> {
+    /// Continues from a saved position.
+    pub fn resume(service: S, position: LinkPosition) -> Self {
+        Self::new(service, position)
+    }
+
+    /// Where the stream stands; save it to resume later.
+    pub fn position(&self) -> &LinkPosition {
+        &self.walk
+    }
+}
+
+impl<S, B> Pages<S, B, CursorWalk> {
+    /// Continues from a saved position.
+    pub fn resume(service: S, position: CursorPosition) -> Self {
+        let walk = CursorWalk {
+            position,
+            field: "next_cursor".to_owned(),
+            param: "cursor".to_owned(),
+        };
+        Self::new(service, walk)
+    }
+
+    /// The body field holding the next cursor. Defaults to `next_cursor`.
+    pub fn field(mut self, field: impl Into<String>) -> Self {
+        self.walk.field = field.into();
+        self
+    }
+
+    /// The query parameter the cursor is sent back in. Defaults to `cursor`.
+    pub fn param(mut self, param: impl Into<String>) -> Self {
+        self.walk.param = param.into();
+        self
+    }
+
+    /// Where the stream stands; save it to resume later.
+    pub fn position(&self) -> &CursorPosition {
+        &self.walk.position
+    }
+}
+
+impl<S, B, W: fmt::Debug> fmt::Debug for Pages<S, B, W> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Pages")
+            .field("walk", &self.walk)
+            .field("max_pages", &self.max_pages)
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S, B, W> Unpin for Pages<S, B, W> {}
+
+impl<S, B, W, RB> Stream for Pages<S, B, W>
+where
+    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S::Future: Send,
+    S::Error: Into<BoxError>,
+    B: Default + Send + 'static,
+    W: Walk,
+    RB: http_body::Body + Send + 'static,
+    RB::Data: Send,
+    RB::Error: Into<BoxError>,
+{
+    type Item = Result<Page, Error>;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
+        let this = self.get_mut();
+        if this.ended {
             return Poll::Ready(None);
         }
-        if self.in_flight.is_none() {
-            if self
+        if this.in_flight.is_none() {
+            if this
                 .max_pages
-                .is_some_and(|max| self.walk.pages_read() >= max)
+                .is_some_and(|max| this.walk.pages_read() >= max)
             {
                 return Poll::Ready(None);
             }
-            let Some(url) = self.walk.next_url() else {
+            let Some(url) = this.walk.next_url() else {
                 return Poll::Ready(None);
             };
-            self.in_flight = Some(fetch(self.service.clone(), url));
+            this.in_flight = Some(fetch(this.service.clone(), url));
         }
-        let fut = self.in_flight.as_mut().expect("a fetch is in flight");
+        let fut = this.in_flight.as_mut().expect("a fetch is in flight");
         let result = ready!(fut.as_mut().poll(cx));
-        self.in_flight = None;
+        this.in_flight = None;
         let page = match result {
             Ok(page) => page,
             Err(e) => {
-                self.ended = true;
+                this.ended = true;
                 return Poll::Ready(Some(Err(e)));
             }
         };
         if !page.status.is_success() {
-            self.ended = true;
+            this.ended = true;
             return Poll::Ready(Some(Ok(page)));
         }
-        if let Err(e) = self.walk.advance(&page) {
-            self.ended = true;
+        if let Err(e) = this.walk.advance(&page) {
+            this.ended = true;
             return Poll::Ready(Some(Err(e)));
         }
         Poll::Ready(Some(Ok(page)))
     }
 }
 
-impl Walk for LinkPosition {
+// === impl LinkPosition ===
+
+impl sealed::Walk for LinkPosition {
     fn next_url(&self) -> Option<Url> {
         self.next.clone()
     }
@@ -303,15 +400,20 @@ impl Walk for LinkPosition {
     }
 }
 
-/// A [`CursorPosition`] with the names of its body field and query parameter.
+/// How a [`CursorPages`] stream walks: its [`CursorPosition`], the body field the next cursor is
+/// read from and the query parameter it is sent back in. Set them with
+/// [`field`](Pages::field) and [`param`](Pages::param); read the position with
+/// `CursorPages::position`.
 #[derive(Debug)]
-struct CursorWalk {
+pub struct CursorWalk {
     position: CursorPosition,
     field: String,
     param: String,
 }
 
-impl Walk for CursorWalk {
+// === impl CursorWalk ===
+
+impl sealed::Walk for CursorWalk {
     fn next_url(&self) -> Option<Url> {
         if self.position.done {
             return None;
@@ -372,133 +474,5 @@ impl Walk for CursorWalk {
             }
         }
         Ok(())
-    }
-}
-
-/// A stream of pages linked by `rel="next"`. Made by [`links`].
-#[must_use = "streams do nothing unless polled"]
-pub struct LinkPages<S, B> {
-    pager: Pager<S, B, LinkPosition>,
-}
-
-impl<S, B> LinkPages<S, B> {
-    /// Continues from a saved position.
-    pub fn resume(service: S, position: LinkPosition) -> Self {
-        Self {
-            pager: Pager::new(service, position),
-        }
-    }
-
-    /// Stops after `n` pages in all (counting pages read before a resume). Defaults to no
-    /// limit.
-    pub fn max_pages(mut self, n: usize) -> Self {
-        self.pager.max_pages = Some(n as u64);
-        self
-    }
-
-    /// Where the stream stands; save it to resume later.
-    pub fn position(&self) -> &LinkPosition {
-        &self.pager.walk
-    }
-}
-
-impl<S, B> fmt::Debug for LinkPages<S, B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LinkPages")
-            .field("position", &self.pager.walk)
-            .field("max_pages", &self.pager.max_pages)
-            .field("ended", &self.pager.ended)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<S, B> Unpin for LinkPages<S, B> {}
-
-impl<S, B, RB> Stream for LinkPages<S, B>
-where
-    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError>,
-    B: Default + Send + 'static,
-    RB: http_body::Body + Send + 'static,
-    RB::Data: Send,
-    RB::Error: Into<BoxError>,
-{
-    type Item = Result<Page, Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.pager.poll_page(cx)
-    }
-}
-
-/// A stream of pages linked by an opaque cursor. Made by [`cursor`].
-#[must_use = "streams do nothing unless polled"]
-pub struct CursorPages<S, B> {
-    pager: Pager<S, B, CursorWalk>,
-}
-
-impl<S, B> CursorPages<S, B> {
-    /// Continues from a saved position.
-    pub fn resume(service: S, position: CursorPosition) -> Self {
-        let walk = CursorWalk {
-            position,
-            field: "next_cursor".to_owned(),
-            param: "cursor".to_owned(),
-        };
-        Self {
-            pager: Pager::new(service, walk),
-        }
-    }
-
-    /// The body field holding the next cursor. Defaults to `next_cursor`.
-    pub fn field(mut self, field: impl Into<String>) -> Self {
-        self.pager.walk.field = field.into();
-        self
-    }
-
-    /// The query parameter the cursor is sent back in. Defaults to `cursor`.
-    pub fn param(mut self, param: impl Into<String>) -> Self {
-        self.pager.walk.param = param.into();
-        self
-    }
-
-    /// Stops after `n` pages in all. Defaults to no limit.
-    pub fn max_pages(mut self, n: u64) -> Self {
-        self.pager.max_pages = Some(n);
-        self
-    }
-
-    /// Where the stream stands; save it to resume later.
-    pub fn position(&self) -> &CursorPosition {
-        &self.pager.walk.position
-    }
-}
-
-impl<S, B> fmt::Debug for CursorPages<S, B> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CursorPages")
-            .field("walk", &self.pager.walk)
-            .field("max_pages", &self.pager.max_pages)
-            .field("ended", &self.pager.ended)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<S, B> Unpin for CursorPages<S, B> {}
-
-impl<S, B, RB> Stream for CursorPages<S, B>
-where
-    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
-    S::Future: Send,
-    S::Error: Into<BoxError>,
-    B: Default + Send + 'static,
-    RB: http_body::Body + Send + 'static,
-    RB::Data: Send,
-    RB::Error: Into<BoxError>,
-{
-    type Item = Result<Page, Error>;
-
-    fn poll_next(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Self::Item>> {
-        self.pager.poll_page(cx)
     }
 }

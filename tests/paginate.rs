@@ -4,7 +4,7 @@
 //! an opaque `next_cursor`. Every test is bounded by [`BOUND`]; the server counts the requests.
 
 use bytes::Bytes;
-use courier::paginate::{self, CursorPosition, LinkPosition, Page};
+use courier::paginate::{self, CursorPosition, LinkPosition, Page, Pages, Walk};
 use courier::retry::RetryLayer;
 use courier::transport::HyperService;
 use courier::{Courier, CourierLayer};
@@ -448,4 +448,115 @@ async fn every_cursor_page_goes_through_the_whole_stack() {
     // The cursor is echoed, percent-encoded, never decoded or changed.
     let query = hits[2].query.as_deref().unwrap_or_default();
     assert_eq!(query, "cursor=opaque%2B%2F%3D");
+}
+
+// === both shapes ===
+
+/// Every page left on `pages`, keeping the stream so its position can be read afterwards.
+async fn drain<W: Walk>(pages: &mut Pages<Client, Full<Bytes>, W>) -> Vec<Page> {
+    let mut got = Vec::new();
+    while let Some(page) = bounded(pages.try_next()).await.unwrap() {
+        got.push(page);
+    }
+    got
+}
+
+/// The first `n` pages: one `max_pages` serves both shapes.
+async fn first<W: Walk>(pages: Pages<Client, Full<Bytes>, W>, n: u64) -> Vec<Page> {
+    drain(&mut pages.max_pages(n)).await
+}
+
+#[tokio::test]
+async fn one_generic_max_pages_limits_both_shapes() {
+    let server = FaultServer::start().await.unwrap();
+    let links = first(
+        paginate::links(client(), url(&server, "/items?per_page=5")),
+        3,
+    )
+    .await;
+    let cursor = first(
+        paginate::cursor(client(), url(&server, "/cursor?limit=5")),
+        3,
+    )
+    .await;
+
+    assert_eq!(ids(&links, None), (1..=15).collect::<Vec<_>>());
+    assert_eq!(ids(&cursor, Some("items")), (1..=15).collect::<Vec<_>>());
+    assert_eq!(server.hits("items").len(), 3);
+    assert_eq!(server.hits("cursor").len(), 3);
+}
+
+/// `saved` parsed as a position, after checking that it serializes back to the same text.
+fn reparsed<T: serde::Serialize + serde::de::DeserializeOwned>(saved: &str) -> T {
+    let position: T = serde_json::from_str(saved).expect("a saved position parses");
+    assert_eq!(serde_json::to_string(&position).unwrap(), saved);
+    position
+}
+
+#[tokio::test]
+async fn link_position_keeps_its_saved_format_and_resumes_from_it() {
+    let server = FaultServer::start().await.unwrap();
+    let base = server.url();
+    // A position saved after two pages, as earlier releases wrote it.
+    let saved = format!(
+        r#"{{"next":"{base}/items?page=3&per_page=10","visited":["{base}/items","{base}/items?page=2&per_page=10"]}}"#
+    );
+    let mut first_run = paginate::links(client(), url(&server, "/items")).max_pages(2);
+    assert_eq!(drain(&mut first_run).await.len(), 2);
+    assert_eq!(serde_json::to_string(first_run.position()).unwrap(), saved);
+
+    let mut resumed = paginate::LinkPages::resume(client(), reparsed(&saved));
+    assert_eq!(ids(&drain(&mut resumed).await, None), vec![21, 22, 23]);
+    assert_eq!(resumed.position().next, None);
+    assert_eq!(resumed.position().visited.len(), 3);
+    assert_eq!(server.hits("items").len(), 3, "two pages, then the third");
+}
+
+#[tokio::test]
+async fn cursor_position_keeps_its_saved_format_and_resumes_from_it() {
+    let server = FaultServer::start().await.unwrap();
+    // A position saved after two pages of ten, as earlier releases wrote it.
+    let saved = format!(
+        r#"{{"url":"{}/cursor?limit=10","cursor":"b2Zmc2V0OjIw","pages":2,"done":false,"seen":["b2Zmc2V0OjEw","b2Zmc2V0OjIw"]}}"#,
+        server.url()
+    );
+    let mut first_run = paginate::cursor(client(), url(&server, "/cursor?limit=10")).max_pages(2);
+    assert_eq!(drain(&mut first_run).await.len(), 2);
+    assert_eq!(serde_json::to_string(first_run.position()).unwrap(), saved);
+
+    let mut resumed = paginate::CursorPages::resume(client(), reparsed(&saved));
+    assert_eq!(
+        ids(&drain(&mut resumed).await, Some("items")),
+        vec![21, 22, 23]
+    );
+    assert!(resumed.position().done);
+    assert_eq!(resumed.position().pages, 3);
+    let hits = server.hits("cursor");
+    assert_eq!(hits.len(), 3, "two pages, then the third");
+    assert_eq!(
+        hits[2].query.as_deref(),
+        Some("limit=10&cursor=b2Zmc2V0OjIw")
+    );
+}
+
+#[test]
+fn both_shapes_debug_their_walk() {
+    let start = Url::parse("http://127.0.0.1:9/items").unwrap();
+    let links = format!(
+        "{:?}",
+        paginate::links::<_, Full<Bytes>>(client(), start.clone())
+    );
+    assert!(links.starts_with("Pages { walk: LinkPosition {"), "{links}");
+    assert!(links.contains("max_pages: None"), "{links}");
+    let cursor = format!(
+        "{:?}",
+        paginate::cursor::<_, Full<Bytes>>(client(), start)
+            .field("next")
+            .param("after")
+            .max_pages(4)
+    );
+    assert!(cursor.starts_with("Pages { walk: CursorWalk {"), "{cursor}");
+    assert!(cursor.contains(r#"field: "next""#), "{cursor}");
+    assert!(cursor.contains(r#"param: "after""#), "{cursor}");
+    assert!(cursor.contains("max_pages: Some(4)"), "{cursor}");
 }

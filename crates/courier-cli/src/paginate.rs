@@ -58,7 +58,7 @@ async fn pages(args: PaginateArgs) -> ExitCode {
         None => {
             let mut pages = courier::paginate::links::<_, Full<Bytes>>(client, args.url);
             if let Some(max) = args.max_pages {
-                pages = pages.max_pages(usize::try_from(max).unwrap_or(usize::MAX));
+                pages = pages.max_pages(max);
             }
             drain(pages, None, progress).await
         }
