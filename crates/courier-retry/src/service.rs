@@ -71,10 +71,6 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        // The first attempt goes to the instance poll_ready made ready; the clone stays behind
-        // for the next call, and the ready one moves on to drive later attempts itself.
-        let clone = self.inner.clone();
-        let mut svc = std::mem::replace(&mut self.inner, clone);
         let config = self.config.clone();
         let start = Instant::now();
 
@@ -118,7 +114,11 @@ where
         } else {
             parts.clone()
         };
-        let fut = svc.call(Request::from_parts(parts, body));
+        // The first attempt goes to the instance poll_ready made ready, which stays here (with
+        // whatever it learnt from the call, such as the breaker or bucket it used); a clone
+        // drives later attempts, made ready again before each.
+        let fut = self.inner.call(Request::from_parts(parts, body));
+        let svc = self.inner.clone();
         ResponseFuture::new(
             fut,
             Ctx {
