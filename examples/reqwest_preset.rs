@@ -40,7 +40,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     );
 
     println!("attempts, as the retry layer recorded them:");
-    for a in attempts {
+    for a in &attempts {
         let waited = match a.wait_source {
             Some(source) => format!("then wait {:?} ({source})", a.wait),
             None => String::from("no wait"),
