@@ -35,7 +35,11 @@ pub struct Entry {
     pub(crate) credentials: u64,
     /// The request's values of the fields named by the response's `Vary`.
     pub(crate) vary: Vec<(HeaderName, Option<String>)>,
-    pub(crate) etag: Option<EntityTag>,
+    /// The tag of the first `ETag` field, when it parses (shared by the entries a 304 freshens
+    /// with the same field).
+    pub(crate) etag: Option<Arc<EntityTag>>,
+    /// The first `ETag` field as it came, whether or not it parses.
+    pub(crate) etag_value: Option<HeaderValue>,
     pub(crate) last_modified: Option<HeaderValue>,
     pub(crate) cache_control: CacheControl,
     /// `None`: no explicit freshness; every use revalidates.
@@ -79,13 +83,47 @@ impl Entry {
         timing: Timing,
     ) -> Self {
         strip_unstorable(&mut headers);
-        let etag = headers
-            .get(header::ETAG)
-            .and_then(|v| v.to_str().ok())
-            .and_then(EntityTag::parse);
-        let last_modified = headers.get(header::LAST_MODIFIED).cloned();
-        let cache_control = CacheControl::from_headers(&headers);
-        let (lifetime, corrected_initial_age) = freshness(&headers, &cache_control, timing);
+        Self::assemble(
+            status,
+            version,
+            headers,
+            body,
+            credentials,
+            vary,
+            timing,
+            None,
+        )
+    }
+
+    /// Builds an entry from headers that hold no field a cache must not store. `previous`, the
+    /// entry a 304 freshens, lends its parsed `ETag` and `Cache-Control` when the fields are
+    /// the same bytes (`same_cache_control` says whether the `Cache-Control` fields are).
+    #[allow(clippy::too_many_arguments)]
+    fn assemble(
+        status: StatusCode,
+        version: Version,
+        headers: HeaderMap,
+        body: Bytes,
+        credentials: u64,
+        vary: Vec<(HeaderName, Option<String>)>,
+        timing: Timing,
+        previous: Option<(&Self, bool)>,
+    ) -> Self {
+        let fields = Fields::scan(&headers);
+        let etag = match previous {
+            Some((previous, _)) if fields.etag == previous.etag_value.as_ref() => {
+                previous.etag.clone()
+            }
+            _ => parse_tag(fields.etag),
+        };
+        let cache_control = match previous {
+            Some((previous, true)) => previous.cache_control.clone(),
+            _ if fields.cache_control => CacheControl::from_headers(&headers),
+            _ => CacheControl::default(),
+        };
+        let (lifetime, corrected_initial_age) = freshness(&fields, &cache_control, timing);
+        let etag_value = fields.etag.cloned();
+        let last_modified = fields.last_modified.cloned();
         let mut entry = Self {
             status,
             version,
@@ -94,6 +132,7 @@ impl Entry {
             credentials,
             vary,
             etag,
+            etag_value,
             last_modified,
             cache_control,
             lifetime,
@@ -122,7 +161,7 @@ impl Entry {
 
     /// The stored entity tag, if the response had a valid one.
     pub fn etag(&self) -> Option<&EntityTag> {
-        self.etag.as_ref()
+        self.etag.as_deref()
     }
 
     /// How many bytes this entry counts against the cache's capacity: body, headers and a
@@ -185,20 +224,39 @@ impl Entry {
     }
 
     /// A copy with headers updated by a 304 (RFC 9111 section 3.2), aged from the 304.
+    ///
+    /// Every field of the 304 replaces the stored fields of its name, except `Content-Length`
+    /// and the fields a cache must not store (hop-by-hop ones): those are skipped.
     pub(crate) fn freshened(&self, not_modified: &HeaderMap, timing: Timing) -> Self {
         let mut headers = self.headers.clone();
-        let mut replaced: Vec<&HeaderName> = Vec::new();
+        let mut replaced_cache_control = false;
+        // The values of one name come one after another: the first replaces what is stored.
+        let mut current: Option<(&HeaderName, bool)> = None;
         for (name, value) in not_modified {
-            if name == header::CONTENT_LENGTH || is_hop_by_hop(name) {
-                continue;
+            let keep = match current {
+                Some((previous, keep)) if previous == name => keep,
+                _ => {
+                    let keep = name != header::CONTENT_LENGTH && !is_hop_by_hop(name);
+                    if keep {
+                        headers.remove(name);
+                        replaced_cache_control |= name == header::CACHE_CONTROL;
+                    }
+                    current = Some((name, keep));
+                    keep
+                }
+            };
+            if keep {
+                headers.append(name.clone(), value.clone());
             }
-            if !replaced.contains(&name) {
-                headers.remove(name);
-                replaced.push(name);
-            }
-            headers.append(name.clone(), value.clone());
         }
-        Self::new(
+        let same_cache_control = !replaced_cache_control
+            || headers
+                .get_all(header::CACHE_CONTROL)
+                .iter()
+                .eq(self.headers.get_all(header::CACHE_CONTROL).iter());
+        // The stored fields hold nothing unstorable, and the 304's unstorable ones were
+        // skipped: there is nothing to strip.
+        Self::assemble(
             self.status,
             self.version,
             headers,
@@ -206,19 +264,28 @@ impl Entry {
             self.credentials,
             self.vary.clone(),
             timing,
+            Some((self, same_cache_control)),
         )
     }
 
-    /// Whether a 304's validators select this entry for update (RFC 9111 section 4.3.4).
+    /// Whether a 304 whose fields are `not_modified` selects this entry for update (RFC 9111
+    /// section 4.3.4).
     ///
     /// A strong entity tag must match strongly; a weak one weakly. Without an entity tag, a
     /// `Last-Modified` must equal the stored one. A 304 with no validator at all updates the
     /// entry: the request nominated exactly this one.
-    pub(crate) fn selected_by(&self, not_modified: &HeaderMap) -> bool {
-        let tag = not_modified
-            .get(header::ETAG)
-            .and_then(|v| v.to_str().ok())
-            .and_then(EntityTag::parse);
+    pub(crate) fn selected_by(&self, not_modified: &Fields<'_>) -> bool {
+        let tag = match not_modified.etag {
+            // The stored field again: it parses as the stored tag did, and matches it both
+            // weakly and strongly.
+            Some(value) if self.etag_value.as_ref() == Some(value) => {
+                if self.etag.is_some() {
+                    return true;
+                }
+                None
+            }
+            value => parse_tag(value),
+        };
         if let Some(tag) = tag {
             return match &self.etag {
                 Some(stored) if tag.is_weak() => stored.weak_eq(&tag),
@@ -226,10 +293,57 @@ impl Entry {
                 None => false,
             };
         }
-        match not_modified.get(header::LAST_MODIFIED) {
+        match not_modified.last_modified {
             Some(lm) => self.last_modified.as_ref() == Some(lm),
             None => true,
         }
+    }
+}
+
+/// The tag of an `ETag` field, when it parses.
+fn parse_tag(value: Option<&HeaderValue>) -> Option<Arc<EntityTag>> {
+    value
+        .and_then(|v| v.to_str().ok())
+        .and_then(EntityTag::parse)
+        .map(Arc::new)
+}
+
+/// The first values of the response fields the cache reads, found in one pass.
+#[derive(Debug, Default)]
+pub(crate) struct Fields<'a> {
+    pub(crate) etag: Option<&'a HeaderValue>,
+    pub(crate) last_modified: Option<&'a HeaderValue>,
+    /// Whether there is a `Cache-Control` field.
+    pub(crate) cache_control: bool,
+    date: Option<&'a HeaderValue>,
+    expires: Option<&'a HeaderValue>,
+    age: Option<&'a HeaderValue>,
+}
+
+impl<'a> Fields<'a> {
+    pub(crate) fn scan(headers: &'a HeaderMap) -> Self {
+        let mut fields = Self::default();
+        // A name's values come one after another, its first (what `get` returns) first.
+        for (name, value) in headers {
+            let slot = if name == header::ETAG {
+                &mut fields.etag
+            } else if name == header::CACHE_CONTROL {
+                fields.cache_control = true;
+                continue;
+            } else if name == header::DATE {
+                &mut fields.date
+            } else if name == header::LAST_MODIFIED {
+                &mut fields.last_modified
+            } else if name == header::EXPIRES {
+                &mut fields.expires
+            } else if name == header::AGE {
+                &mut fields.age
+            } else {
+                continue;
+            };
+            slot.get_or_insert(value);
+        }
+        fields
     }
 }
 
@@ -280,17 +394,17 @@ pub(crate) fn vary_names(headers: &HeaderMap) -> Option<Vec<HeaderName>> {
 
 /// Freshness lifetime and corrected initial age (RFC 9111 sections 4.2.1 and 4.2.3).
 fn freshness(
-    headers: &HeaderMap,
+    fields: &Fields<'_>,
     cc: &CacheControl,
     timing: Timing,
 ) -> (Option<Duration>, Duration) {
-    let date = http_date(headers, header::DATE);
+    let date = http_date(fields.date);
     let date_value = date.unwrap_or(timing.response_wall);
     let lifetime = match cc.max_age {
         Some(max_age) => Some(max_age),
-        None if headers.contains_key(header::EXPIRES) => Some(
+        None if fields.expires.is_some() => Some(
             // An invalid Expires ("0", garbage) means already expired.
-            http_date(headers, header::EXPIRES)
+            http_date(fields.expires)
                 .and_then(|expires| expires.duration_since(date_value).ok())
                 .unwrap_or(Duration::ZERO),
         ),
@@ -300,8 +414,8 @@ fn freshness(
         .response_wall
         .duration_since(date_value)
         .unwrap_or(Duration::ZERO);
-    let age_value = headers
-        .get(header::AGE)
+    let age_value = fields
+        .age
         .and_then(|v| v.to_str().ok())
         .and_then(|t| t.trim().parse::<u64>().ok())
         .map_or(Duration::ZERO, |s| Duration::from_secs(s.min(1 << 31)));
@@ -312,9 +426,8 @@ fn freshness(
     (lifetime, apparent_age.max(corrected_age_value))
 }
 
-fn http_date(headers: &HeaderMap, name: HeaderName) -> Option<SystemTime> {
-    headers
-        .get(name)
+fn http_date(value: Option<&HeaderValue>) -> Option<SystemTime> {
+    value
         .and_then(|v| v.to_str().ok())
         .and_then(|t| httpdate::parse_http_date(t.trim()).ok())
 }
@@ -322,6 +435,14 @@ fn http_date(headers: &HeaderMap, name: HeaderName) -> Option<SystemTime> {
 /// Removes the fields a cache must not store (RFC 9111 section 3.1): hop-by-hop fields and the
 /// ones `Connection` names.
 fn strip_unstorable(headers: &mut HeaderMap) {
+    // `Connection` is hop-by-hop itself: without any hop-by-hop field there is nothing to do.
+    if headers.keys().any(is_hop_by_hop) {
+        strip_hop_by_hop(headers);
+    }
+}
+
+#[cold]
+fn strip_hop_by_hop(headers: &mut HeaderMap) {
     if headers.contains_key(header::CONNECTION) {
         let named: Vec<HeaderName> = headers
             .get_all(header::CONNECTION)
@@ -341,7 +462,7 @@ fn strip_unstorable(headers: &mut HeaderMap) {
     }
 }
 
-const HOP_BY_HOP: [HeaderName; 9] = [
+static HOP_BY_HOP: [HeaderName; 9] = [
     header::CONNECTION,
     HeaderName::from_static("keep-alive"),
     HeaderName::from_static("proxy-connection"),
@@ -398,6 +519,8 @@ impl Variants {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prop_oneof;
+    use proptest::strategy::{Just, Strategy};
     use std::time::UNIX_EPOCH;
 
     fn timing(wall: u64) -> Timing {
@@ -521,6 +644,213 @@ mod tests {
         assert_eq!(f.headers["x-keep"], "1");
         assert_eq!(f.headers.get_all("x-multi").iter().count(), 2);
         assert_eq!(f.body, e.body);
+    }
+
+    /// The entry's fields as first computed, field by field with `HeaderMap` lookups: what the
+    /// one-pass scan and the 304 shortcuts must reproduce.
+    mod reference {
+        use super::*;
+
+        pub(super) struct Derived {
+            pub(super) headers: HeaderMap,
+            pub(super) etag: Option<EntityTag>,
+            pub(super) last_modified: Option<HeaderValue>,
+            pub(super) cache_control: CacheControl,
+            pub(super) lifetime: Option<Duration>,
+            pub(super) corrected_initial_age: Duration,
+        }
+
+        fn date(headers: &HeaderMap, name: HeaderName) -> Option<SystemTime> {
+            headers
+                .get(name)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|t| httpdate::parse_http_date(t.trim()).ok())
+        }
+
+        pub(super) fn new(mut headers: HeaderMap, timing: Timing) -> Derived {
+            if headers.contains_key(header::CONNECTION) {
+                let named: Vec<HeaderName> = headers
+                    .get_all(header::CONNECTION)
+                    .iter()
+                    .filter_map(|v| v.to_str().ok())
+                    .flat_map(|t| t.split(','))
+                    .filter_map(|n| HeaderName::from_bytes(n.trim().as_bytes()).ok())
+                    .collect();
+                for name in named {
+                    headers.remove(name);
+                }
+            }
+            for name in &HOP_BY_HOP {
+                headers.remove(name);
+            }
+            let etag = headers
+                .get(header::ETAG)
+                .and_then(|v| v.to_str().ok())
+                .and_then(EntityTag::parse);
+            let cc = CacheControl::from_headers(&headers);
+            let date_value = date(&headers, header::DATE).unwrap_or(timing.response_wall);
+            let lifetime = match cc.max_age {
+                Some(max_age) => Some(max_age),
+                None if headers.contains_key(header::EXPIRES) => Some(
+                    date(&headers, header::EXPIRES)
+                        .and_then(|e| e.duration_since(date_value).ok())
+                        .unwrap_or(Duration::ZERO),
+                ),
+                None => None,
+            };
+            let apparent = timing
+                .response_wall
+                .duration_since(date_value)
+                .unwrap_or(Duration::ZERO);
+            let age = headers
+                .get(header::AGE)
+                .and_then(|v| v.to_str().ok())
+                .and_then(|t| t.trim().parse::<u64>().ok())
+                .map_or(Duration::ZERO, |s| Duration::from_secs(s.min(1 << 31)));
+            let delay = timing
+                .response_time
+                .saturating_duration_since(timing.request_time);
+            Derived {
+                last_modified: headers.get(header::LAST_MODIFIED).cloned(),
+                headers,
+                etag,
+                cache_control: cc,
+                lifetime,
+                corrected_initial_age: apparent.max(age.saturating_add(delay)),
+            }
+        }
+
+        pub(super) fn freshened(
+            stored: &HeaderMap,
+            not_modified: &HeaderMap,
+            timing: Timing,
+        ) -> Derived {
+            let mut headers = stored.clone();
+            let mut replaced: Vec<&HeaderName> = Vec::new();
+            for (name, value) in not_modified {
+                if name == header::CONTENT_LENGTH || HOP_BY_HOP.contains(name) {
+                    continue;
+                }
+                if !replaced.contains(&name) {
+                    headers.remove(name);
+                    replaced.push(name);
+                }
+                headers.append(name.clone(), value.clone());
+            }
+            new(headers, timing)
+        }
+
+        pub(super) fn selected_by(stored: &Derived, not_modified: &HeaderMap) -> bool {
+            let tag = not_modified
+                .get(header::ETAG)
+                .and_then(|v| v.to_str().ok())
+                .and_then(EntityTag::parse);
+            if let Some(tag) = tag {
+                return match &stored.etag {
+                    Some(s) if tag.is_weak() => s.weak_eq(&tag),
+                    Some(s) => s.strong_eq(&tag),
+                    None => false,
+                };
+            }
+            match not_modified.get(header::LAST_MODIFIED) {
+                Some(lm) => stored.last_modified.as_ref() == Some(lm),
+                None => true,
+            }
+        }
+    }
+
+    /// Fields drawn from a small pool, so that 304s and stored responses share names and values.
+    fn fields() -> impl Strategy<Value = Vec<(&'static str, &'static str)>> {
+        let field = prop_oneof![
+            Just(("etag", "\"a\"")),
+            Just(("etag", "W/\"a\"")),
+            Just(("etag", "\"b\"")),
+            Just(("etag", "unquoted")),
+            Just(("cache-control", "no-cache")),
+            Just(("cache-control", "max-age=60")),
+            Just(("cache-control", "no-store")),
+            Just(("cache-control", "max-age=5, stale-if-error=30")),
+            Just(("content-length", "4")),
+            Just(("connection", "x-hop, keep-alive")),
+            Just(("x-hop", "1")),
+            Just(("keep-alive", "timeout=5")),
+            Just(("transfer-encoding", "chunked")),
+            Just(("date", "Thu, 01 Jan 1970 00:16:40 GMT")),
+            Just(("date", "garbage")),
+            Just(("expires", "Thu, 01 Jan 1970 00:18:20 GMT")),
+            Just(("expires", "0")),
+            Just(("age", "30")),
+            Just(("age", "-1")),
+            Just(("last-modified", "Thu, 01 Jan 1970 00:00:01 GMT")),
+            Just(("last-modified", "Thu, 01 Jan 1970 00:00:02 GMT")),
+            Just(("x-ratelimit-remaining", "58")),
+            Just(("x-ratelimit-remaining", "59")),
+            Just(("content-type", "text/plain")),
+        ];
+        proptest::collection::vec(field, 0..8)
+    }
+
+    fn map(fields: &[(&str, &str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (n, v) in fields {
+            map.append(
+                HeaderName::from_bytes(n.as_bytes()).unwrap(),
+                v.parse().unwrap(),
+            );
+        }
+        map
+    }
+
+    fn in_order(headers: &HeaderMap) -> Vec<(HeaderName, HeaderValue)> {
+        headers
+            .iter()
+            .map(|(n, v)| (n.clone(), v.clone()))
+            .collect()
+    }
+
+    fn assert_same(got: &Entry, want: &reference::Derived) {
+        assert_eq!(in_order(&got.headers), in_order(&want.headers));
+        assert_eq!(got.etag(), want.etag.as_ref());
+        assert_eq!(got.etag_value.as_ref(), want.headers.get(header::ETAG));
+        assert_eq!(got.last_modified, want.last_modified);
+        assert_eq!(got.cache_control, want.cache_control);
+        assert_eq!(got.lifetime, want.lifetime);
+        assert_eq!(got.corrected_initial_age, want.corrected_initial_age);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn entries_and_304_updates_match_the_field_by_field_reference(
+            stored in fields(),
+            not_modified in fields(),
+            later in fields(),
+        ) {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .unwrap();
+            let _guard = rt.enter();
+            let e = entry(&stored, 1000);
+            let want = reference::new(map(&stored), timing(1000));
+            assert_same(&e, &want);
+
+            let nm = map(&not_modified);
+            let fields = Fields::scan(&nm);
+            proptest::prop_assert_eq!(e.selected_by(&fields), reference::selected_by(&want, &nm));
+
+            let f = e.freshened(&nm, timing(1500));
+            let want_f = reference::freshened(&want.headers, &nm, timing(1500));
+            assert_same(&f, &want_f);
+            proptest::prop_assert_eq!(f.weight, f.compute_weight());
+
+            // A second 304 on the freshened entry: the shortcuts hold across updates too.
+            let nm = map(&later);
+            let fields = Fields::scan(&nm);
+            proptest::prop_assert_eq!(f.selected_by(&fields), reference::selected_by(&want_f, &nm));
+            let g = f.freshened(&nm, timing(2000));
+            assert_same(&g, &reference::freshened(&want_f.headers, &nm, timing(2000)));
+        }
     }
 
     #[test]

@@ -153,6 +153,27 @@ impl<'a> Parts<'a> {
         hasher.push(self.path.as_bytes(), false);
     }
 
+    /// The key text, owned.
+    pub(crate) fn to_text(self) -> String {
+        self.owned_text().0
+    }
+
+    /// The key text, owned, and the length of its origin part.
+    fn owned_text(self) -> (String, usize) {
+        let scheme_len = self.scheme.map_or(0, |s| s.len() + 1);
+        let mut text = String::with_capacity(scheme_len + 2 + self.host.len() + self.path.len());
+        if let Some(scheme) = self.scheme {
+            text.push_str(scheme);
+            text.push(':');
+        }
+        text.push_str("//");
+        text.push_str(self.host);
+        let origin_len = text.len();
+        text.make_ascii_lowercase();
+        text.push_str(self.path);
+        (text, origin_len)
+    }
+
     /// Whether `text` is this key's text, byte for byte.
     pub(crate) fn is_text(&self, text: &str) -> bool {
         let mut rest = text.as_bytes();
@@ -364,16 +385,7 @@ impl KeyText {
     #[cold]
     #[inline(never)]
     fn on_heap(parts: Parts<'_>) -> Self {
-        let mut text = String::with_capacity(parts.host.len() + parts.path.len() + 8);
-        if let Some(scheme) = parts.scheme {
-            text.push_str(scheme);
-            text.push(':');
-        }
-        text.push_str("//");
-        text.push_str(parts.host);
-        let origin_len = text.len();
-        text.make_ascii_lowercase();
-        text.push_str(parts.path);
+        let (text, origin_len) = parts.owned_text();
         Self {
             repr: Repr::Heap(text),
             origin_len,

@@ -1,5 +1,5 @@
 use crate::body::CacheBody;
-use crate::entry::{Entry, MAX_VARIANTS, Timing, Variants, normalized, vary_names};
+use crate::entry::{Entry, Fields, MAX_VARIANTS, Timing, Variants, normalized, vary_names};
 use crate::flight::{FlightGuard, Role};
 use crate::future::{Follower, ResponseFuture};
 use crate::key::{KeyText, Parts, UriKey, loggable};
@@ -138,6 +138,11 @@ where
             .get(parts)
             .and_then(|v| v.select(credentials, req.headers()).cloned());
         let now = Instant::now();
+        // The caller's fields, for `Vary`, taken before the conditionals are added (they are put
+        // back when needed: see `Lookup::sent_headers`).
+        let caller_headers =
+            |req: &Request<B>| (!head && !req.headers().is_empty()).then(|| req.headers().clone());
+        let mut request_headers = None;
         let mut added_conditionals = false;
         if let Some(entry) = entry.as_ref().filter(|_| !fields.conditional) {
             let age = entry.current_age(now);
@@ -157,9 +162,10 @@ where
                 let response = cached_response(entry, head, CacheStatus::Hit, Some(age), None);
                 return ResponseFuture::ready(response);
             }
+            request_headers = Some(caller_headers(&req));
             // The stored field as it came (it parsed as an entity tag), not a re-rendering.
             if entry.etag.is_some()
-                && let Some(value) = entry.headers.get(header::ETAG)
+                && let Some(value) = &entry.etag_value
             {
                 req.headers_mut()
                     .insert(header::IF_NONE_MATCH, value.clone());
@@ -180,7 +186,7 @@ where
         };
         let key = UriKey::new(req.uri(), req.headers());
         let mut lookup = Lookup {
-            request_headers: (!head && !req.headers().is_empty()).then(|| req.headers().clone()),
+            request_headers: request_headers.unwrap_or_else(|| caller_headers(&req)),
             shared,
             key,
             entry,
@@ -309,35 +315,38 @@ impl Shared {
     /// oldest beyond the limit).
     fn update_variants(
         &self,
-        key: &str,
+        key: &UriKey,
         keep: impl Fn(&Arc<Entry>) -> bool,
         add: Option<Arc<Entry>>,
     ) {
-        let current = self.store.get(key);
-        let mut entries: Vec<Arc<Entry>> = current
-            .as_ref()
-            .map(|v| v.entries().iter().filter(|e| keep(e)).cloned().collect())
-            .unwrap_or_default();
-        if add.is_none()
-            && current
-                .as_ref()
-                .is_none_or(|c| c.entries().len() == entries.len())
-        {
-            return;
-        }
-        entries.extend(add);
-        if entries.len() > MAX_VARIANTS {
-            entries.drain(..entries.len() - MAX_VARIANTS);
-        }
-        if entries.is_empty() {
-            self.store.remove(key);
-        } else {
-            self.store
-                .insert(key.to_owned(), Arc::new(Variants::new(entries)));
+        match &self.memory {
+            // Looked up by the key's parts, hashed once; the text is built only to insert.
+            Some(memory) => {
+                let parts = key.parts();
+                let hash = memory.hash_parts(parts);
+                match next_variants(memory.get_hashed(hash, parts), keep, add) {
+                    Next::Unchanged => {}
+                    Next::Remove => {
+                        memory.remove_hashed(hash, parts);
+                    }
+                    Next::Insert(variants) => memory.insert_hashed(hash, parts.to_text(), variants),
+                }
+            }
+            None => {
+                let key = key.text();
+                let key = key.as_str();
+                match next_variants(self.store.get(key), keep, add) {
+                    Next::Unchanged => {}
+                    Next::Remove => {
+                        self.store.remove(key);
+                    }
+                    Next::Insert(variants) => self.store.insert(key.to_owned(), variants),
+                }
+            }
         }
     }
 
-    fn remove_entry(&self, key: &str, entry: &Arc<Entry>) {
+    fn remove_entry(&self, key: &UriKey, entry: &Arc<Entry>) {
         self.update_variants(key, |e| !Arc::ptr_eq(e, entry), None);
     }
 
@@ -353,6 +362,44 @@ impl Shared {
             },
         };
         entry.staleness(now) <= window
+    }
+}
+
+/// What becomes of a URI's variants.
+enum Next {
+    Unchanged,
+    Remove,
+    Insert(Arc<Variants>),
+}
+
+/// The variants that follow `current`: those `keep` says, then `add` (dropping the oldest
+/// beyond the limit).
+fn next_variants(
+    current: Option<Arc<Variants>>,
+    keep: impl Fn(&Arc<Entry>) -> bool,
+    add: Option<Arc<Entry>>,
+) -> Next {
+    let mut entries: Vec<Arc<Entry>> = Vec::with_capacity(
+        current.as_ref().map_or(0, |c| c.entries().len()) + usize::from(add.is_some()),
+    );
+    if let Some(current) = &current {
+        entries.extend(current.entries().iter().filter(|e| keep(e)).cloned());
+    }
+    if add.is_none()
+        && current
+            .as_ref()
+            .is_none_or(|c| c.entries().len() == entries.len())
+    {
+        return Next::Unchanged;
+    }
+    entries.extend(add);
+    if entries.len() > MAX_VARIANTS {
+        entries.drain(..entries.len() - MAX_VARIANTS);
+    }
+    if entries.is_empty() {
+        Next::Remove
+    } else {
+        Next::Insert(Arc::new(Variants::new(entries)))
     }
 }
 
@@ -456,8 +503,8 @@ pub(crate) struct Lookup {
     added_conditionals: bool,
     head: bool,
     credentials: u64,
-    /// The request's headers, for `Vary` (`None` for HEAD, which is never stored, and when the
-    /// request has none).
+    /// The caller's request headers, for `Vary` (`None` for HEAD, which is never stored, and
+    /// when the request had none), without the conditionals the cache added.
     request_headers: Option<HeaderMap>,
     request_time: Instant,
     /// Held by the request that revalidates for others (single-flight).
@@ -578,7 +625,7 @@ impl Lookup {
                     || response.headers().get(header::LAST_MODIFIED)
                         != entry.headers.get(header::LAST_MODIFIED);
                 if status.is_success() && differs {
-                    self.shared.remove_entry(self.key.text().as_str(), entry);
+                    self.shared.remove_entry(&self.key, entry);
                 }
             }
             return Ok(pass(response, CacheStatus::Miss));
@@ -586,7 +633,7 @@ impl Lookup {
 
         if let Some(entry) = self.entry.as_ref().filter(|_| status.is_success()) {
             // A full answer replaces what was stored for this request.
-            self.shared.remove_entry(self.key.text().as_str(), entry);
+            self.shared.remove_entry(&self.key, entry);
         }
         if response.headers().is_empty() {
             // Neither a validator, nor a freshness lifetime, nor `no-store`: nothing to do.
@@ -605,11 +652,11 @@ impl Lookup {
         let Some(vary) = vary_names(response.headers()) else {
             return Ok(pass(response, CacheStatus::Miss));
         };
+        let request_headers = self.sent_headers();
         let vary = vary
             .into_iter()
             .map(|name| {
-                let value = self
-                    .request_headers
+                let value = request_headers
                     .as_ref()
                     .and_then(|headers| normalized(headers, &name));
                 (name, value)
@@ -624,7 +671,7 @@ impl Lookup {
             headers: response.headers().clone(),
             credentials: self.credentials,
             vary,
-            request_headers: self.request_headers.take().unwrap_or_default(),
+            request_headers: request_headers.unwrap_or_default(),
             timing,
         };
         let max = self.shared.max_entry_bytes;
@@ -635,6 +682,28 @@ impl Lookup {
             return Ok(response.map(CacheBody::upstream));
         }
         Ok(response.map(|body| CacheBody::teed(body, len, max, storing)))
+    }
+
+    /// The request's headers as they were sent: the caller's, with the conditionals the cache
+    /// added (`None` for HEAD, and when the request had none).
+    fn sent_headers(&mut self) -> Option<HeaderMap> {
+        let mut headers = self.request_headers.take();
+        if let Some(entry) = self
+            .entry
+            .as_ref()
+            .filter(|_| self.added_conditionals && !self.head)
+        {
+            let headers = headers.get_or_insert_with(HeaderMap::new);
+            if entry.etag.is_some()
+                && let Some(value) = &entry.etag_value
+            {
+                headers.insert(header::IF_NONE_MATCH, value.clone());
+            }
+            if let Some(lm) = &entry.last_modified {
+                headers.insert(header::IF_MODIFIED_SINCE, lm.clone());
+            }
+        }
+        headers
     }
 
     /// When the request was sent and its answer arrived (`now`), on both clocks.
@@ -679,7 +748,8 @@ impl Lookup {
         let Some(entry) = self.entry.as_ref().filter(|_| self.added_conditionals) else {
             return pass(response, CacheStatus::Miss);
         };
-        if !entry.selected_by(response.headers()) {
+        let fields = Fields::scan(response.headers());
+        if !entry.selected_by(&fields) {
             // RFC 9111 section 4.3.4: no stored response is selected, so nothing is
             // updated, and the stored body is not ours to serve for it.
             tracing::debug!(
@@ -690,15 +760,16 @@ impl Lookup {
             );
             return pass(response, CacheStatus::Miss);
         }
+        // The updated entry's `Cache-Control` is the 304's when it has one.
+        let has_cache_control = fields.cache_control;
         let (parts, _body) = response.into_parts();
         let timing = self.timing(Instant::now());
         let updated = Arc::new(entry.freshened(&parts.headers, timing));
-        let key = self.key.text();
-        if CacheControl::from_headers(&parts.headers).no_store {
-            self.shared.store.remove(key.as_str());
+        if has_cache_control && updated.cache_control.no_store {
+            self.shared.store.remove(self.key.text().as_str());
         } else {
             self.shared.update_variants(
-                key.as_str(),
+                &self.key,
                 |e| !Arc::ptr_eq(e, entry),
                 Some(updated.clone()),
             );
@@ -709,7 +780,7 @@ impl Lookup {
         tracing::debug!(
             target: TARGET,
             event = "revalidated",
-            uri = %loggable(key.as_str()),
+            uri = %self.key.loggable(),
             head = self.head,
             "304 answered with the stored body"
         );
@@ -782,17 +853,13 @@ impl Storing {
         ));
         let weight = entry.weight();
         let (credentials, request) = (self.credentials, &self.request_headers);
-        let key = self.key.text();
         // The new entry replaces every variant this request would have selected.
-        self.shared.update_variants(
-            key.as_str(),
-            |e| !e.matches(credentials, request),
-            Some(entry),
-        );
+        self.shared
+            .update_variants(&self.key, |e| !e.matches(credentials, request), Some(entry));
         tracing::debug!(
             target: TARGET,
             event = "store",
-            uri = %loggable(key.as_str()),
+            uri = %self.key.loggable(),
             body_len = len,
             weight,
             "response stored"

@@ -89,10 +89,30 @@ impl MemoryStore {
 
     /// The variants stored for the key of a request, found without building the key's text.
     pub(crate) fn get_key(&self, parts: Parts<'_>) -> Option<Arc<Variants>> {
+        self.get_hashed(self.hash_parts(parts), parts)
+    }
+
+    /// The hash of the key made of `parts`: the hash of its text.
+    pub(crate) fn hash_parts(&self, parts: Parts<'_>) -> u64 {
         let mut hasher = KeyHasher::new(self.hasher.build_hasher());
         parts.hash(&mut hasher);
-        let hash = hasher.finish();
+        hasher.finish()
+    }
+
+    /// The variants stored for the key made of `parts`, whose hash is `hash`.
+    pub(crate) fn get_hashed(&self, hash: u64, parts: Parts<'_>) -> Option<Arc<Variants>> {
         self.cache.get(&ByParts { hash, parts })
+    }
+
+    /// Stores `variants` under `text`, whose hash is `hash`.
+    pub(crate) fn insert_hashed(&self, hash: u64, text: String, variants: Arc<Variants>) {
+        debug_assert_eq!(hash, self.hash_text(&text));
+        self.cache.insert(StoreKey { hash, text }, variants);
+    }
+
+    /// Removes the variants of the key made of `parts`, whose hash is `hash`.
+    pub(crate) fn remove_hashed(&self, hash: u64, parts: Parts<'_>) -> bool {
+        self.cache.remove(&ByParts { hash, parts }).is_some()
     }
 
     /// The capacity in bytes.
