@@ -4,6 +4,7 @@ use bytes::Bytes;
 use courier_core::cache_control::{CacheControl, EntityTag};
 use http::header::{self, HeaderName};
 use http::{HeaderMap, HeaderValue, StatusCode, Version};
+use smallvec::SmallVec;
 use std::fmt;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -42,6 +43,8 @@ pub struct Entry {
     pub(crate) etag_value: Option<HeaderValue>,
     pub(crate) last_modified: Option<HeaderValue>,
     pub(crate) cache_control: CacheControl,
+    /// The `Cache-Control` field, when there is exactly one.
+    cache_control_value: Option<HeaderValue>,
     /// `None`: no explicit freshness; every use revalidates.
     pub(crate) lifetime: Option<Duration>,
     pub(crate) corrected_initial_age: Duration,
@@ -118,11 +121,12 @@ impl Entry {
         };
         let cache_control = match previous {
             Some((previous, true)) => previous.cache_control.clone(),
-            _ if fields.cache_control => CacheControl::from_headers(&headers),
+            _ if fields.has_cache_control() => CacheControl::from_headers(&headers),
             _ => CacheControl::default(),
         };
         let (lifetime, corrected_initial_age) = freshness(&fields, &cache_control, timing);
         let etag_value = fields.etag.cloned();
+        let cache_control_value = fields.single_cache_control().cloned();
         let last_modified = fields.last_modified.cloned();
         let mut entry = Self {
             status,
@@ -135,6 +139,7 @@ impl Entry {
             etag_value,
             last_modified,
             cache_control,
+            cache_control_value,
             lifetime,
             corrected_initial_age,
             stored_at: timing.response_time,
@@ -229,7 +234,8 @@ impl Entry {
     /// and the fields a cache must not store (hop-by-hop ones): those are skipped.
     pub(crate) fn freshened(&self, not_modified: &HeaderMap, timing: Timing) -> Self {
         let mut headers = self.headers.clone();
-        let mut replaced_cache_control = false;
+        // The 304's `Cache-Control` fields: how many, and the first.
+        let mut cache_control = (0_usize, None);
         // The values of one name come one after another: the first replaces what is stored.
         let mut current: Option<(&HeaderName, bool)> = None;
         for (name, value) in not_modified {
@@ -239,21 +245,29 @@ impl Entry {
                     let keep = name != header::CONTENT_LENGTH && !is_hop_by_hop(name);
                     if keep {
                         headers.remove(name);
-                        replaced_cache_control |= name == header::CACHE_CONTROL;
                     }
                     current = Some((name, keep));
                     keep
                 }
             };
             if keep {
+                if name == header::CACHE_CONTROL {
+                    cache_control.0 += 1;
+                    cache_control.1.get_or_insert(value);
+                }
                 headers.append(name.clone(), value.clone());
             }
         }
-        let same_cache_control = !replaced_cache_control
-            || headers
+        let same_cache_control = match cache_control {
+            (0, _) => true,
+            (1, first) if self.cache_control_value.is_some() => {
+                first == self.cache_control_value.as_ref()
+            }
+            _ => headers
                 .get_all(header::CACHE_CONTROL)
                 .iter()
-                .eq(self.headers.get_all(header::CACHE_CONTROL).iter());
+                .eq(self.headers.get_all(header::CACHE_CONTROL).iter()),
+        };
         // The stored fields hold nothing unstorable, and the 304's unstorable ones were
         // skipped: there is nothing to strip.
         Self::assemble(
@@ -313,8 +327,9 @@ fn parse_tag(value: Option<&HeaderValue>) -> Option<Arc<EntityTag>> {
 pub(crate) struct Fields<'a> {
     pub(crate) etag: Option<&'a HeaderValue>,
     pub(crate) last_modified: Option<&'a HeaderValue>,
-    /// Whether there is a `Cache-Control` field.
-    pub(crate) cache_control: bool,
+    /// How many `Cache-Control` fields there are.
+    cache_control_count: usize,
+    cache_control: Option<&'a HeaderValue>,
     date: Option<&'a HeaderValue>,
     expires: Option<&'a HeaderValue>,
     age: Option<&'a HeaderValue>,
@@ -328,8 +343,8 @@ impl<'a> Fields<'a> {
             let slot = if name == header::ETAG {
                 &mut fields.etag
             } else if name == header::CACHE_CONTROL {
-                fields.cache_control = true;
-                continue;
+                fields.cache_control_count += 1;
+                &mut fields.cache_control
             } else if name == header::DATE {
                 &mut fields.date
             } else if name == header::LAST_MODIFIED {
@@ -344,6 +359,16 @@ impl<'a> Fields<'a> {
             slot.get_or_insert(value);
         }
         fields
+    }
+
+    /// Whether there is a `Cache-Control` field.
+    pub(crate) fn has_cache_control(&self) -> bool {
+        self.cache_control_count > 0
+    }
+
+    /// The `Cache-Control` field, when there is exactly one.
+    fn single_cache_control(&self) -> Option<&'a HeaderValue> {
+        self.cache_control.filter(|_| self.cache_control_count == 1)
     }
 }
 
@@ -478,16 +503,23 @@ fn is_hop_by_hop(name: &HeaderName) -> bool {
     HOP_BY_HOP.contains(name)
 }
 
+/// The entries of a URI: most URIs have one, kept inline.
+pub(crate) type EntryList = SmallVec<[Arc<Entry>; 1]>;
+
 /// Every stored variant of one URI.
 #[derive(Debug, Clone, Default)]
 pub struct Variants {
-    entries: Vec<Arc<Entry>>,
+    entries: EntryList,
     weight: u64,
 }
 
 impl Variants {
     /// Variants holding `entries` (oldest first).
     pub fn new(entries: Vec<Arc<Entry>>) -> Self {
+        Self::from_list(EntryList::from_vec(entries))
+    }
+
+    pub(crate) fn from_list(entries: EntryList) -> Self {
         let weight = entries.iter().map(|e| e.weight).sum();
         Self { entries, weight }
     }

@@ -2,6 +2,7 @@
 
 use crate::entry::Entry;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry as Slot;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::oneshot;
@@ -10,8 +11,11 @@ use tokio::sync::oneshot;
 /// followers waiting for each.
 #[derive(Default)]
 pub(crate) struct Flights {
-    inner: Mutex<HashMap<usize, Vec<oneshot::Sender<Arc<Entry>>>>>,
+    inner: Mutex<Waiters>,
 }
+
+/// The followers of each flight, by entry address (hashed quickly: the addresses are ours).
+type Waiters = HashMap<usize, Vec<oneshot::Sender<Arc<Entry>>>, foldhash::fast::RandomState>;
 
 impl fmt::Debug for Flights {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -30,7 +34,7 @@ pub(crate) enum Role {
 }
 
 impl Flights {
-    fn lock(&self) -> MutexGuard<'_, HashMap<usize, Vec<oneshot::Sender<Arc<Entry>>>>> {
+    fn lock(&self) -> MutexGuard<'_, Waiters> {
         // A poisoned map still holds valid senders.
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -39,12 +43,16 @@ impl Flights {
     pub(crate) fn join(self: &Arc<Self>, entry: &Arc<Entry>) -> Role {
         let id = Arc::as_ptr(entry) as usize;
         let mut flights = self.lock();
-        if let Some(waiters) = flights.get_mut(&id) {
-            let (tx, rx) = oneshot::channel();
-            waiters.push(tx);
-            return Role::Follower(rx);
+        match flights.entry(id) {
+            Slot::Occupied(mut waiters) => {
+                let (tx, rx) = oneshot::channel();
+                waiters.get_mut().push(tx);
+                return Role::Follower(rx);
+            }
+            Slot::Vacant(slot) => {
+                slot.insert(Vec::new());
+            }
         }
-        flights.insert(id, Vec::new());
         Role::Leader(FlightGuard {
             flights: self.clone(),
             // Held so the address cannot be reused while the flight exists.

@@ -153,11 +153,6 @@ impl<'a> Parts<'a> {
         hasher.push(self.path.as_bytes(), false);
     }
 
-    /// The key text, owned.
-    pub(crate) fn to_text(self) -> String {
-        self.owned_text().0
-    }
-
     /// The key text, owned, and the length of its origin part.
     fn owned_text(self) -> (String, usize) {
         let scheme_len = self.scheme.map_or(0, |s| s.len() + 1);

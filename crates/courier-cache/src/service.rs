@@ -1,5 +1,7 @@
 use crate::body::CacheBody;
-use crate::entry::{Entry, Fields, MAX_VARIANTS, Timing, Variants, normalized, vary_names};
+use crate::entry::{
+    Entry, EntryList, Fields, MAX_VARIANTS, Timing, Variants, normalized, vary_names,
+};
 use crate::flight::{FlightGuard, Role};
 use crate::future::{Follower, ResponseFuture};
 use crate::key::{KeyText, Parts, UriKey, loggable};
@@ -134,9 +136,8 @@ where
         } else {
             0
         };
-        let entry = shared
-            .get(parts)
-            .and_then(|v| v.select(credentials, req.headers()).cloned());
+        let (variants, key_hash) = shared.get(parts);
+        let entry = variants.and_then(|v| v.select(credentials, req.headers()).cloned());
         let now = Instant::now();
         // The caller's fields, for `Vary`, taken before the conditionals are added (they are put
         // back when needed: see `Lookup::sent_headers`).
@@ -189,6 +190,7 @@ where
             request_headers: request_headers.unwrap_or_else(|| caller_headers(&req)),
             shared,
             key,
+            key_hash,
             entry,
             added_conditionals,
             head,
@@ -303,33 +305,45 @@ impl Shared {
         hasher.finish().max(1)
     }
 
-    /// The variants stored for the key made of `parts`.
-    fn get(&self, parts: Parts<'_>) -> Option<Arc<Variants>> {
+    /// The variants stored for the key made of `parts`, and the key's hash in the in-memory
+    /// store.
+    fn get(&self, parts: Parts<'_>) -> (Option<Arc<Variants>>, Option<u64>) {
         match &self.memory {
-            Some(memory) => memory.get_key(parts),
-            None => self.store.get(KeyText::from_parts(parts).as_str()),
+            Some(memory) => {
+                let (found, hash) = memory.get_key(parts);
+                (found, Some(hash))
+            }
+            None => (self.store.get(KeyText::from_parts(parts).as_str()), None),
         }
     }
 
     /// Rewrites the variants of `key`: keeps those `keep` says, then adds `add` (dropping the
     /// oldest beyond the limit).
+    ///
+    /// `hash` is the key's hash in the in-memory store, when the lookup computed it already.
     fn update_variants(
         &self,
         key: &UriKey,
+        hash: Option<u64>,
         keep: impl Fn(&Arc<Entry>) -> bool,
         add: Option<Arc<Entry>>,
     ) {
         match &self.memory {
-            // Looked up by the key's parts, hashed once; the text is built only to insert.
+            // Looked up by the key's parts; the text is built only for a key not stored yet.
             Some(memory) => {
                 let parts = key.parts();
-                let hash = memory.hash_parts(parts);
-                match next_variants(memory.get_hashed(hash, parts), keep, add) {
+                let hash = hash.unwrap_or_else(|| memory.hash_parts(parts));
+                let (text, current) = memory.get_hashed(hash, parts).unzip();
+                match next_variants(current, keep, add) {
                     Next::Unchanged => {}
                     Next::Remove => {
                         memory.remove_hashed(hash, parts);
                     }
-                    Next::Insert(variants) => memory.insert_hashed(hash, parts.to_text(), variants),
+                    Next::Insert(variants) => {
+                        let text =
+                            text.unwrap_or_else(|| Arc::from(KeyText::from_parts(parts).as_str()));
+                        memory.insert_hashed(hash, text, variants);
+                    }
                 }
             }
             None => {
@@ -346,8 +360,8 @@ impl Shared {
         }
     }
 
-    fn remove_entry(&self, key: &UriKey, entry: &Arc<Entry>) {
-        self.update_variants(key, |e| !Arc::ptr_eq(e, entry), None);
+    fn remove_entry(&self, key: &UriKey, hash: Option<u64>, entry: &Arc<Entry>) {
+        self.update_variants(key, hash, |e| !Arc::ptr_eq(e, entry), None);
     }
 
     /// Whether `entry` may be served because the upstream failed.
@@ -379,9 +393,7 @@ fn next_variants(
     keep: impl Fn(&Arc<Entry>) -> bool,
     add: Option<Arc<Entry>>,
 ) -> Next {
-    let mut entries: Vec<Arc<Entry>> = Vec::with_capacity(
-        current.as_ref().map_or(0, |c| c.entries().len()) + usize::from(add.is_some()),
-    );
+    let mut entries = EntryList::new();
     if let Some(current) = &current {
         entries.extend(current.entries().iter().filter(|e| keep(e)).cloned());
     }
@@ -399,7 +411,7 @@ fn next_variants(
     if entries.is_empty() {
         Next::Remove
     } else {
-        Next::Insert(Arc::new(Variants::new(entries)))
+        Next::Insert(Arc::new(Variants::from_list(entries)))
     }
 }
 
@@ -497,6 +509,8 @@ pub(crate) enum Pending {
 pub(crate) struct Lookup {
     shared: Arc<Shared>,
     key: UriKey,
+    /// The key's hash in the in-memory store, from the lookup.
+    key_hash: Option<u64>,
     /// The entry this request selected, if any.
     entry: Option<Arc<Entry>>,
     /// Whether the cache added the conditionals (so a 304 is the cache's to answer).
@@ -625,7 +639,7 @@ impl Lookup {
                     || response.headers().get(header::LAST_MODIFIED)
                         != entry.headers.get(header::LAST_MODIFIED);
                 if status.is_success() && differs {
-                    self.shared.remove_entry(&self.key, entry);
+                    self.shared.remove_entry(&self.key, self.key_hash, entry);
                 }
             }
             return Ok(pass(response, CacheStatus::Miss));
@@ -633,7 +647,7 @@ impl Lookup {
 
         if let Some(entry) = self.entry.as_ref().filter(|_| status.is_success()) {
             // A full answer replaces what was stored for this request.
-            self.shared.remove_entry(&self.key, entry);
+            self.shared.remove_entry(&self.key, self.key_hash, entry);
         }
         if response.headers().is_empty() {
             // Neither a validator, nor a freshness lifetime, nor `no-store`: nothing to do.
@@ -666,6 +680,7 @@ impl Lookup {
         let storing = Storing {
             shared: self.shared.clone(),
             key: self.key.clone(),
+            key_hash: self.key_hash,
             status,
             version: response.version(),
             headers: response.headers().clone(),
@@ -761,7 +776,7 @@ impl Lookup {
             return pass(response, CacheStatus::Miss);
         }
         // The updated entry's `Cache-Control` is the 304's when it has one.
-        let has_cache_control = fields.cache_control;
+        let has_cache_control = fields.has_cache_control();
         let (parts, _body) = response.into_parts();
         let timing = self.timing(Instant::now());
         let updated = Arc::new(entry.freshened(&parts.headers, timing));
@@ -770,6 +785,7 @@ impl Lookup {
         } else {
             self.shared.update_variants(
                 &self.key,
+                self.key_hash,
                 |e| !Arc::ptr_eq(e, entry),
                 Some(updated.clone()),
             );
@@ -829,6 +845,7 @@ impl Lookup {
 pub(crate) struct Storing {
     shared: Arc<Shared>,
     key: UriKey,
+    key_hash: Option<u64>,
     status: StatusCode,
     version: http::Version,
     headers: HeaderMap,
@@ -854,8 +871,12 @@ impl Storing {
         let weight = entry.weight();
         let (credentials, request) = (self.credentials, &self.request_headers);
         // The new entry replaces every variant this request would have selected.
-        self.shared
-            .update_variants(&self.key, |e| !e.matches(credentials, request), Some(entry));
+        self.shared.update_variants(
+            &self.key,
+            self.key_hash,
+            |e| !e.matches(credentials, request),
+            Some(entry),
+        );
         tracing::debug!(
             target: TARGET,
             event = "store",

@@ -4,6 +4,7 @@ use crate::entry::Variants;
 use crate::key::{KeyHasher, Parts};
 use quick_cache::sync::Cache;
 use quick_cache::{Equivalent, Lifecycle, Weighter};
+use std::cell::RefCell;
 use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
@@ -87,9 +88,16 @@ impl MemoryStore {
         KeyHasher::new(self.hasher.build_hasher()).text(text)
     }
 
-    /// The variants stored for the key of a request, found without building the key's text.
-    pub(crate) fn get_key(&self, parts: Parts<'_>) -> Option<Arc<Variants>> {
-        self.get_hashed(self.hash_parts(parts), parts)
+    /// The variants stored for the key of a request, found without building the key's text,
+    /// and the key's hash.
+    pub(crate) fn get_key(&self, parts: Parts<'_>) -> (Option<Arc<Variants>>, u64) {
+        let hash = self.hash_parts(parts);
+        let found = self.cache.get(&ByParts {
+            hash,
+            parts,
+            stored: None,
+        });
+        (found, hash)
     }
 
     /// The hash of the key made of `parts`: the hash of its text.
@@ -99,20 +107,38 @@ impl MemoryStore {
         hasher.finish()
     }
 
-    /// The variants stored for the key made of `parts`, whose hash is `hash`.
-    pub(crate) fn get_hashed(&self, hash: u64, parts: Parts<'_>) -> Option<Arc<Variants>> {
-        self.cache.get(&ByParts { hash, parts })
+    /// The variants stored for the key made of `parts`, whose hash is `hash`, with the key
+    /// text they are stored under (to store their successor under without building it again).
+    pub(crate) fn get_hashed(
+        &self,
+        hash: u64,
+        parts: Parts<'_>,
+    ) -> Option<(Arc<str>, Arc<Variants>)> {
+        let stored = RefCell::new(None);
+        let found = self.cache.get(&ByParts {
+            hash,
+            parts,
+            stored: Some(&stored),
+        })?;
+        // Set by the comparison that found the entry.
+        let text = stored.into_inner()?;
+        Some((text, found))
     }
 
     /// Stores `variants` under `text`, whose hash is `hash`.
-    pub(crate) fn insert_hashed(&self, hash: u64, text: String, variants: Arc<Variants>) {
+    pub(crate) fn insert_hashed(&self, hash: u64, text: Arc<str>, variants: Arc<Variants>) {
         debug_assert_eq!(hash, self.hash_text(&text));
         self.cache.insert(StoreKey { hash, text }, variants);
     }
 
     /// Removes the variants of the key made of `parts`, whose hash is `hash`.
     pub(crate) fn remove_hashed(&self, hash: u64, parts: Parts<'_>) -> bool {
-        self.cache.remove(&ByParts { hash, parts }).is_some()
+        let key = ByParts {
+            hash,
+            parts,
+            stored: None,
+        };
+        self.cache.remove(&key).is_some()
     }
 
     /// The capacity in bytes.
@@ -146,7 +172,13 @@ impl CacheStore for MemoryStore {
 
     fn insert(&self, key: String, variants: Arc<Variants>) {
         let hash = self.hash_text(&key);
-        self.cache.insert(StoreKey { hash, text: key }, variants);
+        self.cache.insert(
+            StoreKey {
+                hash,
+                text: Arc::from(key),
+            },
+            variants,
+        );
     }
 
     fn remove(&self, key: &str) -> bool {
@@ -170,7 +202,8 @@ impl CacheStore for MemoryStore {
 #[derive(Clone, PartialEq, Eq)]
 struct StoreKey {
     hash: u64,
-    text: String,
+    /// Shared, so that replacing a key's variants reuses its text.
+    text: Arc<str>,
 }
 
 impl Hash for StoreKey {
@@ -193,7 +226,7 @@ impl Hash for ByText<'_> {
 
 impl Equivalent<StoreKey> for ByText<'_> {
     fn equivalent(&self, key: &StoreKey) -> bool {
-        self.hash == key.hash && self.text == key.text
+        self.hash == key.hash && self.text == &*key.text
     }
 }
 
@@ -201,6 +234,8 @@ impl Equivalent<StoreKey> for ByText<'_> {
 struct ByParts<'a> {
     hash: u64,
     parts: Parts<'a>,
+    /// Where to put the stored key text that matched, if wanted.
+    stored: Option<&'a RefCell<Option<Arc<str>>>>,
 }
 
 impl Hash for ByParts<'_> {
@@ -211,7 +246,11 @@ impl Hash for ByParts<'_> {
 
 impl Equivalent<StoreKey> for ByParts<'_> {
     fn equivalent(&self, key: &StoreKey) -> bool {
-        self.hash == key.hash && self.parts.is_text(&key.text)
+        let equal = self.hash == key.hash && self.parts.is_text(&key.text);
+        if equal && let Some(stored) = self.stored {
+            *stored.borrow_mut() = Some(key.text.clone());
+        }
+        equal
     }
 }
 
@@ -290,7 +329,7 @@ mod tests {
     }
 
     fn by_parts(store: &MemoryStore, uri: &str) -> Option<Arc<Variants>> {
-        store.get_key(key(uri).parts())
+        store.get_key(key(uri).parts()).0
     }
 
     fn variants() -> Arc<Variants> {
@@ -304,7 +343,7 @@ mod tests {
         // Another URI's entry, stored under exactly the hash the wanted URI has.
         let forged = StoreKey {
             hash: store.hash_text(wanted),
-            text: "http://a.example/x".to_owned(),
+            text: Arc::from("http://a.example/x"),
         };
         let other = variants();
         store.cache.insert(forged, other.clone());
@@ -374,6 +413,34 @@ mod tests {
             prop_assert!(!key.parts().is_text(&other));
             prop_assert!(!key.parts().is_text(&other[..text.as_str().len() - 1]));
         }
+    }
+
+    #[test]
+    fn a_lookup_by_parts_hands_back_the_stored_text_to_replace_under() {
+        let store = MemoryStore::new(1 << 20);
+        let stored = variants();
+        store.insert("https://api.example/a?b=C".to_owned(), stored.clone());
+        let key = key("HTTPS://Api.Example/a?b=C");
+        let hash = store.hash_parts(key.parts());
+        let (text, found) = store.get_hashed(hash, key.parts()).unwrap();
+        assert_eq!(&*text, "https://api.example/a?b=C");
+        assert!(Arc::ptr_eq(&found, &stored));
+
+        // Stored again under that text: the same key, replaced in place.
+        let next = variants();
+        store.insert_hashed(hash, text, next.clone());
+        assert_eq!(store.len(), 1);
+        assert!(Arc::ptr_eq(
+            &by_parts(&store, "https://api.example/a?b=C").unwrap(),
+            &next
+        ));
+        assert!(
+            store
+                .get_hashed(hash, self::key("https://api.example/a?b=c").parts())
+                .is_none()
+        );
+        assert!(store.remove_hashed(hash, key.parts()));
+        assert_eq!(store.len(), 0);
     }
 
     #[test]
