@@ -172,10 +172,19 @@ impl<'a> Parts<'a> {
     /// Whether `text` is this key's text, byte for byte.
     pub(crate) fn is_text(&self, text: &str) -> bool {
         let mut rest = text.as_bytes();
-        if let Some(scheme) = self.scheme
-            && !(strip_lowered(&mut rest, scheme.as_bytes()) && strip(&mut rest, b":"))
-        {
-            return false;
+        match self.scheme {
+            // `http` parses the standard schemes into lowercase names of their own.
+            Some(scheme @ ("http" | "https")) => {
+                if !(strip(&mut rest, scheme.as_bytes()) && strip(&mut rest, b":")) {
+                    return false;
+                }
+            }
+            Some(scheme) => {
+                if !(strip_lowered(&mut rest, scheme.as_bytes()) && strip(&mut rest, b":")) {
+                    return false;
+                }
+            }
+            None => {}
         }
         strip(&mut rest, b"//")
             && strip_lowered(&mut rest, self.host.as_bytes())
@@ -220,14 +229,23 @@ fn lower_word(w: u64) -> u64 {
 }
 
 /// Copies `src` into `dst` (of the same length), ASCII-lowercased, a word at a time.
+#[inline]
 fn copy_lowered(dst: &mut [u8], src: &[u8]) {
+    let len = src.len();
+    if len < 8 {
+        for (d, s) in dst.iter_mut().zip(src) {
+            *d = s.to_ascii_lowercase();
+        }
+        return;
+    }
     let mut at = 0;
-    while at + 8 <= src.len() {
+    while at + 8 <= len {
         dst[at..at + 8].copy_from_slice(&lower_word(word(src, at)).to_ne_bytes());
         at += 8;
     }
-    for (d, s) in dst[at..].iter_mut().zip(&src[at..]) {
-        *d = s.to_ascii_lowercase();
+    if at < len {
+        // The last word again, overlapping the one before: lowering is idempotent.
+        dst[len - 8..].copy_from_slice(&lower_word(word(src, len - 8)).to_ne_bytes());
     }
 }
 
@@ -247,17 +265,25 @@ fn strip_lowered(rest: &mut &[u8], part: &[u8]) -> bool {
     if rest.len() < part.len() {
         return false;
     }
-    let (head, tail) = rest.split_at(part.len());
+    let len = part.len();
+    let (head, tail) = rest.split_at(len);
+    *rest = tail;
+    if len < 8 {
+        return head
+            .iter()
+            .zip(part)
+            .all(|(h, p)| *h == p.to_ascii_lowercase());
+    }
     let mut equal = true;
     let mut at = 0;
-    while at + 8 <= part.len() {
+    while at + 8 <= len {
         equal &= word(head, at) == lower_word(word(part, at));
         at += 8;
     }
-    for (h, p) in head[at..].iter().zip(&part[at..]) {
-        equal &= *h == p.to_ascii_lowercase();
+    if at < len {
+        // The last word, overlapping the one before.
+        equal &= word(head, len - 8) == lower_word(word(part, len - 8));
     }
-    *rest = tail;
     equal
 }
 

@@ -708,14 +708,15 @@ impl Lookup {
             .as_ref()
             .filter(|_| self.added_conditionals && !self.head)
         {
+            // The caller sent no conditional (else the cache adds none): appending is inserting.
             let headers = headers.get_or_insert_with(HeaderMap::new);
             if entry.etag.is_some()
                 && let Some(value) = &entry.etag_value
             {
-                headers.insert(header::IF_NONE_MATCH, value.clone());
+                headers.append(header::IF_NONE_MATCH, value.clone());
             }
             if let Some(lm) = &entry.last_modified {
-                headers.insert(header::IF_MODIFIED_SINCE, lm.clone());
+                headers.append(header::IF_MODIFIED_SINCE, lm.clone());
             }
         }
         headers

@@ -91,13 +91,10 @@ impl MemoryStore {
     /// The variants stored for the key of a request, found without building the key's text,
     /// and the key's hash.
     pub(crate) fn get_key(&self, parts: Parts<'_>) -> (Option<Arc<Variants>>, u64) {
-        let hash = self.hash_parts(parts);
-        let found = self.cache.get(&ByParts {
-            hash,
-            parts,
-            stored: None,
-        });
-        (found, hash)
+        let mut hasher = KeyHasher::new(self.hasher.build_hasher());
+        parts.hash(&mut hasher);
+        let hash = hasher.finish();
+        (self.cache.get(&ByParts { hash, parts }), hash)
     }
 
     /// The hash of the key made of `parts`: the hash of its text.
@@ -115,10 +112,9 @@ impl MemoryStore {
         parts: Parts<'_>,
     ) -> Option<(Arc<str>, Arc<Variants>)> {
         let stored = RefCell::new(None);
-        let found = self.cache.get(&ByParts {
-            hash,
-            parts,
-            stored: Some(&stored),
+        let found = self.cache.get(&KeepingText {
+            by: ByParts { hash, parts },
+            stored: &stored,
         })?;
         // Set by the comparison that found the entry.
         let text = stored.into_inner()?;
@@ -133,12 +129,7 @@ impl MemoryStore {
 
     /// Removes the variants of the key made of `parts`, whose hash is `hash`.
     pub(crate) fn remove_hashed(&self, hash: u64, parts: Parts<'_>) -> bool {
-        let key = ByParts {
-            hash,
-            parts,
-            stored: None,
-        };
-        self.cache.remove(&key).is_some()
+        self.cache.remove(&ByParts { hash, parts }).is_some()
     }
 
     /// The capacity in bytes.
@@ -234,8 +225,6 @@ impl Equivalent<StoreKey> for ByText<'_> {
 struct ByParts<'a> {
     hash: u64,
     parts: Parts<'a>,
-    /// Where to put the stored key text that matched, if wanted.
-    stored: Option<&'a RefCell<Option<Arc<str>>>>,
 }
 
 impl Hash for ByParts<'_> {
@@ -246,9 +235,27 @@ impl Hash for ByParts<'_> {
 
 impl Equivalent<StoreKey> for ByParts<'_> {
     fn equivalent(&self, key: &StoreKey) -> bool {
-        let equal = self.hash == key.hash && self.parts.is_text(&key.text);
-        if equal && let Some(stored) = self.stored {
-            *stored.borrow_mut() = Some(key.text.clone());
+        self.hash == key.hash && self.parts.is_text(&key.text)
+    }
+}
+
+/// A lookup by parts that keeps the stored key text it matches.
+struct KeepingText<'a> {
+    by: ByParts<'a>,
+    stored: &'a RefCell<Option<Arc<str>>>,
+}
+
+impl Hash for KeepingText<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.by.hash(state);
+    }
+}
+
+impl Equivalent<StoreKey> for KeepingText<'_> {
+    fn equivalent(&self, key: &StoreKey) -> bool {
+        let equal = self.by.equivalent(key);
+        if equal {
+            *self.stored.borrow_mut() = Some(key.text.clone());
         }
         equal
     }
