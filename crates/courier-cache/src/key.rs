@@ -172,19 +172,14 @@ impl<'a> Parts<'a> {
     /// Whether `text` is this key's text, byte for byte.
     pub(crate) fn is_text(&self, text: &str) -> bool {
         let mut rest = text.as_bytes();
-        match self.scheme {
+        let scheme = match self.scheme {
             // `http` parses the standard schemes into lowercase names of their own.
-            Some(scheme @ ("http" | "https")) => {
-                if !(strip(&mut rest, scheme.as_bytes()) && strip(&mut rest, b":")) {
-                    return false;
-                }
-            }
-            Some(scheme) => {
-                if !(strip_lowered(&mut rest, scheme.as_bytes()) && strip(&mut rest, b":")) {
-                    return false;
-                }
-            }
-            None => {}
+            Some(scheme @ ("http" | "https")) => strip(&mut rest, scheme.as_bytes()),
+            Some(scheme) => strip_lowered(&mut rest, scheme.as_bytes()),
+            None => true,
+        };
+        if !(scheme && (self.scheme.is_none() || strip(&mut rest, b":"))) {
+            return false;
         }
         strip(&mut rest, b"//")
             && strip_lowered(&mut rest, self.host.as_bytes())
