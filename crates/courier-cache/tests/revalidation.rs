@@ -1,0 +1,241 @@
+//! Revalidation: how a 304 updates the stored entry it selects (RFC 9111 sections 3.2 and
+//! 4.3.4), on paused time.
+
+mod support;
+
+use courier_core::CacheStatus;
+use http::{Method, StatusCode};
+use support::*;
+use tower::Layer;
+
+const URL: &str = "http://api.example/thing";
+
+#[tokio::test(start_paused = true)]
+async fn a_304_replaces_each_named_field_except_content_length_and_hop_by_hop_ones() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(
+        &[
+            ("etag", "\"v1\""),
+            ("cache-control", "no-cache"),
+            ("x-one", "1"),
+            ("x-multi", "a"),
+            ("x-multi", "b"),
+            ("x-kept", "k"),
+        ],
+        "hello",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+
+    mock.push(not_modified(&[
+        ("etag", "\"v1\""),
+        ("cache-control", "no-cache"),
+        ("x-one", "2"),
+        ("x-multi", "c"),
+        ("x-new", "n1"),
+        ("x-new", "n2"),
+        ("content-length", "0"),
+        ("transfer-encoding", "chunked"),
+        ("keep-alive", "timeout=5"),
+        ("upgrade", "h2c"),
+    ]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(got.cache, CacheStatus::Revalidated);
+    assert_eq!(got.body, "hello");
+    let values = |name: &str| -> Vec<String> {
+        got.headers
+            .get_all(name)
+            .iter()
+            .map(|v| v.to_str().unwrap().to_owned())
+            .collect()
+    };
+    assert_eq!(values("x-one"), ["2"]);
+    assert_eq!(values("x-multi"), ["c"], "every stored value is replaced");
+    assert_eq!(values("x-new"), ["n1", "n2"]);
+    assert_eq!(values("x-kept"), ["k"]);
+    assert_eq!(values("content-length"), ["5"]);
+    assert_eq!(values("etag"), ["\"v1\""]);
+    assert_eq!(values("cache-control"), ["no-cache"]);
+    for hop in ["transfer-encoding", "keep-alive", "upgrade"] {
+        assert!(got.headers.get(hop).is_none(), "{hop} is not stored");
+    }
+
+    // The stored entry holds the update: the next answer is built from it.
+    mock.push(not_modified(&[("etag", "\"v1\"")]));
+    let again = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(again.cache, CacheStatus::Revalidated);
+    assert_eq!(again.headers, got.headers);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_304_that_changes_cache_control_changes_freshness() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(
+        &[("etag", "\"v1\""), ("cache-control", "no-cache")],
+        "a",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+
+    // The same directives: still revalidated every time.
+    mock.push(not_modified(&[
+        ("etag", "\"v1\""),
+        ("cache-control", "no-cache"),
+    ]));
+    assert_eq!(
+        send(&mut svc, get(URL)).await.unwrap().cache,
+        CacheStatus::Revalidated
+    );
+    // No Cache-Control in the 304: the stored one stays.
+    mock.push(not_modified(&[("etag", "\"v1\"")]));
+    assert_eq!(
+        send(&mut svc, get(URL)).await.unwrap().cache,
+        CacheStatus::Revalidated
+    );
+    assert_eq!(mock.calls(), 3);
+
+    // New directives: the entry is fresh for a minute.
+    mock.push(not_modified(&[
+        ("etag", "\"v1\""),
+        ("cache-control", "max-age=60"),
+    ]));
+    assert_eq!(
+        send(&mut svc, get(URL)).await.unwrap().cache,
+        CacheStatus::Revalidated
+    );
+    let hit = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(hit.cache, CacheStatus::Hit);
+    assert_eq!(hit.headers["cache-control"], "max-age=60");
+    assert_eq!(mock.calls(), 4);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_304_with_no_store_serves_the_body_once_and_drops_the_entry() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(
+        &[("etag", "\"v1\""), ("cache-control", "no-cache")],
+        "a",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+    mock.push(not_modified(&[
+        ("etag", "\"v1\""),
+        ("cache-control", "no-store"),
+    ]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(
+        (got.cache, &got.body[..]),
+        (CacheStatus::Revalidated, &b"a"[..])
+    );
+
+    mock.push(ok(&[("etag", "\"v2\"")], "b"));
+    let next = send(&mut svc, get(URL)).await.unwrap();
+    assert!(mock.last().headers.get("if-none-match").is_none());
+    assert_eq!((next.cache, &next.body[..]), (CacheStatus::Miss, &b"b"[..]));
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unparsable_entity_tag_is_no_validator_but_last_modified_still_is() {
+    const LM: &str = "Tue, 14 Nov 2023 22:00:00 GMT";
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(
+        &[
+            ("etag", "unquoted"),
+            ("last-modified", LM),
+            ("cache-control", "no-cache"),
+        ],
+        "a",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+
+    // The same unparsable tag: Last-Modified decides.
+    mock.push(not_modified(&[("etag", "unquoted"), ("last-modified", LM)]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    let seen = mock.last();
+    assert!(seen.headers.get("if-none-match").is_none());
+    assert_eq!(seen.headers["if-modified-since"], LM);
+    assert_eq!(got.cache, CacheStatus::Revalidated);
+    assert_eq!(got.headers["etag"], "unquoted");
+
+    mock.push(not_modified(&[
+        ("etag", "unquoted"),
+        ("last-modified", "Tue, 14 Nov 2023 23:00:00 GMT"),
+    ]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(
+        (got.status, got.cache),
+        (StatusCode::NOT_MODIFIED, CacheStatus::Miss)
+    );
+
+    // A valid tag never matches a stored entry without one.
+    mock.push(not_modified(&[("etag", "\"x\""), ("last-modified", LM)]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(
+        (got.status, got.cache),
+        (StatusCode::NOT_MODIFIED, CacheStatus::Miss)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_304_with_a_new_tag_for_the_same_representation_updates_the_validator() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(
+        &[("etag", "\"v1\""), ("cache-control", "no-cache")],
+        "a",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+    // Weakly equal: selected, and the stored field becomes the weak one.
+    mock.push(not_modified(&[("etag", "W/\"v1\"")]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(got.cache, CacheStatus::Revalidated);
+    assert_eq!(got.headers["etag"], "W/\"v1\"");
+    mock.push(not_modified(&[("etag", "W/\"v1\"")]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(mock.last().headers["if-none-match"], "W/\"v1\"");
+    assert_eq!(got.cache, CacheStatus::Revalidated);
+    // Now stored weak: a strong 304 for the same tag no longer selects it.
+    mock.push(not_modified(&[("etag", "\"v1\"")]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(
+        (got.status, got.cache),
+        (StatusCode::NOT_MODIFIED, CacheStatus::Miss)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn vary_reads_the_request_as_sent_with_the_conditionals_the_cache_added() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    let accept = |v: &str| req(Method::GET, URL, &[("accept", v)]);
+    mock.push(ok(
+        &[("etag", "\"v1\""), ("cache-control", "no-cache")],
+        "a",
+    ));
+    send(&mut svc, accept("text/plain")).await.unwrap();
+
+    // The revalidation gets a full answer varying on the caller's field: stored for it.
+    mock.push(ok(&[("etag", "\"v2\""), ("vary", "accept")], "b"));
+    let got = send(&mut svc, accept("text/plain")).await.unwrap();
+    assert_eq!(mock.last().headers["if-none-match"], "\"v1\"");
+    assert_eq!(got.cache, CacheStatus::Miss);
+    mock.push(not_modified(&[("etag", "\"v2\"")]));
+    let got = send(&mut svc, accept("text/plain")).await.unwrap();
+    assert_eq!(mock.last().headers["if-none-match"], "\"v2\"");
+    assert_eq!(
+        (got.cache, &got.body[..]),
+        (CacheStatus::Revalidated, &b"b"[..])
+    );
+
+    // A full answer varying on the conditional the cache added: stored for that value, which
+    // a caller's request without it does not select.
+    mock.push(ok(&[("etag", "\"v3\""), ("vary", "if-none-match")], "c"));
+    let got = send(&mut svc, accept("text/plain")).await.unwrap();
+    assert_eq!(mock.last().headers["if-none-match"], "\"v2\"");
+    assert_eq!(got.cache, CacheStatus::Miss);
+    mock.push(ok(&[("etag", "\"v4\"")], "d"));
+    let got = send(&mut svc, accept("text/plain")).await.unwrap();
+    assert!(mock.last().headers.get("if-none-match").is_none());
+    assert_eq!((got.cache, &got.body[..]), (CacheStatus::Miss, &b"d"[..]));
+}
