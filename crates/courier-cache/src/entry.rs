@@ -237,24 +237,29 @@ impl Entry {
         // The 304's `Cache-Control` fields: how many, and the first.
         let mut cache_control = (0_usize, None);
         // The values of one name come one after another: the first replaces what is stored.
-        let mut current: Option<(&HeaderName, bool)> = None;
+        let mut current: Option<(&HeaderName, Update)> = None;
         for (name, value) in not_modified {
-            let keep = match current {
-                Some((previous, keep)) if previous == name => keep,
+            let update = match current {
+                Some((previous, update)) if previous == name => update,
                 _ => {
-                    let keep = name != header::CONTENT_LENGTH && !is_hop_by_hop(name);
-                    if keep {
+                    let update = match name.as_str() {
+                        "content-length" => Update::Skip,
+                        "cache-control" => Update::CacheControl,
+                        other if is_hop_by_hop_str(other) => Update::Skip,
+                        _ => Update::Replace,
+                    };
+                    if update != Update::Skip {
                         headers.remove(name);
                     }
-                    current = Some((name, keep));
-                    keep
+                    current = Some((name, update));
+                    update
                 }
             };
-            if keep {
-                if name == header::CACHE_CONTROL {
-                    cache_control.0 += 1;
-                    cache_control.1.get_or_insert(value);
-                }
+            if update == Update::CacheControl {
+                cache_control.0 += 1;
+                cache_control.1.get_or_insert(value);
+            }
+            if update != Update::Skip {
                 headers.append(name.clone(), value.clone());
             }
         }
@@ -314,6 +319,16 @@ impl Entry {
     }
 }
 
+/// What a 304's field does to the stored ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Update {
+    /// Not stored: `Content-Length` (the stored body's stays) and hop-by-hop fields.
+    Skip,
+    Replace,
+    /// `Cache-Control`, replaced too.
+    CacheControl,
+}
+
 /// The tag of an `ETag` field, when it parses.
 fn parse_tag(value: Option<&HeaderValue>) -> Option<Arc<EntityTag>> {
     value
@@ -340,21 +355,17 @@ impl<'a> Fields<'a> {
         let mut fields = Self::default();
         // A name's values come one after another, its first (what `get` returns) first.
         for (name, value) in headers {
-            let slot = if name == header::ETAG {
-                &mut fields.etag
-            } else if name == header::CACHE_CONTROL {
-                fields.cache_control_count += 1;
-                &mut fields.cache_control
-            } else if name == header::DATE {
-                &mut fields.date
-            } else if name == header::LAST_MODIFIED {
-                &mut fields.last_modified
-            } else if name == header::EXPIRES {
-                &mut fields.expires
-            } else if name == header::AGE {
-                &mut fields.age
-            } else {
-                continue;
+            let slot = match name.as_str() {
+                "etag" => &mut fields.etag,
+                "cache-control" => {
+                    fields.cache_control_count += 1;
+                    &mut fields.cache_control
+                }
+                "date" => &mut fields.date,
+                "last-modified" => &mut fields.last_modified,
+                "expires" => &mut fields.expires,
+                "age" => &mut fields.age,
+                _ => continue,
             };
             slot.get_or_insert(value);
         }
@@ -500,7 +511,23 @@ static HOP_BY_HOP: [HeaderName; 9] = [
 ];
 
 fn is_hop_by_hop(name: &HeaderName) -> bool {
-    HOP_BY_HOP.contains(name)
+    is_hop_by_hop_str(name.as_str())
+}
+
+/// Whether a (lowercase) field name is one of [`HOP_BY_HOP`].
+fn is_hop_by_hop_str(name: &str) -> bool {
+    matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "proxy-authenticate"
+            | "proxy-authorization"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
 }
 
 /// The entries of a URI: most URIs have one, kept inline.
@@ -882,6 +909,23 @@ mod tests {
             proptest::prop_assert_eq!(f.selected_by(&fields), reference::selected_by(&want_f, &nm));
             let g = f.freshened(&nm, timing(2000));
             assert_same(&g, &reference::freshened(&want_f.headers, &nm, timing(2000)));
+        }
+    }
+
+    #[test]
+    fn hop_by_hop_names_by_text_are_the_listed_ones() {
+        for name in &HOP_BY_HOP {
+            assert!(is_hop_by_hop(name), "{name}");
+        }
+        for name in [
+            header::CONTENT_LENGTH,
+            header::ETAG,
+            header::CACHE_CONTROL,
+            header::TRAILER,
+            HeaderName::from_static("x-connection"),
+            HeaderName::from_static("t"),
+        ] {
+            assert_eq!(is_hop_by_hop(&name), HOP_BY_HOP.contains(&name), "{name}");
         }
     }
 
