@@ -221,14 +221,13 @@ where
 }
 
 impl<S> EtagCache<S> {
-    /// Calls the instance that was made ready, leaving a clone in its place.
+    /// Calls the instance that was made ready. It stays in place, with whatever it learnt from
+    /// the call (the breaker or the bucket of the host): the response future does not need it.
     fn forward<B>(&mut self, req: Request<B>) -> S::Future
     where
-        S: Service<Request<B>> + Clone,
+        S: Service<Request<B>>,
     {
-        let clone = self.inner.clone();
-        let mut ready = std::mem::replace(&mut self.inner, clone);
-        ready.call(req)
+        self.inner.call(req)
     }
 }
 
