@@ -175,12 +175,8 @@ where
                     ready!(sleep.as_mut().poll(cx));
                     // The slot has come: from here on it is spent (leaving Sleeping drops the
                     // grant).
-                    let (mut inner, req) = *this
-                        .pending
-                        .take()
-                        .expect("the request is taken only when the call starts");
                     this.state.set(State::Calling {
-                        fut: inner.call(req),
+                        fut: start(this.pending),
                     });
                     continue;
                 }
@@ -209,12 +205,8 @@ where
                         });
                         continue;
                     }
-                    let (mut inner, req) = *this
-                        .pending
-                        .take()
-                        .expect("the request is taken only when the call starts");
                     this.state.set(State::Calling {
-                        fut: inner.call(req),
+                        fut: start(this.pending),
                     });
                 }
             }
@@ -223,6 +215,17 @@ where
 }
 
 #[cold]
+/// Calls the inner service with the request held while the slot was pending.
+fn start<S, B>(pending: &mut Option<Box<(S, Request<B>)>>) -> S::Future
+where
+    S: Service<Request<B>>,
+{
+    let (mut inner, req) = *pending
+        .take()
+        .expect("the request is taken only when the call starts");
+    inner.call(req)
+}
+
 fn refused<K: fmt::Debug>(key: &K, denial: Denial) {
     tracing::debug!(
         host = ?key,
