@@ -7,7 +7,9 @@
 //! cargo bench -p courier-bench --bench layers
 //! ```
 //!
-//! The happy-path variants and what "added" means are in `courier_bench::happy`.
+//! The happy-path variants and what "added" means are in `courier_bench::happy`. After the
+//! measurements it prints the tables of BENCHMARKS.md sections 1 to 3 (`courier_bench::report`),
+//! from the estimates criterion wrote for each benchmark that ran.
 
 #![allow(missing_docs)]
 
@@ -16,8 +18,9 @@ use courier::core::HostKey;
 use courier::ratelimit::{InMemoryStore, Quota, Rate};
 use courier::transport::{ReqwestService, reqwest_client_builder};
 use courier_bench::happy::{self, Body, request};
+use courier_bench::report::{self, Estimate};
 use courier_bench::server::LoopbackServer;
-use criterion::{Criterion, criterion_group, criterion_main};
+use criterion::{Criterion, criterion_group};
 use http::{Request, Uri};
 use http_body_util::BodyExt;
 use std::hint::black_box;
@@ -220,4 +223,88 @@ criterion_group! {
     config = config();
     targets = happy_path, bucket, reqwest_loopback
 }
-criterion_main!(benches);
+
+/// Where criterion keeps its estimates: `$CARGO_TARGET_DIR/criterion`, else `criterion` beside
+/// the `release` directory this bench runs from (`target/release/deps/layers-*`).
+fn criterion_dir() -> Option<std::path::PathBuf> {
+    if let Some(dir) = std::env::var_os("CARGO_TARGET_DIR") {
+        return Some(std::path::PathBuf::from(dir).join("criterion"));
+    }
+    let exe = std::env::current_exe().ok()?;
+    Some(exe.parent()?.parent()?.parent()?.join("criterion"))
+}
+
+/// The estimates of `names` in `group` that ran, in order.
+fn estimates<'a>(
+    dir: &std::path::Path,
+    group: &str,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Vec<(&'a str, Estimate)> {
+    names
+        .into_iter()
+        .filter_map(|n| Some((n, report::read_estimate(dir, group, n)?)))
+        .collect()
+}
+
+fn print_tables() {
+    let Some(dir) = criterion_dir() else {
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let names: Vec<&str> = {
+        let _rt = rt.enter();
+        happy::variants().iter().map(|v| v.name).collect()
+    };
+    println!("\n### happy_path\n");
+    print!(
+        "{}",
+        report::happy_table(&estimates(&dir, "happy_path", names))
+    );
+    for (group, names, ratio_to) in [
+        (
+            "bucket_uncontended",
+            &["courier decide (one bucket)", "governor check"][..],
+            "ratio to courier decide (one bucket)",
+        ),
+        (
+            "bucket_1000_keys",
+            &["courier decide", "governor check_key"][..],
+            "ratio to courier decide",
+        ),
+        (
+            "bucket_2_threads_1_key",
+            &[
+                "courier decide",
+                "governor check_key",
+                "governor check (direct)",
+            ][..],
+            "ratio to courier decide",
+        ),
+        (
+            "reqwest_loopback",
+            &[
+                "reqwest raw",
+                "reqwest-middleware + reqwest-retry",
+                "courier adapter alone (ReqwestService)",
+                "courier preset over reqwest",
+            ][..],
+            "ratio to reqwest raw",
+        ),
+    ] {
+        let times = estimates(&dir, group, names.iter().copied());
+        print!("\n{}", report::group_table(group, ratio_to, &times));
+    }
+}
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    // `cargo bench` passes `--bench`; `cargo test --benches` runs each benchmark once and
+    // writes no estimates.
+    if std::env::args().any(|a| a == "--bench") {
+        print_tables();
+    }
+}

@@ -48,6 +48,9 @@ pub const URI: &str = "http://api.example.com:8080/v1/items?page=2";
 /// The name of the variant without any layer.
 pub const BARE: &str = "bare service_fn";
 
+/// The name of the variant whose inner future yields once, without any layer.
+pub const YIELD_BASE: &str = "inner yields once";
+
 /// The inner service's function: a 200 with an empty body, ready at once.
 pub fn ok(_: Request<Body>) -> Ready<Result<Response<Body>, BoxError>> {
     ready(Ok(Response::new(Body::default())))
@@ -252,6 +255,33 @@ impl<B: Clone, RB, E> Policy<Request<B>, Response<RB>, E> for TpsPolicy {
     }
 }
 
+/// The variant whose time a variant's "added" counts from: [`YIELD_BASE`] for the variants
+/// whose inner future yields once, else [`BARE`].
+pub fn base_of(variant: &str) -> &'static str {
+    if variant.contains("yields once") {
+        YIELD_BASE
+    } else {
+        BARE
+    }
+}
+
+/// The peer a courier variant is held against: the cheapest doing the same job.
+pub fn best_peer(variant: &str) -> Option<&'static str> {
+    Some(match variant {
+        "courier deadline" | "courier attempt_timeout" => "tower timeout",
+        "courier retry" => "tower retry (TpsBudget)",
+        "courier breaker" | "courier breaker (global)" => "failsafe circuit breaker",
+        "courier ratelimit" | "courier ratelimit (global)" => "tower rate_limit",
+        "courier preset (defaults, 5 layers)" | "courier preset + ratelimit (6 layers)" => {
+            "tower timeout+retry+concurrency_limit"
+        }
+        "courier deadline, inner yields once" | "courier attempt_timeout, inner yields once" => {
+            "tower timeout, inner yields once"
+        }
+        _ => return None,
+    })
+}
+
 /// One variant: its name and a call through it.
 pub struct Variant {
     /// What it measures, e.g. `courier retry`.
@@ -431,7 +461,7 @@ pub fn variants() -> Vec<Variant> {
             "courier cache (304 revalidated)",
             EtagCacheLayer::new().layer(service_fn(validated)),
         ),
-        yielding("inner yields once", YieldOnce),
+        yielding(YIELD_BASE, YieldOnce),
         yielding(
             "courier deadline, inner yields once",
             DeadlineLayer::new(Duration::from_secs(90)).layer(YieldOnce),

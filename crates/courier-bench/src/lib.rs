@@ -8,10 +8,12 @@
 //!   clients against the preset over them;
 //! - `upstream_load`: prints the [`sim`] tables (paused time, deterministic).
 //!
-//! This library holds what they share: the loopback server, the mock upstream [`host::Host`]
-//! and the simulations themselves, which are tested here.
+//! This library holds what they share: the loopback server, the mock upstream [`host::Host`],
+//! the simulations themselves, and the [`report`] tables the `layers` bench prints; all of them
+//! are tested here.
 
 pub mod happy;
 pub mod host;
+pub mod report;
 pub mod server;
 pub mod sim;
