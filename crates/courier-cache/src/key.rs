@@ -8,6 +8,7 @@
 //! written into a buffer on the stack ([`KeyText`]) unless the URI is long. The stores compare
 //! whole keys, so two URIs can never share an entry because their hashes collide.
 
+use courier_core::ascii::lowercase_word;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Uri};
 use std::fmt;
@@ -213,16 +214,6 @@ fn has_byte(bytes: &[u8], needle: u8) -> bool {
         .fold(false, |found, &b| found | (b == needle))
 }
 
-/// Each byte of `w` ASCII-lowercased (bytes outside `A..=Z` unchanged).
-fn lower_word(w: u64) -> u64 {
-    let heptets = w & !HI;
-    // High bit set per byte where the 7-bit value is at least `A`, and where it is above `Z`.
-    let from_a = heptets + u64::from_ne_bytes([0x80 - b'A'; 8]);
-    let above_z = heptets + u64::from_ne_bytes([0x80 - b'Z' - 1; 8]);
-    let upper = from_a & !above_z & !w & HI;
-    w | (upper >> 2)
-}
-
 /// Copies `src` into `dst` (of the same length), ASCII-lowercased, a word at a time.
 #[inline]
 fn copy_lowered(dst: &mut [u8], src: &[u8]) {
@@ -235,12 +226,12 @@ fn copy_lowered(dst: &mut [u8], src: &[u8]) {
     }
     let mut at = 0;
     while at + 8 <= len {
-        dst[at..at + 8].copy_from_slice(&lower_word(word(src, at)).to_ne_bytes());
+        dst[at..at + 8].copy_from_slice(&lowercase_word(word(src, at)).to_ne_bytes());
         at += 8;
     }
     if at < len {
         // The last word again, overlapping the one before: lowering is idempotent.
-        dst[len - 8..].copy_from_slice(&lower_word(word(src, len - 8)).to_ne_bytes());
+        dst[len - 8..].copy_from_slice(&lowercase_word(word(src, len - 8)).to_ne_bytes());
     }
 }
 
@@ -272,12 +263,12 @@ fn strip_lowered(rest: &mut &[u8], part: &[u8]) -> bool {
     let mut equal = true;
     let mut at = 0;
     while at + 8 <= len {
-        equal &= word(head, at) == lower_word(word(part, at));
+        equal &= word(head, at) == lowercase_word(word(part, at));
         at += 8;
     }
     if at < len {
         // The last word, overlapping the one before.
-        equal &= word(head, len - 8) == lower_word(word(part, len - 8));
+        equal &= word(head, len - 8) == lowercase_word(word(part, len - 8));
     }
     equal
 }

@@ -1,6 +1,7 @@
 //! The key that per-host state (buckets, breakers, budgets) is kept under, and the head of a
 //! request that key functions look at.
 
+use crate::ascii::has_uppercase;
 use http::uri::{Authority, Scheme};
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -175,23 +176,6 @@ impl Hash for HostKey {
     }
 }
 
-/// Whether `bytes` holds an ASCII capital, eight bytes a step.
-fn has_uppercase(bytes: &[u8]) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let mut words = bytes.chunks_exact(8);
-    let mut found = 0;
-    for word in &mut words {
-        let x = u64::from_le_bytes(<[u8; 8]>::try_from(word).unwrap_or_default());
-        // The low seven bits of each byte; adding below cannot carry into the next byte.
-        let low = x & !HIGH;
-        let at_least_a = low + ONES * (0x80 - b'A' as u64);
-        let above_z = low + ONES * (0x7f - b'Z' as u64);
-        found |= at_least_a & !above_z & !x & HIGH;
-    }
-    found != 0 || words.remainder().iter().any(u8::is_ascii_uppercase)
-}
-
 impl fmt::Display for HostKey {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if let Some(s) = &self.scheme {
@@ -274,63 +258,6 @@ mod tests {
         let none = HostKey::new(None, None);
         let scheme_only = HostKey::new(Some(Scheme::HTTP), None);
         assert_ne!(hash_of(&none), hash_of(&scheme_only));
-    }
-
-    #[test]
-    fn finds_a_capital_wherever_it_is() {
-        for len in 0..20 {
-            for at in 0..len {
-                for b in 0..=255_u8 {
-                    let mut bytes = vec![b'a'; len];
-                    bytes[at] = b;
-                    assert_eq!(has_uppercase(&bytes), b.is_ascii_uppercase(), "{bytes:?}");
-                }
-            }
-            assert!(!has_uppercase(&vec![b'z'; len]));
-        }
-    }
-
-    #[test]
-    fn matching_a_uri_agrees_with_making_its_key() {
-        let uris = [
-            "http://api.example:8080/a",
-            "Http://api.example:8080/a",
-            "https://API.EXAMPLE:8080/a",
-            "h2c://api.example:8080/a",
-            "H2C://api.example:8080/a",
-            "http://API.example:8080/b",
-            "https://api.example:8080/a",
-            "HTTP://api.example:8080/a",
-            "ftp://api.example:8080/a",
-            "FTP://API.EXAMPLE:8080/a",
-            "http://api.example/a",
-            "http://user@api.example:8080/a",
-        ];
-        let mut all: Vec<http::Uri> = uris.iter().map(|u| u.parse().unwrap()).collect();
-        // Built by parts, `HTTP` is a scheme of another kind than the parsed `http`.
-        for scheme in ["HTTP", "Https", "FTP"] {
-            all.push(
-                http::Uri::builder()
-                    .scheme(scheme)
-                    .authority("Api.Example:8080")
-                    .path_and_query("/a")
-                    .build()
-                    .unwrap(),
-            );
-        }
-        let no_headers = http::HeaderMap::new();
-        for a in &all {
-            let key = HostKey::from_parts(a, &no_headers);
-            for b in &all {
-                let other = HostKey::from_parts(b, &no_headers);
-                assert_eq!(key.matches(b), Some(other == key), "{a} {b}");
-            }
-        }
-        let relative: http::Uri = "/relative".parse().unwrap();
-        assert_eq!(
-            HostKey::from_parts(&all[0], &no_headers).matches(&relative),
-            None
-        );
     }
 
     #[test]

@@ -15,10 +15,12 @@
 //! - [`error`]: the refusals every layer and the facade agree on, and helpers that walk
 //!   `source()` chains.
 //! - [`clock`]: the injectable wall clock, the one place `SystemTime` is read.
-//! - [`host`]: the per-host key the stateful layers use.
+//! - [`host`]: the per-host key the stateful layers use, and the request head key functions see.
+//! - [`ascii`]: ASCII case eight bytes at a time, for the keys built on every request.
 //!
 //! Nothing here panics on header input: garbage counts as absent.
 
+pub mod ascii;
 pub mod cache_control;
 pub mod classify;
 pub mod clock;
