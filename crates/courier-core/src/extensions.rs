@@ -74,12 +74,19 @@ impl Deadline {
     /// # }
     /// ```
     pub fn shrink(self, ext: &mut Extensions) -> Self {
-        let effective = match ext.get::<Self>() {
-            Some(existing) if existing.at <= self.at => *existing,
-            _ => self,
-        };
-        ext.insert(effective);
-        effective
+        match ext.get_mut::<Self>() {
+            // Updated in place: replacing it would box a new value.
+            Some(existing) => {
+                if self.at < existing.at {
+                    *existing = self;
+                }
+                *existing
+            }
+            None => {
+                ext.insert(self);
+                self
+            }
+        }
     }
 }
 
