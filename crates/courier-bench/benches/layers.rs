@@ -180,35 +180,34 @@ fn reqwest_loopback(c: &mut Criterion) {
 
     let adapter = ReqwestService::<Body>::new(client.clone());
     g.bench_function("courier adapter alone (ReqwestService)", |b| {
-        b.to_async(&rt).iter(|| async {
-            let resp = adapter.clone().oneshot(request(&uri)).await.expect("sent");
-            black_box(
-                resp.into_body()
-                    .collect()
-                    .await
-                    .expect("read")
-                    .to_bytes()
-                    .len(),
-            )
-        })
+        b.to_async(&rt)
+            .iter(|| async { black_box(get_and_read(adapter.clone(), &uri).await) })
     });
 
     let preset = CourierLayer::new().reqwest::<Body>(client.clone());
     g.bench_function("courier preset over reqwest", |b| {
-        b.to_async(&rt).iter(|| async {
-            let resp = preset.clone().oneshot(request(&uri)).await.expect("sent");
-            black_box(
-                resp.into_body()
-                    .collect()
-                    .await
-                    .expect("read")
-                    .to_bytes()
-                    .len(),
-            )
-        })
+        b.to_async(&rt)
+            .iter(|| async { black_box(get_and_read(preset.clone(), &uri).await) })
     });
     g.finish();
     drop(server);
+}
+
+/// One GET through `svc`, the body read whole; its length.
+async fn get_and_read<S, RB>(svc: S, uri: &Uri) -> usize
+where
+    S: tower::Service<Request<Body>, Response = http::Response<RB>>,
+    S::Error: std::fmt::Debug,
+    RB: http_body::Body,
+    RB::Error: std::fmt::Debug,
+{
+    let resp = svc.oneshot(request(uri)).await.expect("sent");
+    resp.into_body()
+        .collect()
+        .await
+        .expect("read")
+        .to_bytes()
+        .len()
 }
 
 fn config() -> Criterion {

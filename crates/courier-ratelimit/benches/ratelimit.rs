@@ -128,6 +128,21 @@ fn keyed(c: &mut Criterion) {
     g.finish();
 }
 
+/// Runs `f` `iters` times over two threads at once; the wall time of it all.
+fn two_threads(iters: u64, f: impl Fn() + Sync) -> Duration {
+    let start = Instant::now();
+    std::thread::scope(|s| {
+        for _ in 0..2 {
+            s.spawn(|| {
+                for _ in 0..iters / 2 {
+                    f();
+                }
+            });
+        }
+    });
+    start.elapsed()
+}
+
 /// Two threads on one key: time per decision, both threads counted.
 fn contended(c: &mut Criterion) {
     let mut g = c.benchmark_group("two_threads_one_key");
@@ -136,49 +151,25 @@ fn contended(c: &mut Criterion) {
     let store = Arc::new(InMemoryStore::<HostKey>::new());
     g.bench_function("courier/decide", |b| {
         b.iter_custom(|iters| {
-            let start = Instant::now();
-            std::thread::scope(|s| {
-                for _ in 0..2 {
-                    s.spawn(|| {
-                        for _ in 0..iters / 2 {
-                            black_box(store.decide(&key, q, Duration::MAX));
-                        }
-                    });
-                }
-            });
-            start.elapsed()
+            two_threads(iters, || {
+                black_box(store.decide(&key, q, Duration::MAX));
+            })
         })
     });
     let gov = governor::RateLimiter::keyed(gov_quota());
     g.bench_function("governor/check_key", |b| {
         b.iter_custom(|iters| {
-            let start = Instant::now();
-            std::thread::scope(|s| {
-                for _ in 0..2 {
-                    s.spawn(|| {
-                        for _ in 0..iters / 2 {
-                            let _ = black_box(gov.check_key(&key));
-                        }
-                    });
-                }
-            });
-            start.elapsed()
+            two_threads(iters, || {
+                let _ = black_box(gov.check_key(&key));
+            })
         })
     });
     let direct = governor::RateLimiter::direct(gov_quota());
     g.bench_function("governor/check", |b| {
         b.iter_custom(|iters| {
-            let start = Instant::now();
-            std::thread::scope(|s| {
-                for _ in 0..2 {
-                    s.spawn(|| {
-                        for _ in 0..iters / 2 {
-                            let _ = black_box(direct.check());
-                        }
-                    });
-                }
-            });
-            start.elapsed()
+            two_threads(iters, || {
+                let _ = black_box(direct.check());
+            })
         })
     });
     g.finish();
