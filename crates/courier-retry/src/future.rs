@@ -66,11 +66,9 @@ pin_project! {
 pub(crate) struct Ctx<S, B> {
     pub(crate) config: Arc<Config>,
     pub(crate) svc: S,
-    /// Method, URI, version, headers and extensions for the next attempt.
+    /// Method, URI, version, headers and extensions for the next attempt (without the deadline
+    /// when it was the request's only extension: each later attempt gets it back).
     pub(crate) parts: Parts,
-    /// The request's extensions held the deadline alone and `parts` holds none: put the
-    /// deadline back into each later attempt.
-    pub(crate) restore_deadline: bool,
     /// The body to replay from; `None` when it cannot be replayed.
     pub(crate) body: Option<B>,
     pub(crate) retry_safe: bool,
@@ -185,8 +183,8 @@ where
         }
         ctx.attempt += 1;
         let mut parts = ctx.parts.clone();
-        if let (true, Some(deadline)) = (ctx.restore_deadline, ctx.deadline) {
-            parts.extensions.insert(deadline);
+        if let Some(deadline) = ctx.deadline {
+            deadline.shrink(&mut parts.extensions);
         }
         let req = Request::from_parts(parts, next.body);
         let ready: Result<(), BoxError> = poll_fn(|cx| ctx.svc.poll_ready(cx))

@@ -105,8 +105,7 @@ where
         // attempts. Extensions that hold nothing but the deadline (the preset's case) are not
         // cloned (a clone of a non-empty map allocates three times): a retry puts the deadline
         // back.
-        let only_deadline = deadline.is_some() && parts.extensions.len() == 1;
-        let template_parts = if only_deadline {
+        let template_parts = if deadline.is_some() && parts.extensions.len() == 1 {
             let extensions = std::mem::take(&mut parts.extensions);
             let template = parts.clone();
             parts.extensions = extensions;
@@ -125,7 +124,6 @@ where
                 config,
                 svc,
                 parts: template_parts,
-                restore_deadline: only_deadline,
                 body: template,
                 retry_safe,
                 deadline,
