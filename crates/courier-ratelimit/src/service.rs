@@ -162,11 +162,11 @@ where
         let now = store.now_ns();
         loop {
             if !matches!(&self.last, Some(last) if is_key(&shared.key_fn, req, &last.key)) {
-                self.last = Some(store.entry(&shared.key_fn.key(req), now));
+                self.last = None;
             }
-            let Some(entry) = &self.last else {
-                unreachable!("the entry was just set")
-            };
+            let entry = self
+                .last
+                .get_or_insert_with(|| store.entry(&shared.key_fn.key(req), now));
             let outcome = entry.cell.reserve(now, t, tau, max_wait);
             let decision = match outcome {
                 Outcome::Admit { start, .. } if start == now => None,
