@@ -1,5 +1,6 @@
 //! The closed path (a healthy host, a ready inner service) next to the peers, in one run:
-//! the bare `service_fn`, courier's breaker per host and global, tower-resilience's circuit
+//! the bare `service_fn`, courier's breaker per host and global, the floor (the least a breaker
+//! does: read a shared state, hand the future a reference to it), tower-resilience's circuit
 //! breaker and failsafe's. Plus the per-host map on its own: papaya against dashmap.
 //!
 //! Every variant builds the same request and polls the same always-ready `service_fn`, so the
@@ -17,7 +18,9 @@ use http::{Request, Response, Uri};
 use std::future::{Ready, ready};
 use std::hint::black_box;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Waker};
 use tower::{Layer, Service, service_fn};
 
@@ -70,6 +73,14 @@ fn closed_path(c: &mut Criterion) {
         b.iter(|| black_box(one(&mut svc, &uri)))
     });
 
+    g.bench_function("floor_shared_state", |b| {
+        let mut svc = Floor {
+            inner: service_fn(ok),
+            state: Arc::new(AtomicU64::new(0)),
+        };
+        b.iter(|| black_box(one(&mut svc, &uri)))
+    });
+
     g.bench_function("tower_resilience", |b| {
         let layer = tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
             .build()
@@ -100,6 +111,69 @@ fn closed_path(c: &mut Criterion) {
         b.iter(|| black_box(one(&mut svc, &uri)))
     });
     g.finish();
+}
+
+/// The least any breaker does on the closed path: read a shared state before the call, hand
+/// the response future a reference to it (one `Arc` count each way), read the state again
+/// with the outcome. No keys, no config, no tickets: what courier adds above this is its own.
+struct Floor<S> {
+    inner: S,
+    state: Arc<AtomicU64>,
+}
+
+impl<S> Service<Request<()>> for Floor<S>
+where
+    S: Service<Request<()>, Response = Response<()>, Error = BoxError>,
+{
+    type Response = Response<()>;
+    type Error = BoxError;
+    type Future = FloorFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> std::task::Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<()>) -> Self::Future {
+        if self.state.load(Ordering::Acquire) != 0 {
+            return FloorFuture {
+                fut: None,
+                state: None,
+            };
+        }
+        FloorFuture {
+            fut: Some(self.inner.call(req)),
+            state: Some(self.state.clone()),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    struct FloorFuture<F> {
+        #[pin]
+        fut: Option<F>,
+        state: Option<Arc<AtomicU64>>,
+    }
+}
+
+impl<F> Future for FloorFuture<F>
+where
+    F: Future<Output = Result<Response<()>, BoxError>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> std::task::Poll<F::Output> {
+        let this = self.project();
+        let Some(fut) = this.fut.as_pin_mut() else {
+            return std::task::Poll::Ready(Err("open".into()));
+        };
+        let out = std::task::ready!(fut.poll(cx));
+        if let Some(state) = this.state
+            && (out.is_err() || state.load(Ordering::Acquire) != 0)
+        {
+            state.fetch_add(1, Ordering::AcqRel);
+        }
+        std::task::Poll::Ready(out)
+    }
 }
 
 /// The per-host lookup alone: build the key from the request, find the entry, clone its `Arc`.
