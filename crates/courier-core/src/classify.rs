@@ -8,6 +8,9 @@
 //! - A **failure**: [`classify_error`] walks the error's `source()` chain and names its
 //!   [`FailureKind`]: connect (nothing was sent, so any method may be retried), timeout or read
 //!   (the request may have run: idempotent methods only), tls or local (never retried), other.
+//!   An I/O error such as "host unreachable" is connect only where no transport error about an
+//!   established connection wraps it: hyper reports the same kinds on a socket that has already
+//!   sent the request.
 //!
 //! It recognises hyper-util's legacy client error, `hyper::Error`, `std::io::Error` kinds,
 //! tokio's and tower's `Elapsed`, courier's own refusals, and `reqwest::Error` behind the
@@ -108,13 +111,32 @@ impl fmt::Display for FailureKind {
 /// ```
 pub fn classify_error(err: &(dyn Error + 'static)) -> FailureKind {
     let mut next: Option<&(dyn Error + 'static)> = Some(err);
+    // Whether the walk has passed a transport's error about a connection it had: a connect
+    // failure reports itself as such first, so below one of these an I/O kind that would mean
+    // "nothing was sent" (host unreachable, not connected) came after the request may have
+    // been written, as Linux reports on an established socket once its retransmissions fail.
+    let mut connected = false;
     while let Some(e) = next {
         if let Some(kind) = classify_one(e) {
-            return kind;
+            return match kind {
+                FailureKind::Connect if connected => FailureKind::Read,
+                kind => kind,
+            };
         }
+        connected |= is_transport_error(e);
         next = crate::error::next_cause(e);
     }
     FailureKind::Other
+}
+
+/// An error of a transport this module knows, which [`classify_one`] did not take as a connect
+/// failure.
+fn is_transport_error(e: &(dyn Error + 'static)) -> bool {
+    #[cfg(feature = "reqwest")]
+    if e.is::<reqwest::Error>() {
+        return true;
+    }
+    e.is::<hyper::Error>() || e.is::<hyper_util::client::legacy::Error>()
 }
 
 fn classify_one(e: &(dyn Error + 'static)) -> Option<FailureKind> {
