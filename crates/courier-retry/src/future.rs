@@ -15,7 +15,9 @@ use crate::policy::backoff;
 use bytes::Buf;
 use courier_core::classify::{FailureKind, classify_error};
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
-use courier_core::{AttemptRecord, Attempts, BoxError, Deadline, HostKey, WaitSource};
+use courier_core::{
+    AttemptRecord, Attempts, BoxError, Deadline, DeadlineExceeded, HostKey, WaitSource,
+};
 use http::request::Parts;
 use http::{Request, Response};
 use http_body::Body;
@@ -187,9 +189,17 @@ where
             deadline.shrink(&mut parts.extensions);
         }
         let req = Request::from_parts(parts, next.body);
-        let ready: Result<(), BoxError> = poll_fn(|cx| ctx.svc.poll_ready(cx))
-            .await
-            .map_err(Into::into);
+        let ready = poll_fn(|cx| ctx.svc.poll_ready(cx));
+        let ready: Result<(), BoxError> = match ctx.deadline {
+            // The wait was planned to end before the deadline, but readiness may take longer
+            // (a full concurrency limit below): no attempt goes out once the deadline is past.
+            Some(deadline) => match tokio::time::timeout_at(deadline.instant(), ready).await {
+                Ok(Ok(())) if !deadline.is_expired() => Ok(()),
+                Ok(Err(e)) => Err(e.into()),
+                Ok(Ok(())) | Err(_) => Err(ctx.deadline_exceeded(deadline)),
+            },
+            None => ready.await.map_err(Into::into),
+        };
         res = match ready {
             Ok(()) => {
                 if let Some(w) = next.withdrawal.take() {
@@ -237,6 +247,13 @@ async fn drain_while<RB: Body>(body: RB, sleep: Sleep) {
 // === impl Ctx ===
 
 impl<S, B: RetryBody> Ctx<S, B> {
+    /// The error of a call whose deadline passed before its next attempt could be sent.
+    #[cold]
+    fn deadline_exceeded(&self, deadline: Deadline) -> BoxError {
+        let budget = deadline.instant().saturating_duration_since(self.start);
+        Box::new(DeadlineExceeded::new(budget, self.start.elapsed()))
+    }
+
     /// Decides what follows the attempt that just ended, in the documented order.
     fn decide<RB>(&mut self, res: &Result<Response<RB>, BoxError>) -> Step<B> {
         let now = Instant::now();
@@ -296,7 +313,8 @@ impl<S, B: RetryBody> Ctx<S, B> {
             .as_ref()
             .and_then(RetryBody::try_clone_body)
             .ok_or(Reason::BodyNotReplayable)?;
-        let past_deadline = |wait: Duration| self.deadline.is_some_and(|d| d.would_pass(wait));
+        // A wait that ends at the deadline or after it leaves the next attempt no time at all.
+        let past_deadline = |wait: Duration| self.deadline.is_some_and(|d| d.remaining() <= wait);
         // 5. The server's word, exactly; 6. else full jitter.
         let (wait, source) = match headers.and_then(|h| config.hints.parse(h)) {
             Some(hint) => {

@@ -7,7 +7,8 @@ use bytes::Bytes;
 use common::*;
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
 use courier_core::{
-    BoxError, Deadline, FailureKind, HintConfig, ManualClock, WaitSource, is_caused_by,
+    BoxError, Deadline, DeadlineExceeded, FailureKind, HintConfig, ManualClock, WaitSource,
+    is_caused_by,
 };
 use courier_retry::future::ResponseFuture;
 use courier_retry::policy::backoff_ceiling;
@@ -251,6 +252,104 @@ async fn post_without_key_is_retried_after_a_connect_error() {
     );
 }
 
+/// The bytes one connection was given.
+type Wire = Arc<std::sync::Mutex<Vec<u8>>>;
+
+/// A connection that takes every byte written and then fails the read with `kind`, as Linux
+/// does on an established socket once an ICMP "host unreachable" has become a hard error.
+struct SentThenFails {
+    written: Wire,
+    kind: io::ErrorKind,
+    reader: Option<std::task::Waker>,
+}
+
+impl tokio::io::AsyncRead for SentThenFails {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        _: &mut tokio::io::ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        if self.written.lock().unwrap().ends_with(b"\r\n\r\norder") {
+            return Poll::Ready(Err(io::Error::from(self.kind)));
+        }
+        self.reader = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl tokio::io::AsyncWrite for SentThenFails {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        self.written.lock().unwrap().extend_from_slice(buf);
+        if let Some(w) = self.reader.take() {
+            w.wake();
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+#[tokio::test]
+async fn post_without_key_is_not_sent_again_after_it_was_written() {
+    for kind in [
+        io::ErrorKind::HostUnreachable,
+        io::ErrorKind::NetworkUnreachable,
+        io::ErrorKind::NotConnected,
+    ] {
+        // What each attempt put on the wire.
+        let wires: Arc<std::sync::Mutex<Vec<Wire>>> = Arc::default();
+        let transport = tower::service_fn({
+            let wires = wires.clone();
+            move |req: Request<String>| {
+                let written = Wire::default();
+                wires.lock().unwrap().push(written.clone());
+                async move {
+                    let io = hyper_util::rt::TokioIo::new(SentThenFails {
+                        written,
+                        kind,
+                        reader: None,
+                    });
+                    let (mut send, conn) = hyper::client::conn::http1::handshake(io).await?;
+                    tokio::spawn(conn);
+                    Ok::<_, BoxError>(send.send_request(req).await?)
+                }
+            }
+        });
+        let req = Request::post("http://api.example/orders")
+            .header("host", "api.example")
+            .body("order".to_owned())
+            .unwrap();
+        let err = RetryLayer::new()
+            .base(Duration::from_millis(1))
+            .attempts(2)
+            .layer(transport)
+            .oneshot(req)
+            .await
+            .unwrap_err();
+        let wires = wires.lock().unwrap().clone();
+        let first = String::from_utf8(wires[0].lock().unwrap().clone()).unwrap();
+        assert!(
+            first.starts_with("POST ") && first.ends_with("\r\n\r\norder"),
+            "{first}"
+        );
+        assert_eq!(
+            wires.len(),
+            1,
+            "{kind:?}: a POST without a key that was written whole was sent again ({err})"
+        );
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn generated_key_is_the_same_on_every_attempt_and_never_replaces() {
     let layer = layer().generate_idempotency_keys(true);
@@ -374,6 +473,61 @@ async fn a_hint_past_the_deadline_stops_at_once() {
     assert_eq!(
         (last.reason, last.elapsed),
         (Reason::PastDeadline, Duration::ZERO)
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn no_attempt_is_sent_with_the_deadline_spent() {
+    // Retry-After: 3 with 3 s left would send the retry at the deadline itself.
+    let left: Arc<std::sync::Mutex<Vec<Duration>>> = Arc::default();
+    let mock = Mock::new([Answer::Headers(429, vec![("retry-after", "3".into())])]);
+    let svc = tower::service_fn({
+        let (left, mock) = (left.clone(), mock.clone());
+        move |req: Request<String>| {
+            left.lock()
+                .unwrap()
+                .push(Deadline::get(req.extensions()).unwrap().remaining());
+            mock.clone().oneshot(req)
+        }
+    });
+    let mut req = get(URL);
+    req.extensions_mut().insert(Deadline::after(secs(3)));
+    let res = layer().layer(svc).oneshot(req).await.unwrap();
+    let left = left.lock().unwrap().clone();
+    assert_eq!(left, [secs(3)], "a retry went out with no time left");
+    assert_eq!(res.status(), StatusCode::TOO_MANY_REQUESTS);
+    assert_eq!(attempts(&res).last().unwrap().reason, Reason::PastDeadline);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_is_not_sent_after_the_deadline_when_readiness_is_slow() {
+    let start = tokio::time::Instant::now();
+    // Ours: 503 at once. Another caller's: 200 after 10 s, holding the one slot meanwhile.
+    let mock = Mock::new([Answer::Status(503), Answer::Delay(secs(10), 200)]);
+    let svc = layer()
+        .jitter(Jitter::None)
+        .layer(tower::limit::ConcurrencyLimitLayer::new(1).layer(mock.clone()));
+    let mut req = get(URL);
+    req.extensions_mut().insert(Deadline::after(secs(3)));
+    let ours = tokio::spawn(svc.clone().oneshot(req));
+    for _ in 0..10 {
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(mock.count(), 1, "our first attempt is done and waits 0.5 s");
+    let other = tokio::spawn(svc.clone().oneshot(get(URL)));
+    let err = ours.await.unwrap().unwrap_err();
+    assert!(is_caused_by::<DeadlineExceeded>(&*err), "{err}");
+    assert_eq!(start.elapsed(), secs(3), "the call ends at its deadline");
+    other.await.unwrap().unwrap();
+    let late: Vec<_> = mock
+        .calls()
+        .iter()
+        .map(|c| c.at - start)
+        .filter(|at| *at >= secs(3))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "attempts sent after the deadline: {late:?}"
     );
 }
 
