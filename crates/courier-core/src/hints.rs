@@ -14,7 +14,8 @@
 //!   delta ([`ResetFormat`]).
 //!
 //! When several are present, `Retry-After` wins, then `RateLimit`, then `x-ratelimit-*`. Of a
-//! duplicated field, the first is read. Garbage, negative and fractional values count as absent;
+//! duplicated field, the first is read, except `RateLimit` and `RateLimit-Policy`: structured
+//! lists, whose lines are joined into one (RFC 9651 section 4.2). Garbage, negative and fractional values count as absent;
 //! huge values saturate and are capped at [`MAX_HINT`]; a moment in the past is a zero wait.
 //! Nothing here panics or wraps, whatever the bytes.
 //!
@@ -37,6 +38,7 @@
 use crate::clock::{SystemClock, WallClock};
 use crate::extensions::WaitSource;
 use http::{HeaderMap, HeaderName, HeaderValue};
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -213,7 +215,47 @@ pub fn parse_x_ratelimit(
 pub fn quota_exhausted(headers: &HeaderMap) -> bool {
     digits_header(headers, &X_RATELIMIT_REMAINING) == Some(0)
         || digits_header(headers, &RATELIMIT_REMAINING) == Some(0)
-        || parse_ratelimit(headers).is_some()
+        || structured_field(headers, &RATELIMIT).is_some_and(|text| ratelimit_spent(&text))
+}
+
+/// A structured field's text: its one line, or all its lines joined into one list, as RFC 9651
+/// section 4.2 asks of a list or dictionary split over several lines. `None` when absent or
+/// when a line is not visible ASCII (which no structured field is).
+fn structured_field<'h>(headers: &'h HeaderMap, name: &HeaderName) -> Option<Cow<'h, str>> {
+    let mut lines = headers.get_all(name).iter();
+    let first = lines.next()?.to_str().ok()?;
+    let mut joined: Option<String> = None;
+    for line in lines {
+        let text = joined.get_or_insert_with(|| first.to_owned());
+        text.push_str(", ");
+        text.push_str(line.to_str().ok()?);
+    }
+    Some(joined.map_or(Cow::Borrowed(first), Cow::Owned))
+}
+
+/// Whether a `RateLimit` field names a policy with nothing remaining, whether or not it says
+/// when that ends.
+fn ratelimit_spent(text: &str) -> bool {
+    if let Ok(list) = sfv::Parser::new(text).parse::<sfv::List>() {
+        return list.iter().any(|entry| match entry {
+            sfv::ListEntry::Item(item) => {
+                param(&item.params, "r").and_then(non_negative) == Some(0)
+            }
+            sfv::ListEntry::InnerList(_) => false,
+        });
+    }
+    sfv::Parser::new(text)
+        .parse::<sfv::Dictionary>()
+        .ok()
+        .and_then(|dict| {
+            dict.iter()
+                .find(|(k, _)| k.as_str() == "remaining")
+                .and_then(|(_, v)| match v {
+                    sfv::ListEntry::Item(item) => non_negative(&item.bare_item),
+                    sfv::ListEntry::InnerList(_) => None,
+                })
+        })
+        == Some(0)
 }
 
 /// Reads the IETF `RateLimit` field: the longest reset among the policies with nothing remaining.
@@ -222,8 +264,8 @@ pub fn quota_exhausted(headers: &HeaderMap) -> bool {
 /// (`limit=10, remaining=0, reset=10`), and the separate `RateLimit-Remaining` /
 /// `RateLimit-Reset` fields of early drafts.
 pub fn parse_ratelimit(headers: &HeaderMap) -> Option<Duration> {
-    if let Some(text) = headers.get(RATELIMIT).and_then(|v| v.to_str().ok())
-        && let Some(wait) = ratelimit_list(text).or_else(|| ratelimit_dict(text))
+    if let Some(text) = structured_field(headers, &RATELIMIT)
+        && let Some(wait) = ratelimit_list(&text).or_else(|| ratelimit_dict(&text))
     {
         return Some(wait);
     }
@@ -283,10 +325,10 @@ pub struct RateLimitPolicy {
 /// Reads the `RateLimit-Policy` field (`"default";q=100;w=10`, or the older `100;w=10`).
 /// Entries that do not parse are skipped.
 pub fn parse_ratelimit_policy(headers: &HeaderMap) -> Vec<RateLimitPolicy> {
-    let Some(text) = headers.get(RATELIMIT_POLICY).and_then(|v| v.to_str().ok()) else {
+    let Some(text) = structured_field(headers, &RATELIMIT_POLICY) else {
         return Vec::new();
     };
-    let Ok(list) = sfv::Parser::new(text).parse::<sfv::List>() else {
+    let Ok(list) = sfv::Parser::new(&*text).parse::<sfv::List>() else {
         return Vec::new();
     };
     list.iter()
@@ -368,6 +410,44 @@ mod tests {
             );
         }
         h
+    }
+
+    #[test]
+    fn a_ratelimit_list_split_over_two_lines_is_one_list() {
+        let h = headers(&[
+            ("ratelimit", r#""burst";r=5;t=1"#),
+            ("ratelimit", r#""daily";r=0;t=30"#),
+        ]);
+        let hint = HintConfig::new().parse(&h);
+        assert_eq!(
+            hint.map(|h| (h.wait(), h.source())),
+            Some((Duration::from_secs(30), WaitSource::RateLimit)),
+            "the spent policy on the second line counts"
+        );
+        let h = headers(&[
+            ("ratelimit-policy", r#""burst";q=5;w=1"#),
+            ("ratelimit-policy", r#""daily";q=100;w=86400"#),
+        ]);
+        let names: Vec<_> = parse_ratelimit_policy(&h)
+            .into_iter()
+            .map(|p| p.name)
+            .collect();
+        assert_eq!(names, ["burst", "daily"]);
+    }
+
+    #[test]
+    fn a_ratelimit_field_with_nothing_remaining_is_a_spent_quota_without_a_reset() {
+        for value in [r#""default";r=0"#, "limit=10, remaining=0"] {
+            let h = headers(&[("ratelimit", value)]);
+            assert!(quota_exhausted(&h), "{value}");
+            assert!(
+                crate::classify::may_change(http::StatusCode::FORBIDDEN, &h),
+                "{value}: a 403 that says the quota is spent may change"
+            );
+            assert_eq!(parse_ratelimit(&h), None, "{value}: no reset, no wait");
+        }
+        let h = headers(&[("ratelimit", r#""default";r=3"#)]);
+        assert!(!quota_exhausted(&h));
     }
 
     fn at(secs: u64) -> SystemTime {
