@@ -138,17 +138,27 @@ impl HintConfig {
     /// The wait the response headers ask for, if any: `Retry-After`, else `RateLimit`, else
     /// `x-ratelimit-*`.
     pub fn parse(&self, headers: &HeaderMap) -> Option<ServerHint> {
-        let now = || server_now(headers, &*self.clock);
         if let Some(v) = headers.get(http::header::RETRY_AFTER)
-            && let Some(wait) = parse_retry_after(v, now())
+            && let Some(wait) = parse_retry_after(v, server_now(headers, &*self.clock))
         {
             return Some(ServerHint::new(wait, WaitSource::RetryAfter));
         }
+        self.parse_quota(headers)
+    }
+
+    /// The wait the quota fields ask for, if any: `RateLimit`, else `x-ratelimit-*`;
+    /// `Retry-After` is not read. For a response where `Retry-After` means something other
+    /// than a rate limit (a redirect, a 201), whose quota fields still count.
+    pub fn parse_quota(&self, headers: &HeaderMap) -> Option<ServerHint> {
         if let Some(wait) = parse_ratelimit(headers) {
             return Some(ServerHint::new(wait, WaitSource::RateLimit));
         }
-        parse_x_ratelimit(headers, self.reset_format, now())
-            .map(|wait| ServerHint::new(wait, WaitSource::QuotaReset))
+        parse_x_ratelimit(
+            headers,
+            self.reset_format,
+            server_now(headers, &*self.clock),
+        )
+        .map(|wait| ServerHint::new(wait, WaitSource::QuotaReset))
     }
 }
 
