@@ -286,14 +286,20 @@ where
     {
         return; // old news: the hint was obeyed (or not) when the response was fresh
     }
-    let Some(hint) = hints.parse(resp.headers()) else {
+    let status = resp.status().as_u16();
+    let hint = match hints.parse(resp.headers()) {
+        // Retry-After means "rate limited" only on these; on a redirect or a 201 it means
+        // other things, and the quota fields beside it still count.
+        Some(hint)
+            if hint.source() == WaitSource::RetryAfter && !matches!(status, 403 | 429 | 503) =>
+        {
+            hints.parse_quota(resp.headers())
+        }
+        hint => hint,
+    };
+    let Some(hint) = hint else {
         return;
     };
-    let status = resp.status().as_u16();
-    // Retry-After means "rate limited" only on these; on a redirect or a 201 it means other things.
-    if hint.source() == WaitSource::RetryAfter && !matches!(status, 403 | 429 | 503) {
-        return;
-    }
     if hint.wait().is_zero() {
         return;
     }

@@ -341,15 +341,29 @@ async fn quota_fields_park_even_on_a_200() {
     );
     up.plan("moved", vec![step(301, &[("retry-after", "9")])]);
     up.plan("busy", vec![step(503, &[("retry-after", "2")])]);
+    // A Retry-After that is no quota does not hide the quota fields beside it.
+    up.plan(
+        "accepted",
+        vec![step(
+            202,
+            &[
+                ("retry-after", "1"),
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "4"),
+            ],
+        )],
+    );
+    let hosts = ["gh", "ietf", "moved", "busy", "accepted"];
     let svc = layer(100.0, 10).layer(up.clone());
-    for h in ["gh", "ietf", "moved", "busy"] {
+    for h in hosts {
         send(svc.clone(), get(h)).await.unwrap();
     }
     let mut set = JoinSet::new();
-    for h in ["gh", "ietf", "moved", "busy"] {
+    for h in hosts {
         set.spawn(send(svc.clone(), get(h)));
     }
     set.join_all().await;
+    assert_eq!(up.starts("accepted"), [0.0, 4.0]);
     assert_eq!(up.starts("gh"), [0.0, 3.0]);
     assert_eq!(up.starts("ietf"), [0.0, 7.0]);
     assert_eq!(up.starts("busy"), [0.0, 2.0]);
