@@ -126,8 +126,8 @@ impl<M: MakeKey> CircuitBreakerLayer<M> {
     }
 
     /// The most keys kept. When a new key would pass it, the least recently used breakers
-    /// are dropped first, healthy closed ones before those that are open, forced ones last,
-    /// until a quarter of the room is free.
+    /// are dropped first, healthy closed ones before those that are open, until a quarter of
+    /// the room is free. A breaker forced open or closed through the handle is never dropped.
     ///
     /// Defaults to 4096.
     pub fn max_hosts(self, n: NonZeroUsize) -> Self {

@@ -261,13 +261,16 @@ impl<K: crate::BreakerKey> Breaker<K> {
     fn rank(&self) -> u8 {
         let w = self.machine.load();
         match w.phase() {
-            Phase::ForcedOpen | Phase::ForcedClosed => 3,
+            Phase::ForcedOpen | Phase::ForcedClosed => FORCED,
             Phase::Open | Phase::HalfOpen => 2,
             Phase::Closed if w.payload() > 0 => 1,
             Phase::Closed => 0,
         }
     }
 }
+
+/// The [`Breaker::rank`] of a breaker held open or closed by hand.
+const FORCED: u8 = 3;
 
 // === impl Shared ===
 
@@ -351,6 +354,8 @@ impl<K: crate::BreakerKey> Shared<K> {
 
     /// Makes room: drops the breakers least worth keeping (least recently used epoch first,
     /// then by [`Breaker::rank`], then oldest) until a quarter of the room is free again.
+    /// A breaker held by hand is never dropped: its handle's promise outlasts the bound, and
+    /// only the operator makes such breakers.
     fn evict(&self) {
         let _one_at_a_time = self.evicting.lock().unwrap_or_else(|p| p.into_inner());
         let max = self.core.config.max_hosts.get();
@@ -362,14 +367,14 @@ impl<K: crate::BreakerKey> Shared<K> {
         let mut all: Vec<_> = map
             .iter()
             .map(|(k, b)| {
-                let forced = b.rank() == 3;
                 let recency = b.last_used.load(Ordering::Relaxed);
-                ((forced, recency, b.rank(), b.seq), k)
+                ((recency, b.rank(), b.seq), k)
             })
             .collect();
-        all.sort_unstable_by_key(|(order, _)| *order);
         let keep = max - 1 - max / 4;
         let drop = all.len().saturating_sub(keep);
+        all.retain(|((_, rank, _), _)| *rank != FORCED);
+        all.sort_unstable_by_key(|(order, _)| *order);
         for (_, key) in all.into_iter().take(drop) {
             map.remove(key);
         }

@@ -464,6 +464,11 @@ impl Machine {
         let mut w = self.load();
         loop {
             let trips = if to == Phase::Closed { 0 } else { w.trips() };
+            // Already there with nothing counted: the generation stays, so calls in flight
+            // keep their tickets (and the generation its room before it wraps).
+            if w.phase() == to && w.trips() == trips && w.payload() == 0 {
+                return None;
+            }
             let new = w.next(to, trips, 0);
             match self.cas(w, new) {
                 Ok(()) => {
@@ -487,6 +492,22 @@ mod tests {
 
     fn open_30s(_: u32) -> u64 {
         30_000
+    }
+
+    #[test]
+    fn forcing_the_phase_it_is_in_keeps_the_generation() {
+        let m = Machine::new();
+        let g = m.load().generation();
+        assert_eq!(
+            m.force(Phase::Closed),
+            None,
+            "a reset of a clean closed breaker"
+        );
+        assert_eq!(m.load().generation(), g);
+        assert!(m.force(Phase::ForcedOpen).is_some());
+        let g = m.load().generation();
+        assert_eq!(m.force(Phase::ForcedOpen), None);
+        assert_eq!(m.load().generation(), g, "forced open again");
     }
 
     #[test]

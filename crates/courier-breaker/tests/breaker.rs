@@ -695,6 +695,27 @@ async fn idle_hosts_are_evicted_under_the_maximum() {
     }
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_forced_breaker_outlives_any_eviction() {
+    let layer = CircuitBreakerLayer::new().max_hosts(NonZeroUsize::new(4).unwrap());
+    let (svc, up, handle) = setup(layer);
+    for h in ["a", "b", "c"] {
+        handle.force_open(key(h));
+    }
+    handle.force_closed(key("x"));
+    for i in 0..20 {
+        send(&svc, &format!("h{i}")).await.unwrap();
+    }
+    let before = up.calls();
+    let err = send(&svc, "a").await.unwrap_err();
+    assert!(err.is::<CircuitOpen>(), "{err}");
+    assert_eq!(up.calls(), before, "a host forced open is never called");
+    for h in ["a", "b", "c"] {
+        assert_eq!(handle.state(&key(h)), Some(CircuitState::ForcedOpen), "{h}");
+    }
+    assert_eq!(handle.state(&key("x")), Some(CircuitState::ForcedClosed));
+}
+
 // === the previous call's breaker, reused by one service ===
 
 /// Sends through `svc` itself (not a clone), so that it keeps the previous call's breaker.
