@@ -56,9 +56,10 @@ impl CacheControl {
     pub fn from_headers(headers: &HeaderMap) -> Self {
         let mut cc = Self::default();
         for value in headers.get_all(http::header::CACHE_CONTROL) {
-            if let Ok(text) = value.to_str() {
-                cc.merge_str(text);
-            }
+            // Directive names are tokens; obs-text (bytes >= 0x80) may only stand inside a
+            // value, where the lossy conversion alters it without hiding the directives around
+            // it. ASCII and UTF-8 fields are borrowed, not copied.
+            cc.merge_str(&String::from_utf8_lossy(value.as_bytes()));
         }
         cc
     }
@@ -101,8 +102,19 @@ fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
     }
 }
 
-/// delta-seconds, saturating; anything else is zero (stale).
-fn delta_seconds(text: &str) -> Duration {
+/// Parses delta-seconds (RFC 9111 section 1.2.2), as `Cache-Control` values and the `Age`
+/// field carry them: surrounding whitespace is allowed, values too large saturate at 2^31
+/// seconds ("infinity"), and anything but digits is zero.
+///
+/// ```
+/// use courier_core::cache_control::delta_seconds;
+/// use std::time::Duration;
+///
+/// assert_eq!(delta_seconds(" 60 "), Duration::from_secs(60));
+/// assert_eq!(delta_seconds("99999999999999999999"), Duration::from_secs(1 << 31));
+/// assert_eq!(delta_seconds("-1"), Duration::ZERO);
+/// ```
+pub fn delta_seconds(text: &str) -> Duration {
     let text = text.trim();
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
         return Duration::ZERO;
@@ -327,6 +339,22 @@ mod tests {
             Some(Duration::from_secs(5))
         );
         assert_eq!(CacheControl::parse_str(",,, ,"), CacheControl::default());
+    }
+
+    #[test]
+    fn obs_text_in_a_value_hides_no_directive() {
+        let mut h = HeaderMap::new();
+        h.append(
+            "cache-control",
+            http::HeaderValue::from_bytes(b"no-store, ext=\"caf\xe9\", max-age=5").unwrap(),
+        );
+        h.append(
+            "cache-control",
+            http::HeaderValue::from_bytes("no-cache, x=\"caf\u{e9}\"".as_bytes()).unwrap(),
+        );
+        let cc = CacheControl::from_headers(&h);
+        assert!(cc.no_store && cc.no_cache);
+        assert_eq!(cc.max_age, Some(Duration::from_secs(5)));
     }
 
     #[test]
