@@ -15,7 +15,8 @@ pin_project! {
     /// Either the stored bytes of a hit (handed out without copying), or the upstream body passed
     /// through frame by frame. When the response is being stored, each data frame is also copied
     /// into a buffer; the entry is stored only when the body ends successfully, so a body that
-    /// fails, or is dropped before its end, is never stored.
+    /// fails, or is dropped before its end, is never stored. Nor is one whose length differs
+    /// from the exact length announced (`Content-Length`, or an exact size hint).
     pub struct CacheBody<B> {
         #[pin]
         kind: Kind<B>,
@@ -30,9 +31,16 @@ pin_project! {
     }
 }
 
+/// At most this many bytes are reserved for a copy up front, whatever length the response
+/// announces; a longer body grows the buffer as it comes.
+const MAX_PREALLOCATION: usize = crate::layer::DEFAULT_MAX_ENTRY_BYTES;
+
 pub(crate) struct Tee {
     buf: BytesMut,
+    /// The most bytes stored: the exact length announced, else the largest entry.
     limit: usize,
+    /// Whether `limit` is the exact length announced: a body that ends shorter is truncated.
+    exact: bool,
     storing: Storing,
 }
 
@@ -53,14 +61,23 @@ impl<B> CacheBody<B> {
         }
     }
 
-    /// The upstream body, copied into the store once it ends successfully.
-    pub(crate) fn teed(body: B, expected: usize, limit: usize, storing: Storing) -> Self {
+    /// The upstream body, copied into the store once it ends successfully with `exact` bytes
+    /// when that is known, at most `limit` bytes otherwise. `expected` is the announced length
+    /// (an upper bound).
+    pub(crate) fn teed(
+        body: B,
+        expected: usize,
+        exact: Option<usize>,
+        limit: usize,
+        storing: Storing,
+    ) -> Self {
         Self {
             kind: Kind::Upstream {
                 body,
                 tee: Some(Box::new(Tee {
-                    buf: BytesMut::with_capacity(expected.min(limit)),
-                    limit,
+                    buf: BytesMut::with_capacity(expected.min(limit).min(MAX_PREALLOCATION)),
+                    limit: exact.map_or(limit, |n| n.min(limit)),
+                    exact: exact.is_some(),
                     storing,
                 })),
             },
@@ -90,8 +107,15 @@ impl<B> fmt::Debug for CacheBody<B> {
 
 fn finish(tee: &mut Option<Box<Tee>>) {
     if let Some(tee) = tee.take() {
-        let Tee { buf, storing, .. } = *tee;
-        storing.finish(buf.freeze());
+        let Tee {
+            buf,
+            limit,
+            exact,
+            storing,
+        } = *tee;
+        if !exact || buf.len() == limit {
+            storing.finish(buf.freeze());
+        }
     }
 }
 
@@ -113,7 +137,7 @@ where
                     let frame = frame.map_data(|mut d| d.copy_to_bytes(d.remaining()));
                     if let (Some(t), Some(data)) = (tee.as_mut(), frame.data_ref()) {
                         if t.buf.len() + data.len() > t.limit {
-                            // Longer than announced: stream the rest, store nothing.
+                            // Longer than announced or allowed: stream the rest, store nothing.
                             *tee = None;
                         } else {
                             t.buf.extend_from_slice(data);

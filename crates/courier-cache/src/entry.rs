@@ -1,7 +1,7 @@
 //! One stored response, and the RFC 9111 arithmetic over it.
 
 use bytes::Bytes;
-use courier_core::cache_control::{CacheControl, EntityTag};
+use courier_core::cache_control::{CacheControl, EntityTag, delta_seconds};
 use http::header::{self, HeaderName};
 use http::{HeaderMap, HeaderValue, StatusCode, Version};
 use smallvec::SmallVec;
@@ -34,10 +34,11 @@ pub struct Entry {
     pub(crate) body: Bytes,
     /// Fingerprint of the request's credential headers (0 when it had none).
     pub(crate) credentials: u64,
-    /// The request's values of the fields named by the response's `Vary`.
-    pub(crate) vary: Vec<(HeaderName, Option<String>)>,
-    /// The tag of the first `ETag` field, when it parses (shared by the entries a 304 freshens
-    /// with the same field).
+    /// The request's values of the fields named by the response's `Vary`, as bytes (see
+    /// [`normalized`]).
+    pub(crate) vary: Vec<(HeaderName, Option<Vec<u8>>)>,
+    /// The tag of the first `ETag` field, when it is one (shared by the entries a 304 freshens
+    /// with the same field). Validators are compared on the field's bytes, not on this.
     pub(crate) etag: Option<Arc<EntityTag>>,
     /// The first `ETag` field as it came, whether or not it parses.
     pub(crate) etag_value: Option<HeaderValue>,
@@ -82,7 +83,7 @@ impl Entry {
         mut headers: HeaderMap,
         body: Bytes,
         credentials: u64,
-        vary: Vec<(HeaderName, Option<String>)>,
+        vary: Vec<(HeaderName, Option<Vec<u8>>)>,
         timing: Timing,
     ) -> Self {
         strip_unstorable(&mut headers);
@@ -108,7 +109,7 @@ impl Entry {
         headers: HeaderMap,
         body: Bytes,
         credentials: u64,
-        vary: Vec<(HeaderName, Option<String>)>,
+        vary: Vec<(HeaderName, Option<Vec<u8>>)>,
         timing: Timing,
         previous: Option<(&Self, bool)>,
     ) -> Self {
@@ -164,7 +165,8 @@ impl Entry {
         &self.body
     }
 
-    /// The stored entity tag, if the response had a valid one.
+    /// The stored entity tag, if the response had a valid one (an opaque part that is not
+    /// UTF-8 is shown lossily; the cache compares validators on the field's bytes).
     pub fn etag(&self) -> Option<&EntityTag> {
         self.etag.as_deref()
     }
@@ -184,7 +186,7 @@ impl Entry {
         let vary: u64 = self
             .vary
             .iter()
-            .map(|(n, v)| (n.as_str().len() + v.as_ref().map_or(0, String::len)) as u64)
+            .map(|(n, v)| (n.as_str().len() + v.as_ref().map_or(0, Vec::len)) as u64)
             .sum();
         ENTRY_OVERHEAD + self.body.len() as u64 + headers + vary
     }
@@ -225,7 +227,7 @@ impl Entry {
             && self
                 .vary
                 .iter()
-                .all(|(name, value)| normalized(request, name).as_deref() == value.as_deref())
+                .all(|(name, value)| vary_matches(request, name, value.as_deref()))
     }
 
     /// A copy with headers updated by a 304 (RFC 9111 section 3.2), aged from the 304.
@@ -303,12 +305,17 @@ impl Entry {
                 }
                 None
             }
-            value => parse_tag(value),
+            value => value.and_then(|v| tag_parts(v.as_bytes())),
         };
-        if let Some(tag) = tag {
-            return match &self.etag {
-                Some(stored) if tag.is_weak() => stored.weak_eq(&tag),
-                Some(stored) => stored.strong_eq(&tag),
+        if let Some((weak, opaque)) = tag {
+            // Compared on bytes: distinct obs-text tags stay distinct.
+            // A weak tag matches weakly; a strong one only a strong stored tag.
+            return match self
+                .etag_value
+                .as_ref()
+                .and_then(|v| tag_parts(v.as_bytes()))
+            {
+                Some((stored_weak, stored)) => stored == opaque && (weak || !stored_weak),
                 None => false,
             };
         }
@@ -329,12 +336,30 @@ enum Update {
     CacheControl,
 }
 
-/// The tag of an `ETag` field, when it parses.
+/// The tag of an `ETag` field, when it is one.
 fn parse_tag(value: Option<&HeaderValue>) -> Option<Arc<EntityTag>> {
-    value
-        .and_then(|v| v.to_str().ok())
-        .and_then(EntityTag::parse)
-        .map(Arc::new)
+    let (weak, opaque) = tag_parts(value?.as_bytes())?;
+    let opaque = String::from_utf8_lossy(opaque).into_owned();
+    Some(Arc::new(if weak {
+        EntityTag::weak(opaque)
+    } else {
+        EntityTag::strong(opaque)
+    }))
+}
+
+/// Whether an entity tag is weak, and its opaque part, read from a field's bytes (RFC 9110
+/// section 8.8.3: `etagc` includes obs-text, bytes >= 0x80); `None` when it is no entity tag.
+fn tag_parts(bytes: &[u8]) -> Option<(bool, &[u8])> {
+    let bytes = bytes.trim_ascii();
+    let (weak, rest) = match bytes.strip_prefix(b"W/") {
+        Some(rest) => (true, rest),
+        None => (false, bytes),
+    };
+    let opaque = rest.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    opaque
+        .iter()
+        .all(|&b| b == 0x21 || (0x23..=0x7e).contains(&b) || b >= 0x80)
+        .then_some((weak, opaque))
 }
 
 /// The first values of the response fields the cache reads, found in one pass.
@@ -383,24 +408,56 @@ impl<'a> Fields<'a> {
     }
 }
 
-/// The values of `name` in `headers`, joined and trimmed, for `Vary` matching.
-pub(crate) fn normalized(headers: &HeaderMap, name: &HeaderName) -> Option<String> {
-    let mut out: Option<String> = None;
+/// The values of `name` in `headers`, for `Vary` matching: their comma-separated members,
+/// trimmed, the empty ones left out, joined by `", "`; `None` when there is no such field.
+///
+/// Bytes, not text: values that differ only in bytes that are not UTF-8 stay distinct.
+pub(crate) fn normalized(headers: &HeaderMap, name: &HeaderName) -> Option<Vec<u8>> {
+    let mut out: Option<Vec<u8>> = None;
     for value in headers.get_all(name) {
-        let text = String::from_utf8_lossy(value.as_bytes());
-        let out = out.get_or_insert_with(String::new);
-        for part in text.split(',') {
-            let part = part.trim();
-            if part.is_empty() {
-                continue;
-            }
+        let out = out.get_or_insert_with(Vec::new);
+        for part in members(value) {
             if !out.is_empty() {
-                out.push_str(", ");
+                out.extend_from_slice(b", ");
             }
-            out.push_str(part);
+            out.extend_from_slice(part);
         }
     }
     out
+}
+
+/// Whether the values of `name` in `request` normalize to `stored` (see [`normalized`]),
+/// compared member by member, without building the normalized value.
+fn vary_matches(request: &HeaderMap, name: &HeaderName, stored: Option<&[u8]>) -> bool {
+    let mut values = request.get_all(name).iter().peekable();
+    let (Some(mut rest), true) = (stored, values.peek().is_some()) else {
+        return stored.is_none() && values.peek().is_none();
+    };
+    let mut first = true;
+    for part in values.flat_map(members) {
+        if !first {
+            match rest.strip_prefix(b", ") {
+                Some(after) => rest = after,
+                None => return false,
+            }
+        }
+        first = false;
+        match rest.strip_prefix(part) {
+            Some(after) => rest = after,
+            None => return false,
+        }
+    }
+    rest.is_empty()
+}
+
+/// The trimmed, non-empty comma-separated members of a field value. Members hold no comma,
+/// so joined by `", "` they can be told apart again.
+fn members(value: &HeaderValue) -> impl Iterator<Item = &[u8]> {
+    value
+        .as_bytes()
+        .split(|&b| b == b',')
+        .map(<[u8]>::trim_ascii)
+        .filter(|part| !part.is_empty())
 }
 
 /// What a response's `Vary` asks for: `None` for `Vary: *` (or a field name that cannot be
@@ -450,11 +507,12 @@ fn freshness(
         .response_wall
         .duration_since(date_value)
         .unwrap_or(Duration::ZERO);
+    // An invalid `Age` counts as none; one too large for 2^31 seconds is 2^31 seconds
+    // (RFC 9111 section 1.2.2), not none.
     let age_value = fields
         .age
         .and_then(|v| v.to_str().ok())
-        .and_then(|t| t.trim().parse::<u64>().ok())
-        .map_or(Duration::ZERO, |s| Duration::from_secs(s.min(1 << 31)));
+        .map_or(Duration::ZERO, delta_seconds);
     let response_delay = timing
         .response_time
         .saturating_duration_since(timing.request_time);
@@ -927,6 +985,90 @@ mod tests {
         ] {
             assert_eq!(is_hop_by_hop(&name), HOP_BY_HOP.contains(&name), "{name}");
         }
+    }
+
+    /// Field values for `Vary` matching: members, commas, whitespace and bytes >= 0x80.
+    fn vary_values() -> impl Strategy<Value = Vec<Vec<u8>>> {
+        let value = proptest::collection::vec(
+            prop_oneof![
+                Just(b"a".to_vec()),
+                Just(b"b".to_vec()),
+                Just(b"ab".to_vec()),
+                Just(b",".to_vec()),
+                Just(b", ".to_vec()),
+                Just(b" ".to_vec()),
+                Just(b"\t".to_vec()),
+                Just(b"\xe4".to_vec()),
+                Just(b"\xfc".to_vec()),
+                Just("\u{fffd}".as_bytes().to_vec()),
+            ],
+            0..5,
+        )
+        .prop_map(|parts| parts.concat());
+        proptest::collection::vec(value, 0..3)
+    }
+
+    fn with_values(values: &[Vec<u8>]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for v in values {
+            map.append("x-v", HeaderValue::from_bytes(v).unwrap());
+        }
+        map
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn vary_matching_agrees_with_comparing_normalized_bytes(
+            stored in vary_values(),
+            request in vary_values(),
+        ) {
+            let name = HeaderName::from_static("x-v");
+            let (stored, request) = (with_values(&stored), with_values(&request));
+            let want = normalized(&stored, &name);
+            proptest::prop_assert_eq!(
+                vary_matches(&request, &name, want.as_deref()),
+                normalized(&request, &name) == want
+            );
+            proptest::prop_assert!(vary_matches(&stored, &name, want.as_deref()));
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn obs_text_tags_are_compared_on_their_bytes() {
+        let stored = |tag: &[u8]| {
+            let mut map = HeaderMap::new();
+            map.insert(header::ETAG, HeaderValue::from_bytes(tag).unwrap());
+            Entry::new(
+                StatusCode::OK,
+                Version::HTTP_11,
+                map,
+                Bytes::new(),
+                0,
+                Vec::new(),
+                timing(1000),
+            )
+        };
+        let selects = |entry: &Entry, tag: &[u8]| {
+            let mut map = HeaderMap::new();
+            map.insert(header::ETAG, HeaderValue::from_bytes(tag).unwrap());
+            entry.selected_by(&Fields::scan(&map))
+        };
+        let strong = stored(b"\"caf\xe9\"");
+        assert_eq!(strong.etag(), Some(&EntityTag::strong("caf\u{fffd}")));
+        assert!(selects(&strong, b"\"caf\xe9\""));
+        assert!(selects(&strong, b" W/\"caf\xe9\""));
+        assert!(
+            !selects(&strong, b"\"caf\xe8\""),
+            "same lossy text, other bytes"
+        );
+        assert!(!selects(&strong, "\"caf\u{fffd}\"".as_bytes()));
+        let weak = stored(b"W/\"caf\xe9\"");
+        assert!(selects(&weak, b"W/\"caf\xe9\""));
+        assert!(
+            !selects(&weak, b"\"caf\xe9\""),
+            "a strong tag matches strongly"
+        );
+        assert!(stored(b"\"a\"b\"").etag().is_none());
     }
 
     #[test]

@@ -44,13 +44,14 @@
 //! - Only bodies whose size is known (`Content-Length`, or the body's size hint) and within
 //!   [`EtagCacheLayer::max_entry_bytes`] (1 MiB by default). Larger bodies and bodies of unknown
 //!   length stream through untouched. A stored body is copied into the store as it streams to
-//!   the caller and stored when it ends; a body that fails, or is dropped before its end, is
-//!   never stored.
+//!   the caller and stored when it ends; a body that fails, is dropped before its end, or ends
+//!   shorter or longer than its exact announced length (`Content-Length`, or an exact size
+//!   hint), is never stored.
 //! - Not stored: request or response `no-store` (a response `no-store` also removes the URI's
 //!   entries), `Vary: *`, requests with `Range`. `private` responses are stored (this is a
 //!   private cache).
 //! - Entries are selected per URI by `Vary` (one variant per combination of the listed request
-//!   fields) and by a fingerprint of the credentials (`Authorization` and `Cookie` by default,
+//!   fields, compared as bytes) and by a fingerprint of the credentials (`Authorization` and `Cookie` by default,
 //!   see [`EtagCacheLayer::credential_headers`]), so different credentials never share an
 //!   entry. Eight variants per URI at most; the oldest goes first.
 //!
@@ -68,15 +69,18 @@
 //!   304 without any validator selects the one entry that was nominated) is answered with the
 //!   stored status and body and the stored headers updated from the 304 (section 3.2: each of
 //!   its fields replaces the stored one, `Content-Length` and hop-by-hop fields excepted), and
-//!   the entry is updated. A 304 that selects nothing updates nothing and is passed through as
+//!   the entry is updated, if it is still stored (one invalidated or replaced while the
+//!   revalidation was in flight stays gone). Entity tags are compared on their bytes, obs-text
+//!   included. A 304 that selects nothing updates nothing and is passed through as
 //!   it came, marked `Miss`: the stored body is not the representation it speaks of.
 //! - When the caller set conditionals itself, the cache adds none and the server's 304 is passed
 //!   through untouched.
 //! - **Stale**: on a transport error or a 5xx, an entry within its `stale-if-error` window (or
 //!   [`EtagCacheLayer::stale_if_error`]) is served, so reads keep working while the upstream
 //!   is down or its circuit is open.
-//! - A 2xx or 3xx answer to POST, PUT, PATCH or DELETE removes the URI's entries (and those of
-//!   its `Location` / `Content-Location` on the same host).
+//! - A 2xx or 3xx answer to an unsafe method (any method but GET, HEAD, OPTIONS and TRACE,
+//!   extension methods included) removes the URI's entries (and those of its `Location` /
+//!   `Content-Location` on the same host).
 //!
 //! Every response carries a [`CacheStatus`](courier_core::CacheStatus) extension: `Hit`,
 //! `Revalidated`, `Miss`, `Stale` or `Bypass` (methods and requests the cache does not handle).

@@ -239,11 +239,10 @@ const CONDITIONALS: [HeaderName; 5] = [
     header::IF_RANGE,
 ];
 
+/// Whether an answer to `method` invalidates the URI: every unsafe method does, those whose
+/// safety is unknown (extension methods) included (RFC 9111 section 4.4).
 fn is_invalidating(method: &Method) -> bool {
-    matches!(
-        *method,
-        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
-    )
+    !method.is_safe()
 }
 
 /// What the cache needs to know of a request's fields, found in one pass over their names.
@@ -327,13 +326,44 @@ impl Shared {
         keep: impl Fn(&Arc<Entry>) -> bool,
         add: Option<Arc<Entry>>,
     ) {
+        self.modify_variants(key, hash, |current| next_variants(current, keep, add));
+    }
+
+    /// Replaces `entry` by `updated`, if `entry` is still stored: one invalidated or replaced
+    /// meanwhile stays gone (RFC 9111 section 4.3.4 updates stored responses only).
+    fn replace_entry(
+        &self,
+        key: &UriKey,
+        hash: Option<u64>,
+        entry: &Arc<Entry>,
+        updated: Arc<Entry>,
+    ) {
+        self.modify_variants(key, hash, |current| {
+            let stored = current
+                .as_ref()
+                .is_some_and(|c| c.entries().iter().any(|e| Arc::ptr_eq(e, entry)));
+            if stored {
+                next_variants(current, |e| !Arc::ptr_eq(e, entry), Some(updated))
+            } else {
+                Next::Unchanged
+            }
+        });
+    }
+
+    /// Rewrites the variants of `key` to what `next` makes of the current ones.
+    fn modify_variants(
+        &self,
+        key: &UriKey,
+        hash: Option<u64>,
+        next: impl FnOnce(Option<Arc<Variants>>) -> Next,
+    ) {
         match &self.memory {
             // Looked up by the key's parts; the text is built only for a key not stored yet.
             Some(memory) => {
                 let parts = key.parts();
                 let hash = hash.unwrap_or_else(|| memory.hash_parts(parts));
                 let (text, current) = memory.get_hashed(hash, parts).unzip();
-                match next_variants(current, keep, add) {
+                match next(current) {
                     Next::Unchanged => {}
                     Next::Remove => {
                         memory.remove_hashed(hash, parts);
@@ -348,7 +378,7 @@ impl Shared {
             None => {
                 let key = key.text();
                 let key = key.as_str();
-                match next_variants(self.store.get(key), keep, add) {
+                match next(self.store.get(key)) {
                     Next::Unchanged => {}
                     Next::Remove => {
                         self.store.remove(key);
@@ -659,7 +689,9 @@ impl Lookup {
             }
             return Ok(pass(response, CacheStatus::Miss));
         }
-        let Some(len) = self.storable_len(status, response.headers(), &cc, response.body()) else {
+        let Some((len, exact)) =
+            self.storable_len(status, response.headers(), &cc, response.body())
+        else {
             return Ok(pass(response, CacheStatus::Miss));
         };
         let Some(vary) = vary_names(response.headers()) else {
@@ -695,7 +727,7 @@ impl Lookup {
             storing.finish(Bytes::new());
             return Ok(response.map(CacheBody::upstream));
         }
-        Ok(response.map(|body| CacheBody::teed(body, len, max, storing)))
+        Ok(response.map(|body| CacheBody::teed(body, len, exact, max, storing)))
     }
 
     /// The request's headers as they were sent: the caller's, with the conditionals the cache
@@ -783,12 +815,8 @@ impl Lookup {
         if has_cache_control && updated.cache_control.no_store {
             self.shared.store.remove(self.key.text().as_str());
         } else {
-            self.shared.update_variants(
-                &self.key,
-                self.key_hash,
-                |e| !Arc::ptr_eq(e, entry),
-                Some(updated.clone()),
-            );
+            self.shared
+                .replace_entry(&self.key, self.key_hash, entry, updated.clone());
         }
         if let Some(flight) = self.flight.take() {
             flight.complete(&updated);
@@ -810,14 +838,16 @@ impl Lookup {
         response.map(CacheBody::stored)
     }
 
-    /// The body length, when the response may be stored and its body fits.
+    /// The announced body length (an upper bound) and the exact length when it is known
+    /// (`Content-Length`, else an exact size hint), when the response may be stored and its
+    /// body fits.
     fn storable_len<RB: Body>(
         &self,
         status: StatusCode,
         headers: &HeaderMap,
         cc: &CacheControl,
         body: &RB,
-    ) -> Option<usize> {
+    ) -> Option<(usize, Option<usize>)> {
         if !self.shared.statuses.contains(&status) {
             return None;
         }
@@ -835,7 +865,10 @@ impl Lookup {
         let hint = body.size_hint();
         let len = declared.or(hint.upper())?;
         let len = usize::try_from(len).ok()?;
-        (len <= self.shared.max_entry_bytes).then_some(len)
+        // When the length is known exactly it is `len`: the declared one, or an exact hint
+        // (which is its own upper bound).
+        let exact = declared.or(hint.exact()).map(|_| len);
+        (len <= self.shared.max_entry_bytes).then_some((len, exact))
     }
 }
 
@@ -850,7 +883,7 @@ pub(crate) struct Storing {
     version: http::Version,
     headers: HeaderMap,
     credentials: u64,
-    vary: Vec<(HeaderName, Option<String>)>,
+    vary: Vec<(HeaderName, Option<Vec<u8>>)>,
     request_headers: HeaderMap,
     timing: Timing,
 }

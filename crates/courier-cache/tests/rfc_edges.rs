@@ -1,0 +1,262 @@
+//! RFC 9110 / 9111 edge cases: obs-text in fields, unknown unsafe methods, short bodies, huge
+//! lengths, non-UTF-8 `Vary` values, late 304s and overflowing ages.
+
+mod support;
+
+use bytes::Bytes;
+use courier_core::CacheStatus;
+use http::{HeaderValue, Method, Request, Response};
+use http_body_util::BodyExt;
+use std::collections::VecDeque;
+use std::time::Duration;
+use support::*;
+use tower::Layer;
+
+const URL: &str = "http://api.example/thing";
+
+#[tokio::test(start_paused = true)]
+async fn no_store_next_to_obs_text_is_still_no_store() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    let mut response = ok(&[("etag", "\"a\"")], "secret").unwrap();
+    response.headers_mut().insert(
+        "cache-control",
+        HeaderValue::from_bytes(b"no-store, ext=\"caf\xe9\"").unwrap(),
+    );
+    mock.push(Ok(response));
+    send(&mut svc, get(URL)).await.unwrap();
+    assert!(
+        svc.store().is_empty(),
+        "a no-store response was stored because its Cache-Control is not visible ASCII"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn request_no_cache_next_to_obs_text_still_revalidates() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(
+        &[("cache-control", "max-age=600"), ("etag", "\"a\"")],
+        "x",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+    let mut request = get(URL);
+    request.headers_mut().insert(
+        "cache-control",
+        HeaderValue::from_bytes(b"no-cache, ext=\"\xe9\"").unwrap(),
+    );
+    mock.push(not_modified(&[("etag", "\"a\"")]));
+    let got = send(&mut svc, request).await.unwrap();
+    assert_eq!(
+        got.cache,
+        CacheStatus::Revalidated,
+        "request no-cache ignored"
+    );
+    assert_eq!(mock.calls(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn unsafe_extension_methods_invalidate_the_uri() {
+    for method in ["PROPPATCH", "MOVE", "PURGE"] {
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        let mock = Mock::new();
+        let mut svc = layer().layer(mock.service());
+        mock.push(ok(&[("cache-control", "max-age=600")], "old"));
+        send(&mut svc, get(URL)).await.unwrap();
+        mock.push(respond(200, &[], "changed"));
+        send(&mut svc, req(method.clone(), URL, &[])).await.unwrap();
+        mock.push(ok(&[("cache-control", "max-age=600")], "new"));
+        let got = send(&mut svc, get(URL)).await.unwrap();
+        assert_eq!(
+            (got.cache, &got.body[..]),
+            (CacheStatus::Miss, &b"new"[..]),
+            "{method} left the old entry in place"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_shorter_than_its_content_length_is_not_stored() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    let short = ScriptBody {
+        frames: VecDeque::from([Ok(Bytes::from("hello"))]),
+        hint: None,
+    };
+    mock.push(Ok(Response::builder()
+        .header("cache-control", "max-age=600")
+        .header("content-length", "10")
+        .body(short.boxed())
+        .unwrap()));
+    send(&mut svc, get(URL)).await.unwrap();
+    mock.push(ok(&[("cache-control", "max-age=600")], "helloworld"));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(got.headers["content-length"], "10");
+    assert_eq!(
+        (got.cache, &got.body[..]),
+        (CacheStatus::Miss, &b"helloworld"[..]),
+        "a truncated body was stored and served as a hit"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn huge_content_length_with_an_uncapped_entry_size_does_not_panic() {
+    let mock = Mock::new();
+    let mut svc = layer().max_entry_bytes(usize::MAX).layer(mock.service());
+    let body = ScriptBody {
+        frames: VecDeque::from([Ok(Bytes::from("hello"))]),
+        hint: None,
+    };
+    mock.push(Ok(Response::builder()
+        .header("etag", "\"a\"")
+        .header("content-length", "18446744073709551615")
+        .body(body.boxed())
+        .unwrap()));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(got.body, "hello");
+}
+
+#[tokio::test(start_paused = true)]
+async fn vary_does_not_confuse_distinct_non_utf8_values() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    let who = |name: &[u8]| {
+        let mut r: Request<()> = get(URL);
+        r.headers_mut()
+            .insert("x-user", HeaderValue::from_bytes(name).unwrap());
+        r
+    };
+    let vary = |body: &str| {
+        ok(
+            &[("cache-control", "max-age=600"), ("vary", "x-user")],
+            body,
+        )
+    };
+    mock.push(vary("for M\u{fc}ller"));
+    send(&mut svc, who(b"M\xfcller")).await.unwrap();
+    mock.push(vary("for M\u{e4}ller"));
+    let got = send(&mut svc, who(b"M\xe4ller")).await.unwrap();
+    assert_eq!(
+        (got.cache, std::str::from_utf8(&got.body).unwrap()),
+        (CacheStatus::Miss, "for M\u{e4}ller"),
+        "another caller's variant was served"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_late_304_does_not_resurrect_an_invalidated_entry() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(
+        &[("etag", "\"v1\""), ("cache-control", "max-age=600")],
+        "before",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+    tokio::time::advance(Duration::from_secs(601)).await;
+    mock.push_delayed(Duration::from_secs(10), not_modified(&[("etag", "\"v1\"")]));
+    let mut other = svc.clone();
+    let revalidation = tokio::spawn(async move { send(&mut other, get(URL)).await.unwrap() });
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    assert_eq!(mock.calls(), 2, "the revalidation is in flight");
+    mock.push(respond(201, &[], "created"));
+    send(&mut svc, req(Method::POST, URL, &[])).await.unwrap();
+    assert!(svc.store().is_empty(), "the POST invalidated the URI");
+    let late = revalidation.await.unwrap();
+    assert_eq!(late.body, "before");
+    mock.push(ok(
+        &[("etag", "\"v2\""), ("cache-control", "max-age=600")],
+        "after",
+    ));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(
+        (got.cache, &got.body[..]),
+        (CacheStatus::Miss, &b"after"[..]),
+        "the pre-POST body is served as fresh after the invalidation"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_obs_text_etag_is_still_used_for_revalidation() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    let mut response = ok(&[], "x").unwrap();
+    response
+        .headers_mut()
+        .insert("etag", HeaderValue::from_bytes(b"\"caf\xe9\"").unwrap());
+    mock.push(Ok(response));
+    send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(svc.store().len(), 1, "stored for its validator");
+    let mut again = not_modified(&[]).unwrap();
+    again
+        .headers_mut()
+        .insert("etag", HeaderValue::from_bytes(b"\"caf\xe9\"").unwrap());
+    mock.push(Ok(again));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(
+        mock.last()
+            .headers
+            .get("if-none-match")
+            .map(|v| v.as_bytes().to_vec()),
+        Some(b"\"caf\xe9\"".to_vec()),
+        "the stored validator was not sent"
+    );
+    assert_eq!(got.cache, CacheStatus::Revalidated);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_overflowing_age_is_infinitely_old_not_zero() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(
+        &[
+            ("cache-control", "max-age=600"),
+            ("age", "99999999999999999999"),
+        ],
+        "old",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+    mock.push(ok(&[("cache-control", "max-age=600")], "new"));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(
+        (got.cache, &got.body[..]),
+        (CacheStatus::Miss, &b"new"[..]),
+        "a response older than 2^31 s was served as fresh"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_shorter_than_its_exact_size_hint_is_not_stored() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    let short = ScriptBody {
+        frames: VecDeque::from([Ok(Bytes::from("hello"))]),
+        hint: Some(10),
+    };
+    mock.push(Ok(Response::builder()
+        .header("cache-control", "max-age=600")
+        .body(short.boxed())
+        .unwrap()));
+    send(&mut svc, get(URL)).await.unwrap();
+    assert!(svc.store().is_empty(), "a truncated body was stored");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_304_naming_another_obs_text_tag_does_not_answer_with_the_stored_body() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    let mut response = ok(&[], "x").unwrap();
+    response
+        .headers_mut()
+        .insert("etag", HeaderValue::from_bytes(b"\"caf\xe9\"").unwrap());
+    mock.push(Ok(response));
+    send(&mut svc, get(URL)).await.unwrap();
+    // The same text once both are read lossily, other bytes.
+    let mut other = not_modified(&[]).unwrap();
+    other
+        .headers_mut()
+        .insert("etag", HeaderValue::from_bytes(b"\"caf\xe8\"").unwrap());
+    mock.push(Ok(other));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!((got.status.as_u16(), got.cache), (304, CacheStatus::Miss));
+    assert!(got.body.is_empty());
+}
