@@ -109,8 +109,10 @@ impl EtagCacheLayer {
     }
 
     /// The request headers whose values separate entries, so that different credentials never
-    /// share one. An empty list shares entries between all callers. Defaults to
-    /// `Authorization` and `Cookie`.
+    /// share one. An empty list shares entries between all callers: the cache is then a shared
+    /// one and stores no `private` response. Whenever `Authorization` is not listed, a response
+    /// to a request that carries it is stored only with `public`, `s-maxage` or
+    /// `must-revalidate` (RFC 9111 section 3.5). Defaults to `Authorization` and `Cookie`.
     pub fn credential_headers(self, names: impl IntoIterator<Item = HeaderName>) -> Self {
         let names: Vec<_> = names.into_iter().collect();
         self.with(|s| s.credential_headers = names)

@@ -49,7 +49,10 @@
 //!   hint), is never stored.
 //! - Not stored: request or response `no-store` (a response `no-store` also removes the URI's
 //!   entries), `Vary: *`, requests with `Range`. `private` responses are stored (this is a
-//!   private cache).
+//!   private cache), unless [`EtagCacheLayer::credential_headers`] is empty, which makes the
+//!   cache shared between all callers. A response to a request whose `Authorization` is not
+//!   fingerprinted (so that callers with other credentials would share it) is stored only with
+//!   `public`, `s-maxage` or `must-revalidate`, and never when `private` (RFC 9111 section 3.5).
 //! - Entries are selected per URI by `Vary` (one variant per combination of the listed request
 //!   fields, compared as bytes) and by a fingerprint of the credentials (`Authorization` and `Cookie` by default,
 //!   see [`EtagCacheLayer::credential_headers`]), so different credentials never share an

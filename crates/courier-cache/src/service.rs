@@ -689,6 +689,9 @@ impl Lookup {
             }
             return Ok(pass(response, CacheStatus::Miss));
         }
+        if self.forbidden_when_shared(&cc) {
+            return Ok(pass(response, CacheStatus::Miss));
+        }
         let Some((len, exact)) =
             self.storable_len(status, response.headers(), &cc, response.body())
         else {
@@ -812,7 +815,10 @@ impl Lookup {
         let (parts, _body) = response.into_parts();
         let timing = self.timing(Instant::now());
         let updated = Arc::new(entry.freshened(&parts.headers, timing));
-        if has_cache_control && updated.cache_control.no_store {
+        if has_cache_control
+            && (updated.cache_control.no_store
+                || self.forbidden_when_shared(&updated.cache_control))
+        {
             self.shared.store.remove(self.key.text().as_str());
         } else {
             self.shared
@@ -836,6 +842,26 @@ impl Lookup {
             Some(parts.extensions),
         );
         response.map(CacheBody::stored)
+    }
+
+    /// Whether a response with these directives must not be stored because, for this request,
+    /// the cache is a shared one (RFC 9111 sections 3.5 and 5.2.2.7).
+    ///
+    /// It is shared between all callers when it fingerprints no credential field, and between
+    /// callers with different `Authorization` when the request has one that is not
+    /// fingerprinted. A shared cache stores no `private` response, and no response to a request
+    /// with `Authorization` unless `public`, `s-maxage` or `must-revalidate` allows it.
+    fn forbidden_when_shared(&self, cc: &CacheControl) -> bool {
+        let credentials = &self.shared.credential_headers;
+        let unseparated_authorization = !credentials.contains(&header::AUTHORIZATION)
+            && self
+                .request_headers
+                .as_ref()
+                .is_some_and(|h| h.contains_key(header::AUTHORIZATION));
+        let shared = credentials.is_empty() || unseparated_authorization;
+        (shared && cc.private)
+            || (unseparated_authorization
+                && !(cc.public || cc.must_revalidate || cc.s_maxage.is_some()))
     }
 
     /// The announced body length (an upper bound) and the exact length when it is known

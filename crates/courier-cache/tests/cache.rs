@@ -260,7 +260,9 @@ async fn credentials_never_share_an_entry() {
 async fn credential_headers_can_be_shared_on_purpose() {
     let mock = Mock::new();
     let mut svc = layer().credential_headers([]).layer(mock.service());
-    mock.push(ok(&[("cache-control", "max-age=60")], "shared"));
+    // A shared cache stores an answer to a request with Authorization only when the response
+    // allows it (RFC 9111 section 3.5): `public` does.
+    mock.push(ok(&[("cache-control", "public, max-age=60")], "shared"));
     send(&mut svc, req(Method::GET, URL, &[("authorization", "a")]))
         .await
         .unwrap();

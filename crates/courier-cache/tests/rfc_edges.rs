@@ -260,3 +260,70 @@ async fn a_304_naming_another_obs_text_tag_does_not_answer_with_the_stored_body(
     assert_eq!((got.status.as_u16(), got.cache), (304, CacheStatus::Miss));
     assert!(got.body.is_empty());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_cache_shared_by_fingerprinting_nothing_stores_no_private_response() {
+    let mock = Mock::new();
+    let shared = layer().credential_headers([]);
+    let mut svc = shared.layer(mock.service());
+    mock.push(ok(&[("cache-control", "private, max-age=600")], "mine"));
+    send(&mut svc, get(URL)).await.unwrap();
+    assert!(
+        svc.store().is_empty(),
+        "a shared cache stored a private response"
+    );
+
+    // A private cache (the default) stores it.
+    let mut own = layer().layer(mock.service());
+    mock.push(ok(&[("cache-control", "private, max-age=600")], "mine"));
+    send(&mut own, get(URL)).await.unwrap();
+    assert_eq!(own.store().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_shared_cache_stores_answers_to_authorized_requests_only_when_allowed() {
+    let authorized = || req(Method::GET, URL, &[("authorization", "Bearer a")]);
+    for (cache_control, stored) in [
+        ("max-age=600", false),
+        ("private, max-age=600, must-revalidate", false),
+        ("public, max-age=600", true),
+        ("s-maxage=600, max-age=600", true),
+        ("must-revalidate, max-age=600", true),
+    ] {
+        let mock = Mock::new();
+        let mut svc = layer().credential_headers([]).layer(mock.service());
+        mock.push(ok(&[("cache-control", cache_control)], "x"));
+        send(&mut svc, authorized()).await.unwrap();
+        assert_eq!(svc.store().len(), usize::from(stored), "{cache_control}");
+    }
+    // Fingerprinting only Cookie leaves Authorization unseparated: the same rules apply.
+    let mock = Mock::new();
+    let mut svc = layer()
+        .credential_headers([http::header::COOKIE])
+        .layer(mock.service());
+    mock.push(ok(&[("cache-control", "max-age=600")], "x"));
+    send(&mut svc, authorized()).await.unwrap();
+    assert!(svc.store().is_empty());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_304_making_an_entry_private_removes_it_from_a_shared_cache() {
+    let mock = Mock::new();
+    let mut svc = layer().credential_headers([]).layer(mock.service());
+    mock.push(ok(&[("etag", "\"a\"")], "x"));
+    send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(svc.store().len(), 1);
+    mock.push(not_modified(&[
+        ("etag", "\"a\""),
+        ("cache-control", "private"),
+    ]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(
+        (got.cache, &got.body[..]),
+        (CacheStatus::Revalidated, &b"x"[..])
+    );
+    assert!(
+        svc.store().is_empty(),
+        "a shared cache kept a private response"
+    );
+}
