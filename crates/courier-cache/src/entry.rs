@@ -233,13 +233,15 @@ impl Entry {
     /// A copy with headers updated by a 304 (RFC 9111 section 3.2), aged from the 304.
     ///
     /// Every field of the 304 replaces the stored fields of its name, except `Content-Length`
-    /// and the fields a cache must not store (hop-by-hop ones): those are skipped.
+    /// and the fields a cache must not store (hop-by-hop ones): those are skipped. A 304
+    /// without `Date` is dated when it arrived.
     pub(crate) fn freshened(&self, not_modified: &HeaderMap, timing: Timing) -> Self {
         let mut headers = self.headers.clone();
         // The 304's `Cache-Control` fields: how many, and the first.
         let mut cache_control = (0_usize, None);
         // The values of one name come one after another: the first replaces what is stored.
         let mut current: Option<(&HeaderName, Update)> = None;
+        let mut dated = false;
         for (name, value) in not_modified {
             let update = match current {
                 Some((previous, update)) if previous == name => update,
@@ -247,6 +249,10 @@ impl Entry {
                     let update = match name.as_str() {
                         "content-length" => Update::Skip,
                         "cache-control" => Update::CacheControl,
+                        "date" => {
+                            dated = true;
+                            Update::Replace
+                        }
                         other if is_hop_by_hop_str(other) => Update::Skip,
                         _ => Update::Replace,
                     };
@@ -264,6 +270,11 @@ impl Entry {
             if update != Update::Skip {
                 headers.append(name.clone(), value.clone());
             }
+        }
+        if !dated {
+            // RFC 9110 section 6.6.1: a response cached without `Date` gets the time it was
+            // received; the stored `Date` is the first response's, which would age this one.
+            headers.insert(header::DATE, received_date(timing.response_wall));
         }
         let same_cache_control = match cache_control {
             (0, _) => true,
@@ -324,6 +335,13 @@ impl Entry {
             None => true,
         }
     }
+}
+
+/// The `Date` field for a response received at `wall`.
+#[cold]
+fn received_date(wall: SystemTime) -> HeaderValue {
+    HeaderValue::try_from(httpdate::fmt_http_date(wall))
+        .unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
 }
 
 /// What a 304's field does to the stored ones.
@@ -853,6 +871,10 @@ mod tests {
                     replaced.push(name);
                 }
                 headers.append(name.clone(), value.clone());
+            }
+            if !not_modified.contains_key(header::DATE) {
+                let date = httpdate::fmt_http_date(timing.response_wall);
+                headers.insert(header::DATE, date.parse().unwrap());
             }
             new(headers, timing)
         }

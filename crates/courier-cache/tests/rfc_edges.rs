@@ -327,3 +327,35 @@ async fn a_304_making_an_entry_private_removes_it_from_a_shared_cache() {
         "a shared cache kept a private response"
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_304_without_date_is_dated_when_it_arrived() {
+    let mock = Mock::new();
+    let clock = courier_core::ManualClock::new(t0());
+    let mut svc = courier_cache::EtagCacheLayer::new()
+        .wall_clock(clock.clone())
+        .layer(mock.service());
+    mock.push(ok(
+        &[("etag", "\"a\""), ("cache-control", "max-age=60")],
+        "x",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+    let later = Duration::from_secs(120);
+    tokio::time::advance(later).await;
+    clock.advance(later);
+    let undated = Response::builder()
+        .status(304)
+        .header("etag", "\"a\"")
+        .body(full(""))
+        .unwrap();
+    mock.push(Ok(undated));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(got.cache, CacheStatus::Revalidated);
+    assert_eq!(got.headers["date"], date(t0() + later).as_str());
+    // Fresh again for 60 s from the 304, not aged by the first response's Date.
+    tokio::time::advance(Duration::from_secs(10)).await;
+    clock.advance(Duration::from_secs(10));
+    mock.push(not_modified(&[("etag", "\"a\"")]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!((got.cache, mock.calls()), (CacheStatus::Hit, 2));
+}
