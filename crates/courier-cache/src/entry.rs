@@ -96,12 +96,14 @@ impl Entry {
             vary,
             timing,
             None,
+            true,
         )
     }
 
     /// Builds an entry from headers that hold no field a cache must not store. `previous`, the
     /// entry a 304 freshens, lends its parsed `ETag` and `Cache-Control` when the fields are
     /// the same bytes (`same_cache_control` says whether the `Cache-Control` fields are).
+    /// Unless `dated`, the `Date` field is not the response's: it is aged from when it arrived.
     #[allow(clippy::too_many_arguments)]
     fn assemble(
         status: StatusCode,
@@ -112,8 +114,9 @@ impl Entry {
         vary: Vec<(HeaderName, Option<Vec<u8>>)>,
         timing: Timing,
         previous: Option<(&Self, bool)>,
+        dated: bool,
     ) -> Self {
-        let fields = Fields::scan(&headers);
+        let mut fields = Fields::scan(&headers);
         let etag = match previous {
             Some((previous, _)) if fields.etag == previous.etag_value.as_ref() => {
                 previous.etag.clone()
@@ -125,6 +128,9 @@ impl Entry {
             _ if fields.has_cache_control() => CacheControl::from_headers(&headers),
             _ => CacheControl::default(),
         };
+        if !dated {
+            fields.date = None;
+        }
         let (lifetime, corrected_initial_age) = freshness(&fields, &cache_control, timing);
         let etag_value = fields.etag.cloned();
         let cache_control_value = fields.single_cache_control().cloned();
@@ -234,7 +240,8 @@ impl Entry {
     ///
     /// Every field of the 304 replaces the stored fields of its name, except `Content-Length`
     /// and the fields a cache must not store (hop-by-hop ones): those are skipped. A 304
-    /// without `Date` is dated when it arrived.
+    /// without `Date` is aged from when it arrived (RFC 9110 section 6.6.1), not from the
+    /// stored `Date`, which is the first response's (the stored field is left as it is).
     pub(crate) fn freshened(&self, not_modified: &HeaderMap, timing: Timing) -> Self {
         let mut headers = self.headers.clone();
         // The 304's `Cache-Control` fields: how many, and the first.
@@ -271,11 +278,6 @@ impl Entry {
                 headers.append(name.clone(), value.clone());
             }
         }
-        if !dated {
-            // RFC 9110 section 6.6.1: a response cached without `Date` gets the time it was
-            // received; the stored `Date` is the first response's, which would age this one.
-            headers.insert(header::DATE, received_date(timing.response_wall));
-        }
         let same_cache_control = match cache_control {
             (0, _) => true,
             (1, first) if self.cache_control_value.is_some() => {
@@ -297,6 +299,7 @@ impl Entry {
             self.vary.clone(),
             timing,
             Some((self, same_cache_control)),
+            dated,
         )
     }
 
@@ -335,13 +338,6 @@ impl Entry {
             None => true,
         }
     }
-}
-
-/// The `Date` field for a response received at `wall`.
-#[cold]
-fn received_date(wall: SystemTime) -> HeaderValue {
-    HeaderValue::try_from(httpdate::fmt_http_date(wall))
-        .unwrap_or_else(|_| HeaderValue::from_static("Thu, 01 Jan 1970 00:00:00 GMT"))
 }
 
 /// What a 304's field does to the stored ones.
@@ -872,11 +868,15 @@ mod tests {
                 }
                 headers.append(name.clone(), value.clone());
             }
+            let mut derived = new(headers.clone(), timing);
             if !not_modified.contains_key(header::DATE) {
-                let date = httpdate::fmt_http_date(timing.response_wall);
-                headers.insert(header::DATE, date.parse().unwrap());
+                // Aged as a response without `Date`: from when the 304 arrived.
+                headers.remove(header::DATE);
+                let undated = new(headers, timing);
+                derived.lifetime = undated.lifetime;
+                derived.corrected_initial_age = undated.corrected_initial_age;
             }
-            new(headers, timing)
+            derived
         }
 
         pub(super) fn selected_by(stored: &Derived, not_modified: &HeaderMap) -> bool {

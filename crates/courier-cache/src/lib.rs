@@ -72,7 +72,7 @@
 //!   304 without any validator selects the one entry that was nominated) is answered with the
 //!   stored status and body and the stored headers updated from the 304 (section 3.2: each of
 //!   its fields replaces the stored one, `Content-Length` and hop-by-hop fields excepted; a 304
-//!   without `Date` is dated when it arrived), and
+//!   without `Date` is aged from when it arrived, not by the stored `Date`), and
 //!   the entry is updated, if it is still stored (one invalidated or replaced while the
 //!   revalidation was in flight stays gone). Entity tags are compared on their bytes, obs-text
 //!   included. A 304 that selects nothing updates nothing and is passed through as

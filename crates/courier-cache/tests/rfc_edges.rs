@@ -329,7 +329,7 @@ async fn a_304_making_an_entry_private_removes_it_from_a_shared_cache() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_304_without_date_is_dated_when_it_arrived() {
+async fn a_304_without_date_is_aged_from_when_it_arrived() {
     let mock = Mock::new();
     let clock = courier_core::ManualClock::new(t0());
     let mut svc = courier_cache::EtagCacheLayer::new()
@@ -351,7 +351,6 @@ async fn a_304_without_date_is_dated_when_it_arrived() {
     mock.push(Ok(undated));
     let got = send(&mut svc, get(URL)).await.unwrap();
     assert_eq!(got.cache, CacheStatus::Revalidated);
-    assert_eq!(got.headers["date"], date(t0() + later).as_str());
     // Fresh again for 60 s from the 304, not aged by the first response's Date.
     tokio::time::advance(Duration::from_secs(10)).await;
     clock.advance(Duration::from_secs(10));
