@@ -270,6 +270,67 @@ async fn tiny_deadline_converts_to_deadline_exceeded() {
     }
 }
 
+/// With the attempt timeout on, the deadline layer leaves the wait for the headers to the layers
+/// below. A caller waiting on another caller's revalidation in the cache is one of them: it
+/// stops waiting at its own deadline and the attempt timeout ends the call there.
+#[tokio::test(start_paused = true)]
+async fn a_deadline_holds_while_the_cache_waits_on_another_revalidation() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let upstream = {
+        let calls = calls.clone();
+        tower::service_fn(move |_req: Request<Full<Bytes>>| {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let res = match n {
+                    0 => Response::builder()
+                        .header("etag", "\"v1\"")
+                        .header("cache-control", "no-cache")
+                        .body(Full::new(Bytes::from_static(b"hello")))?,
+                    // The first revalidation hangs for 20 s.
+                    1 => {
+                        tokio::time::sleep(Duration::from_secs(20)).await;
+                        Response::builder()
+                            .status(304)
+                            .header("etag", "\"v1\"")
+                            .body(Full::default())?
+                    }
+                    _ => Response::builder()
+                        .status(304)
+                        .header("etag", "\"v1\"")
+                        .body(Full::default())?,
+                };
+                Ok::<_, BoxError>(res)
+            }
+        })
+    };
+    let get = || {
+        Request::get("http://api.example/doc")
+            .body(Full::<Bytes>::default())
+            .unwrap()
+    };
+    let client = CourierLayer::new().service(upstream);
+    let first = client.clone().oneshot(get()).await.unwrap();
+    first.into_body().collect().await.unwrap();
+    let leader = tokio::spawn(client.clone().oneshot(get()));
+    tokio::task::yield_now().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the leader is upstream");
+
+    let mut req = get();
+    req.extensions_mut()
+        .insert(courier::core::Deadline::after(Duration::from_secs(1)));
+    let start = tokio::time::Instant::now();
+    let err = client.clone().oneshot(req).await.unwrap_err();
+    assert_eq!(start.elapsed(), Duration::from_secs(1));
+    assert!(
+        matches!(
+            courier::Error::from(err),
+            courier::Error::DeadlineExceeded(_)
+        ),
+        "the call ends with its deadline"
+    );
+    leader.abort();
+}
+
 #[tokio::test]
 async fn rate_limit_in_reject_mode_converts_to_rate_limited() {
     let server = FaultServer::start().await.unwrap();

@@ -131,7 +131,8 @@ impl EtagCacheLayer {
     }
 
     /// Collapse concurrent revalidations of one stored entry into one upstream request: the
-    /// first goes upstream, the others wait for its 304 (at most `max_wait`) and are answered
+    /// first goes upstream, the others wait for its 304 (at most `max_wait`, and never past
+    /// their request's [`Deadline`](courier_core::Deadline) extension) and are answered
     /// from the updated entry. When the first fails, is dropped or answers anything but a
     /// matching 304, or the wait runs out, each waiter sends its own request. `None` sends
     /// every revalidation. Defaults to `Some(10 s)`.

@@ -8,6 +8,7 @@ use crate::key::{KeyText, Parts, UriKey, loggable};
 use crate::layer::{EtagCacheLayer, Shared};
 use crate::store::CacheStore;
 use bytes::Bytes;
+use courier_core::Deadline;
 use courier_core::cache_control::CacheControl;
 use courier_core::extensions::CacheStatus;
 use http::header::{self, HeaderName};
@@ -202,10 +203,18 @@ where
             Some((Role::Follower(leader), max_wait)) => {
                 let clone = self.inner.clone();
                 let inner = std::mem::replace(&mut self.inner, clone);
+                // Never past the caller's deadline: then it asks on its own, and the layers
+                // below (an attempt timeout) end the call by the deadline.
+                let deadline = Deadline::get(req.extensions()).map(|d| d.instant());
+                let timeout = match (now.checked_add(max_wait), deadline) {
+                    (Some(end), Some(deadline)) => tokio::time::sleep_until(end.min(deadline)),
+                    (None, Some(deadline)) => tokio::time::sleep_until(deadline),
+                    (_, None) => tokio::time::sleep(max_wait),
+                };
                 ResponseFuture::following(Follower {
                     leader,
                     waiting: true,
-                    timeout: Box::pin(tokio::time::sleep(max_wait)),
+                    timeout: Box::pin(timeout),
                     inner,
                     request: Some(req),
                     pending: Some(lookup),

@@ -3,7 +3,7 @@
 
 mod support;
 
-use courier_core::{BoxError, CacheStatus};
+use courier_core::{BoxError, CacheStatus, Deadline};
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::task::Poll;
@@ -163,6 +163,39 @@ async fn a_hanging_leader_is_waited_for_at_most_the_bound() {
     let got = read(follower.await.unwrap()).await.unwrap();
     assert_eq!(got.cache, CacheStatus::Revalidated);
     assert_eq!(start.elapsed(), Duration::from_secs(5));
+    hanging.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_follower_waits_no_longer_than_its_deadline() {
+    let mock = Mock::new();
+    let mut svc = layer()
+        .single_flight(Some(Duration::from_secs(5)))
+        .layer(mock.service());
+    store_entry(&mut svc, &mock).await;
+
+    mock.push_delayed(
+        Duration::from_secs(3600),
+        not_modified(&[("etag", "\"v\"")]),
+    );
+    mock.push(not_modified(&[("etag", "\"v\"")]));
+    let leader = svc.ready().await.unwrap().call(get(URL));
+    let mut req = get(URL);
+    req.extensions_mut()
+        .insert(Deadline::after(Duration::from_secs(1)));
+    let follower = svc.ready().await.unwrap().call(req);
+    let hanging = tokio::spawn(leader);
+    tokio::task::yield_now().await;
+
+    let start = Instant::now();
+    let got = read(follower.await.unwrap()).await.unwrap();
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(1),
+        "the follower asks on its own at its deadline, not after the 5 s bound"
+    );
+    assert_eq!(got.cache, CacheStatus::Revalidated);
+    assert_eq!(mock.calls(), 3);
     hanging.abort();
 }
 

@@ -41,8 +41,8 @@ impl DeadlineLayer {
 
     /// Leaves the wait for the response headers to the layers below, for a stack in which
     /// every wait below ends by the deadline on its own: an [`AttemptTimeoutLayer`] bounds
-    /// each attempt to the time left, and courier's retry and in-process rate limiter never
-    /// wait past the deadline. The layer then arms no timer of its own before the headers
+    /// each attempt to the time left, and courier's retry, in-process rate limiter and cache
+    /// (waiting on another caller's revalidation) never wait past the deadline. The layer then arms no timer of its own before the headers
     /// arrive (a timer costs a registration and an allocation per call); it still puts the
     /// deadline into the request, reports a spent deadline with the call's budget, and bounds
     /// the body. The `courier` preset sets this when its attempt timeout is on and its rate
