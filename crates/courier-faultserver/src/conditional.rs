@@ -23,6 +23,9 @@ pub(crate) struct Conditional {
     content_type: HeaderValue,
     etag: EntityTag,
     last_modified: SystemTime,
+    /// The version before this one has the same `Last-Modified` (two changes in one second):
+    /// `If-Modified-Since` at that second cannot tell them apart.
+    same_second: bool,
     quota: Quota,
 }
 
@@ -46,6 +49,7 @@ impl Conditional {
             content_type: HeaderValue::from_static("application/json"),
             etag: EntityTag::strong(""),
             last_modified,
+            same_second: false,
             quota: Quota {
                 limit: DEFAULT_LIMIT,
                 remaining: DEFAULT_LIMIT,
@@ -66,8 +70,10 @@ impl Conditional {
         };
     }
 
-    /// A new version: the given body, or a generated one. `Last-Modified` always moves
-    /// forward by at least a second so that `If-Modified-Since` sees every change.
+    /// A new version: the given body, or a generated one. `Last-Modified` is the second of the
+    /// change, never later than the `Date` it is sent with (RFC 9110 section 8.8.2.1); a second
+    /// change within one second keeps it, and `If-Modified-Since` at that second then no longer
+    /// matches (the ETag tells the versions apart).
     fn change(&mut self, body: Option<Bytes>, content_type: Option<HeaderValue>, now: SystemTime) {
         self.version += 1;
         let (body, content_type) = match body {
@@ -87,8 +93,9 @@ impl Conditional {
         self.body = body;
         self.content_type = content_type;
         if self.version > 1 {
-            self.last_modified =
-                whole_seconds(now).max(self.last_modified + Duration::from_secs(1));
+            let last_modified = whole_seconds(now).max(self.last_modified);
+            self.same_second = last_modified == self.last_modified;
+            self.last_modified = last_modified;
         }
     }
 
@@ -116,7 +123,9 @@ impl Conditional {
                 .to_str()
                 .ok()
                 .and_then(|s| httpdate::parse_http_date(s).ok())
-                .is_some_and(|since| self.last_modified <= since),
+                .is_some_and(|since| {
+                    self.last_modified < since || (self.last_modified == since && !self.same_second)
+                }),
             // Absent, or more than one member: ignored.
             _ => false,
         }
@@ -275,12 +284,19 @@ mod tests {
         ])));
         assert!(!r.not_modified(&HeaderMap::new()));
 
-        // A change in the same second still moves Last-Modified and the ETag.
+        // A change in the same second keeps Last-Modified (never after Date) and moves the
+        // ETag; If-Modified-Since at that second can no longer tell, so it does not match.
         let before = r.last_modified;
-        r.change(None, None, before);
-        assert!(r.last_modified > before);
+        r.change(None, None, before + Duration::from_millis(500));
+        assert_eq!(r.last_modified, before);
         assert!(!r.not_modified(&headers(&[("if-none-match", &etag)])));
         assert!(!r.not_modified(&headers(&[("if-modified-since", &lm)])));
+        assert!(r.not_modified(&headers(&[("if-modified-since", &later)])));
+        // A change in a later second moves it to that second.
+        r.change(None, None, now + Duration::from_millis(2500));
+        assert_eq!(r.last_modified, now + Duration::from_secs(2));
+        let lm = httpdate::fmt_http_date(r.last_modified);
+        assert!(r.not_modified(&headers(&[("if-modified-since", &lm)])));
     }
 
     #[test]

@@ -250,6 +250,38 @@ async fn conditional_304_is_free_and_200_spends_quota() {
 }
 
 #[tokio::test]
+async fn conditional_last_modified_is_never_after_date() {
+    let server = FaultServer::start().await.unwrap();
+    let client = http1();
+    let url = format!("{}/conditional", server.url());
+    // Changes close together, most within one second.
+    for _ in 0..3 {
+        let a = post(&client, &url, "").await;
+        let last_modified = a.header("last-modified").expect("Last-Modified");
+        let date = a.header("date").expect("Date");
+        assert!(
+            httpdate::parse_http_date(last_modified).unwrap()
+                <= httpdate::parse_http_date(date).unwrap(),
+            "Last-Modified {last_modified} after Date {date}"
+        );
+        // Its own Last-Modified never vouches for an older version of the same second.
+        let req = request(
+            Method::GET,
+            &url,
+            &[("if-modified-since", last_modified)],
+            "",
+        );
+        let got = send(&client, req).await.unwrap();
+        if got.status == StatusCode::NOT_MODIFIED {
+            assert_eq!(got.header("etag"), a.header("etag"), "no change since");
+        } else {
+            assert_eq!(got.status, StatusCode::OK);
+            assert_eq!(got.body, a.body, "the current version");
+        }
+    }
+}
+
+#[tokio::test]
 async fn conditional_quota_runs_out_but_304_still_answers() {
     let server = FaultServer::start().await.unwrap();
     server.set_conditional_quota(2, Duration::from_secs(3600));
