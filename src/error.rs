@@ -69,9 +69,24 @@ impl Error {
         }
     }
 
-    /// Whether nothing reached the network: a local refusal or a failed connect.
+    /// Whether the attempt that ended the call never reached the network: the circuit
+    /// breaker or the rate limiter refused it, or its connection was never made.
+    ///
+    /// A spent deadline says `false`: it may fire while the request is out or its response
+    /// is read. For a request that is not retry-safe (POST or PATCH without an
+    /// `Idempotency-Key`) this tells whether the request reached the server at all, since
+    /// courier's retry repeats such a request only after a failed connect. A retried
+    /// idempotent request may have reached the server on an earlier attempt.
     pub fn nothing_sent(&self) -> bool {
-        matches!(self.kind(), FailureKind::Local | FailureKind::Connect)
+        matches!(
+            self,
+            Self::CircuitOpen(_)
+                | Self::RateLimited(_)
+                | Self::Transport {
+                    kind: FailureKind::Connect,
+                    ..
+                }
+        )
     }
 }
 
@@ -161,6 +176,15 @@ mod tests {
             }
         ));
         assert!(!e.nothing_sent());
+
+        let e = Error::from(BoxError::from(DeadlineExceeded::new(
+            Duration::from_secs(1),
+            Duration::from_secs(1),
+        )));
+        assert!(
+            !e.nothing_sent(),
+            "a deadline may fire with the request out"
+        );
 
         let wrapped = io::Error::other(DeadlineExceeded::new(
             Duration::from_secs(1),

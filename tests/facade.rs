@@ -270,6 +270,27 @@ async fn tiny_deadline_converts_to_deadline_exceeded() {
     }
 }
 
+#[tokio::test]
+async fn a_deadline_spent_after_sending_does_not_say_nothing_was_sent() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan("slowpost", vec![Step::ok().delay(Duration::from_secs(2))]);
+    let client = over(
+        Transport::Hyper,
+        &CourierLayer::new().deadline(Duration::from_millis(200)),
+    );
+    let req = Request::post(server.url_for("/s/slowpost"))
+        .body(Full::new(Bytes::from_static(b"{\"order\":1}")))
+        .unwrap();
+    let err = courier::Error::from(bounded(client.oneshot(req)).await.unwrap_err());
+    assert!(matches!(err, courier::Error::DeadlineExceeded(_)), "{err}");
+    assert_eq!(
+        server.hits("slowpost").len(),
+        1,
+        "the POST reached the server"
+    );
+    assert!(!err.nothing_sent(), "{err}");
+}
+
 /// With the attempt timeout on, the deadline layer leaves the wait for the headers to the layers
 /// below. A caller waiting on another caller's revalidation in the cache is one of them: it
 /// stops waiting at its own deadline and the attempt timeout ends the call there.
