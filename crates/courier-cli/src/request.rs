@@ -178,6 +178,14 @@ async fn send(plan: &Plan) -> ExitCode {
         }
     };
     let (parts, mut body) = resp.into_parts();
+    // A reader that goes away ends the run quietly, with the status's exit code.
+    let quit = |code| {
+        if parts.status.as_u16() < 400 {
+            code
+        } else {
+            ExitCode::FAILURE
+        }
+    };
     let mut stdout = io::stdout().lock();
     while let Some(frame) = body.frame().await {
         match frame {
@@ -185,7 +193,7 @@ async fn send(plan: &Plan) -> ExitCode {
                 if let Some(data) = frame.data_ref()
                     && let Err(code) = write_or_quit(&mut stdout, data)
                 {
-                    return code;
+                    return quit(code);
                 }
             }
             Err(e) => {
@@ -199,7 +207,7 @@ async fn send(plan: &Plan) -> ExitCode {
         }
     }
     if let Err(code) = write_or_quit(&mut stdout, b"") {
-        return code;
+        return quit(code);
     }
     let status = parts.status;
     if status.as_u16() < 400 {

@@ -134,8 +134,22 @@ async fn usage_errors_exit_2_with_a_message_and_send_nothing() {
             vec!["request", "GET", "http://me:pw@127.0.0.1/"],
             "Authorization",
         ),
-        (vec!["request", "GET", u, "--deadline", "-1"], "above 0"),
-        (vec!["request", "GET", u, "--deadline", "0"], "above 0"),
+        (
+            vec!["request", "GET", u, "--deadline", "-1"],
+            "0.001 or more",
+        ),
+        (
+            vec!["request", "GET", u, "--deadline", "0"],
+            "0.001 or more",
+        ),
+        (
+            vec!["request", "GET", u, "--deadline", "1e-10"],
+            "too small",
+        ),
+        (
+            vec!["request", "GET", u, "--attempt-timeout", "0.0000000001"],
+            "too small",
+        ),
         (vec!["request", "GET", u, "--deadline", "nan"], "seconds"),
         (
             vec!["request", "GET", u, "--attempt-timeout", "inf"],
@@ -612,5 +626,42 @@ async fn rate_and_burst_pace_every_attempt() {
     assert!(
         gap_ms >= 450.0,
         "the retry came {gap_ms} ms after the first try"
+    );
+}
+
+#[tokio::test]
+async fn a_closed_stdout_does_not_turn_an_http_error_into_exit_0() {
+    let (server, url) = server_with(
+        "big-500",
+        vec![Step::status(500).body("x".repeat(1 << 20)).times(3)],
+    )
+    .await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(["request", "GET", &url, "--retries", "0", "--quiet"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let mut stdout = child.stdout.take().unwrap();
+    let mut one = [0u8; 1];
+    tokio::time::timeout(Duration::from_secs(30), stdout.read_exact(&mut one))
+        .await
+        .expect("the body starts")
+        .expect("one byte");
+    // As `| head -c 1` does: the reader goes away.
+    drop(stdout);
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the binary ends")
+        .expect("it ran");
+    assert_eq!(server.hits("big-500").len(), 1);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "the server answered 500: {:?}, stderr {:?}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
     );
 }
