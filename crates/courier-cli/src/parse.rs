@@ -77,16 +77,22 @@ fn seconds_at_least(s: &str, zero_ok: bool) -> Result<Duration, String> {
     let what = if zero_ok {
         "a number of seconds, 0 or more, such as 0.5 or 30"
     } else {
-        "a number of seconds above 0, such as 0.5 or 30"
+        "a number of seconds, 0.001 or more, such as 0.5 or 30"
     };
     let secs: f64 = s.trim().parse().map_err(|_| format!("want {what}"))?;
-    if !secs.is_finite() || secs < 0.0 || (secs == 0.0 && !zero_ok) {
+    if !secs.is_finite() || secs < 0.0 {
         return Err(format!("want {what}"));
     }
-    Duration::try_from_secs_f64(secs).map_err(|_| format!("too large; want {what}"))
+    let duration =
+        Duration::try_from_secs_f64(secs).map_err(|_| format!("too large; want {what}"))?;
+    // Below a millisecond a budget is spent before anything is sent (and rounds to 0 ns).
+    if !zero_ok && duration < Duration::from_millis(1) {
+        return Err(format!("too small; want {what}"));
+    }
+    Ok(duration)
 }
 
-/// Seconds, fractional allowed, above zero.
+/// Seconds, fractional allowed, at least a millisecond.
 pub(crate) fn positive_seconds(s: &str) -> Result<Duration, String> {
     seconds_at_least(s, false)
 }
@@ -149,6 +155,10 @@ mod tests {
         assert!(positive_seconds("0").is_err());
         assert!(positive_seconds("-0").is_err());
         assert_eq!(positive_seconds("0.25"), Ok(Duration::from_millis(250)));
+        assert_eq!(positive_seconds("0.001"), Ok(Duration::from_millis(1)));
+        for tiny in ["1e-10", "0.0000000001", "1e-300", "0.0009"] {
+            assert!(positive_seconds(tiny).is_err(), "{tiny:?}");
+        }
         assert_eq!(positive_seconds(" 2 "), Ok(Duration::from_secs(2)));
     }
 
