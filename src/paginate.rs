@@ -5,9 +5,13 @@
 //!
 //! - [`links`]: RFC 8288 `Link: <...>; rel="next"` headers (GitHub and most REST APIs). The stream
 //!   follows `rel="next"` until there is none, refuses a `next` it has already visited, and stops
-//!   at a maximum number of pages.
+//!   at a maximum number of pages. It refuses, too, a `next` on another origin (scheme, host and
+//!   port) than the first page's, since the stack would send the caller's credentials there;
+//!   [`allow_cross_origin`](Pages::allow_cross_origin) follows it for a server the caller trusts.
 //! - [`cursor`]: a JSON body field (`next_cursor` by default) passed back as a query parameter
-//!   (`cursor` by default). The cursor is opaque: it is never decoded, only echoed.
+//!   (`cursor` by default). The cursor is opaque: it is never decoded, only echoed. The first page
+//!   is fetched from the start URL as given, cursor included; later pages replace that one query
+//!   parameter and leave the rest of the query as it was written.
 //!
 //! Both are one type, [`Pages`], walked two ways. Each exposes its position (`position()`, a
 //! [`LinkPosition`] or a [`CursorPosition`]), which serializes with serde and can be handed back
@@ -17,6 +21,12 @@
 //! could be retried), or a page whose status is not 2xx, which is yielded as it came. The
 //! position then still names the page that failed, so resuming asks for it again rather than
 //! taking an incomplete listing for a finished one.
+//!
+//! A refused `next` (a loop, or another origin) ends the stream the same way: the page that
+//! named it is yielded first, then [`Error::Pagination`], then nothing. The position is not
+//! finished: a [`LinkPosition`] keeps the refused URL as `next` (resuming refuses it again
+//! without a request, unless cross-origin links are then allowed), and a [`CursorPosition`] keeps
+//! `done` false and the looping cursor as `cursor`.
 //!
 //! ```no_run
 //! # async fn run() -> Result<(), courier::Error> {
@@ -124,17 +134,19 @@ pub struct LinkPosition {
 pub struct CursorPosition {
     /// The URL every page is fetched from, with the cursor parameter set on it.
     pub url: Url,
-    /// The cursor for the next page: `None` before the first page.
+    /// The cursor for the next page: `None` before the first page, which is fetched from `url`
+    /// as given (with any cursor the caller put in it).
     pub cursor: Option<String>,
     /// Pages read so far (a failed page does not count).
     pub pages: u64,
-    /// Whether the last page had no next cursor.
+    /// Whether the last page had no next cursor. A listing whose server looped is not done.
     pub done: bool,
     /// Cursors already used, to refuse a loop.
     pub seen: Vec<String>,
 }
 
-/// Follows `Link: rel="next"` from `start` through `service`.
+/// Follows `Link: rel="next"` from `start` through `service`, on `start`'s origin only unless
+/// [`allow_cross_origin`](Pages::allow_cross_origin) says otherwise.
 pub fn links<S, B>(service: S, start: Url) -> LinkPages<S, B> {
     LinkPages::resume(
         service,
@@ -146,7 +158,8 @@ pub fn links<S, B>(service: S, start: Url) -> LinkPages<S, B> {
 }
 
 /// Follows a JSON cursor from `start` through `service`: the cursor is read from the body's
-/// `next_cursor` field and sent back as the `cursor` query parameter (both configurable).
+/// `next_cursor` field and sent back as the `cursor` query parameter (both configurable). A
+/// cursor already in `start` is sent with the first request.
 pub fn cursor<S, B>(service: S, start: Url) -> CursorPages<S, B> {
     CursorPages::resume(
         service,
@@ -205,11 +218,13 @@ mod sealed {
 
     /// What a stream of pages knows about where it stands, and how a page moves it on.
     pub trait Walk {
-        /// The next page to fetch; `None` when the listing has been read.
-        fn next_url(&self) -> Option<Url>;
+        /// The next page to fetch; `None` when the listing has been read, an error when the next
+        /// page is refused (a loop, or another origin while `cross_origin` is false).
+        fn next_url(&self, cross_origin: bool) -> Result<Option<Url>, Error>;
         /// Pages read so far.
         fn pages_read(&self) -> u64;
-        /// Moves on past a page read with a 2xx status; an error ends the stream.
+        /// Moves on past a page read with a 2xx status; an error ends the stream without the
+        /// page.
         fn advance(&mut self, page: &Page) -> Result<(), Error>;
     }
 }
@@ -227,14 +242,16 @@ impl Walk for CursorWalk {}
 /// A stream of pages, one fetch in flight at a time, each through the whole stack.
 ///
 /// Use it through its two shapes: [`LinkPages`] (made by [`links`]) and [`CursorPages`] (made by
-/// [`cursor`]). It ends after a page whose status is not 2xx, after an error, at
-/// [`max_pages`](Pages::max_pages), or when the listing has been read; its position still names
-/// a failed page, so resuming asks for it again.
+/// [`cursor`]). It ends after a page whose status is not 2xx, after an error, after a refused
+/// next page (a loop, or a link to another origin), at [`max_pages`](Pages::max_pages), or when
+/// the listing has been read; its position still names a failed or refused page, so resuming
+/// asks for it again.
 #[must_use = "streams do nothing unless polled"]
 pub struct Pages<S, B, W> {
     service: S,
     walk: W,
     max_pages: Option<u64>,
+    cross_origin: bool,
     in_flight: Option<PageFuture>,
     ended: bool,
     _body: PhantomData<fn() -> B>,
@@ -256,6 +273,7 @@ impl<S, B, W> Pages<S, B, W> {
             service,
             walk,
             max_pages: None,
+            cross_origin: false,
             in_flight: None,
             ended: false,
             _body: PhantomData,
@@ -272,8 +290,21 @@ impl<S, B, W> Pages<S, B, W> {
 
 impl<S, B> Pages<S, B, LinkPosition> {
     /// Continues from a saved position.
+    ///
+    /// The listing's origin is that of the first URL in `visited`, or of `next` when none was
+    /// visited yet.
     pub fn resume(service: S, position: LinkPosition) -> Self {
         Self::new(service, position)
+    }
+
+    /// Whether to follow a `rel="next"` link to another origin (scheme, host or port) than the
+    /// listing's first page. Refused, such a link ends the stream with [`Error::Pagination`]
+    /// after the page that named it, before any request is sent there: the stack's credentials
+    /// (an `Authorization` header a layer adds) would go with it. Allow it only for a server
+    /// trusted to name the hosts your credentials go to. Defaults to `false`.
+    pub fn allow_cross_origin(mut self, allow: bool) -> Self {
+        self.cross_origin = allow;
+        self
     }
 
     /// Where the stream stands; save it to resume later.
@@ -289,6 +320,7 @@ impl<S, B> Pages<S, B, CursorWalk> {
             position,
             field: "next_cursor".to_owned(),
             param: "cursor".to_owned(),
+            looped: None,
         };
         Self::new(service, walk)
     }
@@ -316,6 +348,7 @@ impl<S, B, W: fmt::Debug> fmt::Debug for Pages<S, B, W> {
         f.debug_struct("Pages")
             .field("walk", &self.walk)
             .field("max_pages", &self.max_pages)
+            .field("cross_origin", &self.cross_origin)
             .field("ended", &self.ended)
             .finish_non_exhaustive()
     }
@@ -348,8 +381,13 @@ where
             {
                 return Poll::Ready(None);
             }
-            let Some(url) = this.walk.next_url() else {
-                return Poll::Ready(None);
+            let url = match this.walk.next_url(this.cross_origin) {
+                Ok(Some(url)) => url,
+                Ok(None) => return Poll::Ready(None),
+                Err(e) => {
+                    this.ended = true;
+                    return Poll::Ready(Some(Err(e)));
+                }
             };
             this.in_flight = Some(fetch(this.service.clone(), url));
         }
@@ -378,8 +416,31 @@ where
 // === impl LinkPosition ===
 
 impl sealed::Walk for LinkPosition {
-    fn next_url(&self) -> Option<Url> {
-        self.next.clone()
+    fn next_url(&self, cross_origin: bool) -> Result<Option<Url>, Error> {
+        let Some(next) = &self.next else {
+            return Ok(None);
+        };
+        // Both refusals need a page read: the first page of a run is the caller's to choose.
+        let (Some(first), Some(last)) = (self.visited.first(), self.visited.last()) else {
+            return Ok(Some(next.clone()));
+        };
+        if self.visited.contains(next) {
+            return Err(Error::Pagination(format!(
+                "{last} links back to {next}, which was already visited"
+            )));
+        }
+        let (origin, other) = (first.origin(), next.origin());
+        if !cross_origin && origin != other {
+            return Err(Error::Pagination(format!(
+                "{last} links to {next}, on {} rather than the listing's origin {}; it is not \
+                 followed, so that the stack's credentials stay with their origin: allow \
+                 cross-origin links (`allow_cross_origin(true)`, or `courier paginate \
+                 --allow-cross-origin`) to follow it if that server is trusted",
+                other.ascii_serialization(),
+                origin.ascii_serialization(),
+            )));
+        }
+        Ok(Some(next.clone()))
     }
 
     fn pages_read(&self) -> u64 {
@@ -389,13 +450,8 @@ impl sealed::Walk for LinkPosition {
     fn advance(&mut self, page: &Page) -> Result<(), Error> {
         self.visited.push(page.url.clone());
         let links = parse_link_headers(&page.headers, &page.url);
+        // A loop or another origin is refused by `next_url`, after this page is yielded.
         self.next = next_link(&links).cloned();
-        if let Some(next) = self.next.take_if(|n| self.visited.contains(n)) {
-            return Err(Error::Pagination(format!(
-                "{} links back to {next}, which was already visited",
-                page.url
-            )));
-        }
         Ok(())
     }
 }
@@ -409,35 +465,54 @@ pub struct CursorWalk {
     position: CursorPosition,
     field: String,
     param: String,
+    /// The cursor the last page looped back to; `next_url` reports the loop in place of a fetch.
+    looped: Option<String>,
 }
 
 // === impl CursorWalk ===
 
+impl CursorWalk {
+    /// The value of the cursor parameter in `url`'s query, if it has one.
+    fn cursor_in(&self, url: &Url) -> Option<String> {
+        url.query_pairs()
+            .find(|(k, _)| *k == self.param)
+            .map(|(_, v)| v.into_owned())
+    }
+}
+
 impl sealed::Walk for CursorWalk {
-    fn next_url(&self) -> Option<Url> {
+    fn next_url(&self, _cross_origin: bool) -> Result<Option<Url>, Error> {
+        if let Some(c) = &self.looped {
+            return Err(Error::Pagination(format!(
+                "cursor {c:?} was already used; the server is looping"
+            )));
+        }
         if self.position.done {
-            return None;
+            return Ok(None);
         }
         let mut url = self.position.url.clone();
-        let kept: Vec<(String, String)> = url
-            .query_pairs()
-            .filter(|(k, _)| *k != self.param)
-            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        let Some(cursor) = &self.position.cursor else {
+            // The first page: the start URL as the caller wrote it, cursor included.
+            return Ok(Some(url));
+        };
+        // Only the cursor pair changes: the rest of the query keeps its exact text.
+        let mut query: String = url
+            .query()
+            .unwrap_or_default()
+            .split('&')
+            .filter(|pair| {
+                !pair.is_empty()
+                    && url::form_urlencoded::parse(pair.as_bytes())
+                        .next()
+                        .is_none_or(|(k, _)| k != self.param)
+            })
+            .flat_map(|pair| [pair, "&"])
             .collect();
-        {
-            let mut q = url.query_pairs_mut();
-            q.clear();
-            for (k, v) in &kept {
-                q.append_pair(k, v);
-            }
-            if let Some(c) = &self.position.cursor {
-                q.append_pair(&self.param, c);
-            }
-        }
-        if url.query() == Some("") {
-            url.set_query(None);
-        }
-        Some(url)
+        query.extend(url::form_urlencoded::byte_serialize(self.param.as_bytes()));
+        query.push('=');
+        query.extend(url::form_urlencoded::byte_serialize(cursor.as_bytes()));
+        url.set_query(Some(&query));
+        Ok(Some(url))
     }
 
     fn pages_read(&self) -> u64 {
@@ -454,25 +529,29 @@ impl sealed::Walk for CursorWalk {
             // Numbers and other scalars are echoed as their JSON text, never interpreted.
             Some(other) => Some(other.to_string()),
         };
+        let start = match self.position.cursor {
+            None => self.cursor_in(&self.position.url),
+            Some(_) => None,
+        };
         let position = &mut self.position;
         position.pages += 1;
-        match next {
-            None => position.done = true,
-            Some(c) if position.seen.contains(&c) => {
-                position.done = true;
-                return Err(Error::Pagination(format!(
-                    "cursor {c:?} was already used; the server is looping"
-                )));
-            }
-            Some(c) => {
-                if let Some(prev) = position.cursor.take() {
-                    position.seen.push(prev);
-                }
-                position.seen.push(c.clone());
-                position.seen.dedup();
-                position.cursor = Some(c);
-            }
+        let Some(c) = next else {
+            position.done = true;
+            return Ok(());
+        };
+        // The cursor that fetched this page counts as used: on the first page, the start URL's.
+        if let Some(prev) = position.cursor.take().or(start) {
+            position.seen.push(prev);
+            position.seen.dedup();
         }
+        if position.seen.contains(&c) {
+            // The page is yielded; the loop is reported in place of the next fetch, and the
+            // position is left unfinished, naming the cursor the server looped back to.
+            self.looped = Some(c.clone());
+        } else {
+            position.seen.push(c.clone());
+        }
+        position.cursor = Some(c);
         Ok(())
     }
 }

@@ -171,6 +171,12 @@ async fn link_back_to_a_visited_page_ends_with_a_pagination_error() {
     let mut pages = paginate::links(client(), url(&server, "/s/loop-a"));
     let a = bounded(pages.try_next()).await.unwrap().expect("page a");
     assert_eq!(a.body().as_ref(), b"[1]");
+    let b = bounded(pages.try_next()).await.unwrap().expect("page b");
+    assert_eq!(
+        b.body().as_ref(),
+        b"[2]",
+        "the page that loops is delivered"
+    );
     let err = bounded(pages.try_next())
         .await
         .expect_err("b links back to a");
@@ -559,4 +565,347 @@ fn both_shapes_debug_their_walk() {
     assert!(cursor.contains(r#"field: "next""#), "{cursor}");
     assert!(cursor.contains(r#"param: "after""#), "{cursor}");
     assert!(cursor.contains("max_pages: Some(4)"), "{cursor}");
+}
+
+// === review fixes ===
+
+type Request = http::Request<Full<Bytes>>;
+
+/// Adds a bearer token, as a layer of the caller's stack would.
+fn with_token(mut req: Request) -> Request {
+    req.headers_mut().insert(
+        http::header::AUTHORIZATION,
+        http::HeaderValue::from_static("Bearer secret-for-api"),
+    );
+    req
+}
+
+/// `client()` under a layer that sends a token with every request.
+fn client_with_token() -> tower::util::MapRequest<Client, fn(Request) -> Request> {
+    tower::ServiceBuilder::new()
+        .map_request(with_token as fn(Request) -> Request)
+        .service(client())
+}
+
+/// Whether any request `server` counted under `name` carried an `authorization` header.
+fn got_token(server: &FaultServer, name: &str) -> bool {
+    server
+        .hits(name)
+        .iter()
+        .any(|h| h.headers.iter().any(|(n, _)| n == "authorization"))
+}
+
+#[tokio::test]
+async fn link_stream_does_not_carry_credentials_to_another_origin() {
+    let api = FaultServer::start().await.unwrap();
+    let other = FaultServer::start().await.unwrap();
+    other.set_plan("collect", vec![Step::ok().body("[]")]);
+    let elsewhere = url(&other, "/s/collect");
+    api.set_plan(
+        "first",
+        vec![
+            Step::ok()
+                .header("link", format!("<{elsewhere}>; rel=\"next\""))
+                .body("[1]"),
+        ],
+    );
+
+    let mut pages = paginate::links::<_, Full<Bytes>>(client_with_token(), url(&api, "/s/first"));
+    let first = bounded(pages.try_next())
+        .await
+        .expect("the first page arrives")
+        .expect("a first page");
+    assert_eq!(
+        first.body().as_ref(),
+        b"[1]",
+        "the page that links away is delivered"
+    );
+    let err = bounded(pages.try_next())
+        .await
+        .expect_err("the link to another origin is refused");
+    assert!(
+        matches!(err, courier::Error::Pagination(_)),
+        "unexpected error {err}"
+    );
+    let text = err.to_string();
+    assert!(
+        text.contains(&other.url()),
+        "names the other origin: {text}"
+    );
+    assert!(
+        text.contains("allow_cross_origin"),
+        "says how to allow it: {text}"
+    );
+    assert!(
+        bounded(pages.try_next()).await.unwrap().is_none(),
+        "the stream has ended"
+    );
+    assert!(
+        other.hits("collect").is_empty() && !got_token(&other, "collect"),
+        "the token for {} was sent to {}",
+        api.url(),
+        other.url()
+    );
+    assert!(
+        got_token(&api, "first"),
+        "the token still goes to its own origin"
+    );
+    // The listing is not taken for finished: the refused link is still next.
+    assert_eq!(pages.position().next.as_ref(), Some(&elsewhere));
+}
+
+#[tokio::test]
+async fn link_stream_follows_another_origin_when_allowed() {
+    let api = FaultServer::start().await.unwrap();
+    let other = FaultServer::start().await.unwrap();
+    other.set_plan("collect", vec![Step::ok().body("[2]").times(2)]);
+    let first_step = Step::ok()
+        .header(
+            "link",
+            format!("<{}>; rel=\"next\"", url(&other, "/s/collect")),
+        )
+        .body("[1]");
+    api.set_plan("first", vec![first_step.times(2)]);
+
+    let pages: Vec<Page> = bounded(
+        paginate::links::<_, Full<Bytes>>(client_with_token(), url(&api, "/s/first"))
+            .allow_cross_origin(true)
+            .try_collect(),
+    )
+    .await
+    .expect("both pages arrive");
+    let bodies: Vec<&[u8]> = pages.iter().map(|p| p.body().as_ref()).collect();
+    assert_eq!(bodies, [b"[1]".as_slice(), b"[2]".as_slice()]);
+    assert!(got_token(&other, "collect"), "the caller chose to send it");
+
+    // A position saved at the refusal resumes across the origin once allowed.
+    let mut refused = paginate::links::<_, Full<Bytes>>(client(), url(&api, "/s/first"));
+    bounded(refused.try_next()).await.unwrap().unwrap();
+    bounded(refused.try_next())
+        .await
+        .expect_err("refused by default");
+    let resumed: Vec<Page> = bounded(
+        paginate::LinkPages::resume(client(), refused.position().clone())
+            .allow_cross_origin(true)
+            .try_collect(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(resumed.len(), 1);
+    assert_eq!(resumed[0].body().as_ref(), b"[2]");
+    assert_eq!(other.hits("collect").len(), 2);
+}
+
+#[tokio::test]
+async fn link_to_the_same_origin_spelled_differently_is_followed() {
+    let server = FaultServer::start().await.unwrap();
+    let start = url(&server, "/s/same-a");
+    // The same scheme, host and port, written as an absolute URL with the scheme in capitals.
+    let next = format!("HTTP://{}/s/same-b", start.authority());
+    server.set_plan(
+        "same-a",
+        vec![
+            Step::ok()
+                .header("link", format!("<{next}>; rel=\"next\""))
+                .body("[1]"),
+        ],
+    );
+    server.set_plan("same-b", vec![Step::ok().body("[2]")]);
+    let pages: Vec<Page> = bounded(paginate::links(client(), start).try_collect())
+        .await
+        .expect("the same origin is followed by default");
+    assert_eq!(pages.len(), 2);
+    assert_eq!(server.hits("same-b").len(), 1);
+}
+
+#[tokio::test]
+async fn the_page_with_a_looping_next_is_not_lost() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "lp-a",
+        vec![
+            Step::ok()
+                .header("link", "</s/lp-b>; rel=\"next\"")
+                .body("[1]"),
+        ],
+    );
+    server.set_plan(
+        "lp-b",
+        vec![
+            Step::ok()
+                .header("link", "</s/lp-a>; rel=\"next\"")
+                .body("[2]"),
+        ],
+    );
+    let mut pages = paginate::links(client(), url(&server, "/s/lp-a"));
+    let a = bounded(pages.try_next()).await.unwrap().expect("page a");
+    assert_eq!(a.body().as_ref(), b"[1]");
+    let b = bounded(pages.try_next())
+        .await
+        .expect("page b, whose next loops back, is delivered")
+        .expect("page b");
+    assert_eq!(b.body().as_ref(), b"[2]");
+    let err = bounded(pages.try_next())
+        .await
+        .expect_err("then the loop is reported");
+    assert!(
+        matches!(err, courier::Error::Pagination(_)),
+        "unexpected error {err}"
+    );
+    assert!(
+        bounded(pages.try_next()).await.unwrap().is_none(),
+        "the stream has ended"
+    );
+
+    let position = pages.position().clone();
+    assert_eq!(
+        position.next,
+        Some(url(&server, "/s/lp-a")),
+        "the saved position is not taken for a finished listing"
+    );
+    assert_eq!(position.visited.len(), 2);
+    // Resuming reports the loop again without asking for a page it already has.
+    let err = bounded(paginate::LinkPages::resume(client(), position).try_collect::<Vec<Page>>())
+        .await
+        .expect_err("still a loop");
+    assert!(matches!(err, courier::Error::Pagination(_)), "{err}");
+    assert_eq!(server.hits("lp-a").len(), 1);
+    assert_eq!(server.hits("lp-b").len(), 1);
+}
+
+#[tokio::test]
+async fn the_cursor_page_with_a_looping_next_is_not_lost() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "cl",
+        vec![
+            Step::ok().body(r#"{"items":[{"id":1}],"next_cursor":"c1"}"#),
+            Step::ok().body(r#"{"items":[{"id":2}],"next_cursor":"c2"}"#),
+            Step::ok().body(r#"{"items":[{"id":3}],"next_cursor":"c1"}"#),
+        ],
+    );
+    let mut pages = paginate::cursor(client(), url(&server, "/s/cl"));
+    let mut got = Vec::new();
+    for _ in 0..3 {
+        got.push(
+            bounded(pages.try_next())
+                .await
+                .expect("a page")
+                .expect("a page"),
+        );
+    }
+    assert_eq!(
+        ids(&got, Some("items")),
+        vec![1, 2, 3],
+        "page 3 is delivered"
+    );
+    let err = bounded(pages.try_next())
+        .await
+        .expect_err("then the loop is reported");
+    assert!(
+        matches!(err, courier::Error::Pagination(_)),
+        "unexpected error {err}"
+    );
+    assert!(err.to_string().contains("\"c1\""), "{err}");
+    assert!(
+        bounded(pages.try_next()).await.unwrap().is_none(),
+        "the stream has ended"
+    );
+    assert_eq!(server.hits("cl").len(), 3, "c1 was not asked for twice");
+    let position = pages.position();
+    assert!(!position.done, "a listing that loops is not finished");
+    assert_eq!(position.pages, 3);
+}
+
+#[tokio::test]
+async fn cursor_in_the_start_url_is_not_dropped() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "cur",
+        vec![
+            Step::ok().body(r#"{"items":[{"id":11}],"next_cursor":"after-11"}"#),
+            Step::ok().body(r#"{"items":[{"id":12}],"next_cursor":null}"#),
+        ],
+    );
+    let start = url(&server, "/s/cur?limit=1&cursor=opaque-token-7");
+    let pages: Vec<Page> =
+        bounded(paginate::cursor::<_, Full<Bytes>>(client(), start).try_collect())
+            .await
+            .expect("the pages arrive");
+    assert_eq!(ids(&pages, Some("items")), vec![11, 12]);
+    let queries: Vec<_> = server.hits("cur").into_iter().map(|h| h.query).collect();
+    assert_eq!(
+        queries,
+        [
+            Some("limit=1&cursor=opaque-token-7".to_owned()),
+            Some("limit=1&cursor=after-11".to_owned()),
+        ],
+        "the first request keeps the start URL's cursor, the next replaces it"
+    );
+
+    // The same with a parameter of the caller's naming.
+    server.set_plan(
+        "after",
+        vec![Step::ok().body(r#"{"items":[{"id":21}],"next":null}"#)],
+    );
+    let start = url(&server, "/s/after?after=x9");
+    let pages: Vec<Page> = bounded(
+        paginate::cursor::<_, Full<Bytes>>(client(), start)
+            .field("next")
+            .param("after")
+            .try_collect(),
+    )
+    .await
+    .unwrap();
+    assert_eq!(pages.len(), 1);
+    assert_eq!(server.hits("after")[0].query.as_deref(), Some("after=x9"));
+}
+
+#[tokio::test]
+async fn a_start_cursor_handed_back_is_refused_as_a_loop() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "back",
+        vec![Step::ok().body(r#"{"items":[{"id":1}],"next_cursor":"s0"}"#)],
+    );
+    let mut pages = paginate::cursor(client(), url(&server, "/s/back?cursor=s0"));
+    let page = bounded(pages.try_next()).await.unwrap().expect("the page");
+    assert_eq!(ids(&[page], Some("items")), vec![1]);
+    let err = bounded(pages.try_next())
+        .await
+        .expect_err("s0 was already used");
+    assert!(matches!(err, courier::Error::Pagination(_)), "{err}");
+    assert_eq!(server.hits("back").len(), 1);
+}
+
+#[tokio::test]
+async fn cursor_keeps_the_rest_of_the_query_as_written() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "raw",
+        vec![
+            Step::ok().body(r#"{"items":[],"next_cursor":"n/1"}"#),
+            Step::ok().body(r#"{"items":[],"next_cursor":"n/2"}"#),
+            Step::ok().body(r#"{"items":[],"next_cursor":null}"#),
+        ],
+    );
+    let start = url(&server, "/s/raw?flag&x=%FF&q=a%20b&cursor=old&sort=id");
+    let pages: Vec<Page> =
+        bounded(paginate::cursor::<_, Full<Bytes>>(client(), start).try_collect())
+            .await
+            .unwrap();
+    assert_eq!(pages.len(), 3);
+    let queries: Vec<_> = server
+        .hits("raw")
+        .into_iter()
+        .map(|h| h.query.unwrap_or_default())
+        .collect();
+    assert_eq!(
+        queries,
+        [
+            "flag&x=%FF&q=a%20b&cursor=old&sort=id",
+            "flag&x=%FF&q=a%20b&sort=id&cursor=n%2F1",
+            "flag&x=%FF&q=a%20b&sort=id&cursor=n%2F2",
+        ]
+    );
 }
