@@ -1,9 +1,11 @@
-//! `courier paginate URL [--cursor [FIELD]] [--max-pages N]`: every item of every page, one
-//! compact JSON value per line, each page through the preset.
+//! `courier paginate URL [--cursor [FIELD]] [--max-pages N] [--allow-cross-origin]`: every item
+//! of every page, one compact JSON value per line, each page through the preset.
 //!
 //! Without `--cursor` it follows `Link: rel="next"` and the items are the body's top-level
-//! array; with it, it passes the body's FIELD (default `next_cursor`) back as the `cursor`
-//! query parameter and the items are the body's `items` array.
+//! array; a link to another origin than URL's ends the run with an error unless
+//! `--allow-cross-origin` is given. With `--cursor`, it passes the body's FIELD (default
+//! `next_cursor`) back as the `cursor` query parameter (a cursor already in URL is sent with the
+//! first request) and the items are the body's `items` array.
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
@@ -40,6 +42,9 @@ pub(crate) struct PaginateArgs {
     /// Stop after N pages.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_pages: Option<u64>,
+    /// Follow a Link to another origin (scheme, host or port) than URL's.
+    #[arg(long)]
+    allow_cross_origin: bool,
 }
 
 /// Prints every item; exit 1 when a page fails or answers with a status other than 2xx.
@@ -56,7 +61,8 @@ async fn pages(args: PaginateArgs) -> ExitCode {
     let progress = Progress::new(io::stderr().is_terminal().then(io::stderr));
     match args.cursor {
         None => {
-            let mut pages = courier::paginate::links::<_, Full<Bytes>>(client, args.url);
+            let mut pages = courier::paginate::links::<_, Full<Bytes>>(client, args.url)
+                .allow_cross_origin(args.allow_cross_origin);
             if let Some(max) = args.max_pages {
                 pages = pages.max_pages(max);
             }

@@ -119,3 +119,57 @@ async fn paginate_usage_errors_exit_2() {
     }
     assert!(server.hits("items").is_empty());
 }
+
+#[tokio::test]
+async fn a_link_to_another_origin_needs_allow_cross_origin() {
+    let api = FaultServer::start().await.unwrap();
+    let other = FaultServer::start().await.unwrap();
+    other.set_plan("more", vec![Step::ok().body(r#"[{"id":2}]"#)]);
+    let link = format!("<{}>; rel=\"next\"", other.url_for("/s/more"));
+    api.set_plan(
+        "first",
+        vec![
+            Step::ok()
+                .header("link", link.as_str())
+                .body(r#"[{"id":1}]"#)
+                .times(2),
+        ],
+    );
+    let start = api.url_for("/s/first");
+
+    let run = courier(&["paginate", &start]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        ids(&run.stdout),
+        vec![1],
+        "the first page's items are printed"
+    );
+    assert!(run.stderr.contains(&other.url()), "{run:?}");
+    assert!(run.stderr.contains("--allow-cross-origin"), "{run:?}");
+    assert!(other.hits("more").is_empty(), "nothing was sent there");
+
+    let run = courier(&["paginate", &start, "--allow-cross-origin"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), vec![1, 2]);
+    assert_eq!(other.hits("more").len(), 1);
+}
+
+#[tokio::test]
+async fn a_cursor_in_the_url_is_sent_first() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "cur",
+        vec![Step::ok().body(r#"{"items":[{"id":11}],"next_cursor":null}"#)],
+    );
+    let run = courier(&[
+        "paginate",
+        &server.url_for("/s/cur?cursor=opaque-7"),
+        "--cursor",
+    ])
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), vec![11]);
+    let hits = server.hits("cur");
+    assert_eq!(hits.len(), 1);
+    assert_eq!(hits[0].query.as_deref(), Some("cursor=opaque-7"));
+}
