@@ -19,8 +19,10 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn park(&self, park_key: String, wait_us: u64) -> BoxFut<()>;
     /// Runs the give-back script.
     fn give_back(&self, tat_key: String, ticket: u64, interval_us: u64) -> BoxFut<()>;
-    /// Checks that Redis answers, and (re)loads the GCRA script into its cache.
-    fn probe(&self) -> BoxFut<()>;
+    /// Checks that Redis runs the GCRA script, writes included (a read-only replica, a full
+    /// memory or an ACL refusing the writes fail it), by running it as `call` (on a key of its
+    /// own). Loads the script into Redis's cache on the way.
+    fn probe(&self, call: GcraCall) -> BoxFut<()>;
     /// Drops the connection and starts over with a fresh one (after repeated timeouts, when the
     /// old connection may be stuck on a path that no longer leads anywhere).
     fn reset(&self);
@@ -98,10 +100,10 @@ impl Backend for RedisBackend {
         })
     }
 
-    fn probe(&self) -> BoxFut<()> {
-        let mut conn = self.conn();
+    fn probe(&self, call: GcraCall) -> BoxFut<()> {
+        let decide = self.decide(call);
         Box::pin(async move {
-            GCRA.prepare_invoke().load_async(&mut conn).await?;
+            decide.await?;
             Ok(())
         })
     }
@@ -157,6 +159,7 @@ pub(crate) mod fake {
         pub(crate) parks: Mutex<Vec<(String, u64)>>,
         pub(crate) give_backs: Mutex<Vec<(String, u64, u64)>>,
         pub(crate) probes: AtomicUsize,
+        pub(crate) probe_calls: Mutex<Vec<GcraCall>>,
         pub(crate) resets: AtomicUsize,
     }
 
@@ -168,6 +171,7 @@ pub(crate) mod fake {
                 parks: Mutex::default(),
                 give_backs: Mutex::default(),
                 probes: AtomicUsize::new(0),
+                probe_calls: Mutex::default(),
                 resets: AtomicUsize::new(0),
             })
         }
@@ -219,8 +223,9 @@ pub(crate) mod fake {
             self.answer(())
         }
 
-        fn probe(&self) -> BoxFut<()> {
+        fn probe(&self, call: GcraCall) -> BoxFut<()> {
             self.probes.fetch_add(1, Ordering::SeqCst);
+            self.probe_calls.lock().unwrap().push(call);
             self.answer(())
         }
 

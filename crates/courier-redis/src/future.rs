@@ -7,7 +7,7 @@ use crate::key::RedisKey;
 use crate::script::Reply;
 use crate::store::RedisStore;
 use courier_core::BoxError;
-use courier_ratelimit::{Decision, Quota};
+use courier_ratelimit::{Decision, Denial, Quota, RateLimitStore};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -20,6 +20,12 @@ use tokio::time::{Instant, Timeout};
 pin_project! {
     /// Resolves to the decision: at once when it was taken in process, else when Redis answers
     /// or the command timeout passes (then the failure policy decides). Never an error.
+    ///
+    /// The longest wait counts from the moment the decision was asked for (the layer bounds it
+    /// by the request's deadline): when it ends before Redis answers, the decision is a refusal
+    /// (`retry_in` zero) without counting Redis as down; a slot Redis reserved within it on its
+    /// own clock, but that starts later than that on ours (the reply was slow), is given back
+    /// and refused; after a command timeout, the failure policy gets what is left of the wait.
     ///
     /// Dropping it while Redis works leaves the slot, if one was reserved, spent: that only
     /// lowers the rate for a moment.
@@ -42,6 +48,7 @@ pin_project! {
             store: RedisStore<K>,
             key: K,
             quota: Quota,
+            asked: Instant,
             max_wait: Duration,
         },
         Done,
@@ -64,6 +71,7 @@ impl<K> AcquireFuture<K> {
         store: RedisStore<K>,
         key: K,
         quota: Quota,
+        asked: Instant,
         max_wait: Duration,
     ) -> Self {
         Self {
@@ -72,6 +80,7 @@ impl<K> AcquireFuture<K> {
                 store,
                 key,
                 quota,
+                asked,
                 max_wait,
             },
         }
@@ -95,12 +104,39 @@ where
                 store,
                 key,
                 quota,
+                asked,
                 max_wait,
-            } => match ready!(call.poll(cx)) {
-                Ok(Ok(reply)) => reply.into_decision(Instant::now()),
-                Ok(Err(err)) => store.on_failure(&err, key, *quota, *max_wait),
-                Err(_) => store.on_failure(&CommandTimedOut, key, *quota, *max_wait),
-            },
+            } => {
+                let result = ready!(call.poll(cx));
+                let now = Instant::now();
+                match result {
+                    Ok(Ok(reply)) => match reply.into_decision(now) {
+                        // A slot to wait for, later than the caller accepted once laid on our
+                        // clock (a slot free at once is taken at once).
+                        Decision::Admit(grant)
+                            if reply.wait_us > 0
+                                && asked.checked_add(*max_wait).is_some_and(|l| grant.at() > l) =>
+                        {
+                            store.cancel(key, *quota, &grant);
+                            Decision::Deny(Denial::new(grant.at() - now))
+                        }
+                        decision => decision,
+                    },
+                    Ok(Err(err)) => {
+                        let left = max_wait.saturating_sub(now - *asked);
+                        store.on_failure(&err, key, *quota, left)
+                    }
+                    // The longest wait ended before the command timeout: refused; Redis is
+                    // not counted as down for it.
+                    Err(_) if now - *asked < store.command_timeout() => {
+                        Decision::Deny(Denial::new(Duration::ZERO))
+                    }
+                    Err(_) => {
+                        let left = max_wait.saturating_sub(now - *asked);
+                        store.on_failure(&CommandTimedOut, key, *quota, left)
+                    }
+                }
+            }
             StateProj::Done => panic!("AcquireFuture polled after it completed"),
         };
         this.state.set(State::Done);

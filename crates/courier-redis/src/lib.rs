@@ -41,7 +41,11 @@
 //! slot and sets the key's TTL, and answers with the wait. The semantics are the in-process
 //! store's: a request whose slot comes within its `max_wait` is admitted with the time to
 //! sleep (concurrent callers across all replicas are spread one interval apart); one whose slot
-//! is further away is refused and takes nothing.
+//! is further away is refused and takes nothing. The `max_wait` counts from the moment the
+//! decision was asked for (the layer bounds it by the request's `Deadline`): a caller never
+//! waits on Redis past it (it is then refused, and Redis is not counted as down), and a slot
+//! Redis granted on its own clock that would start past it on ours (the reply was slow) is
+//! given back and refused.
 //!
 //! **Clocks.** Every moment inside Redis is on Redis's clock; what travels is relative (the
 //! interval, the burst tolerance, the longest wait in; the wait out), and the caller lays the
@@ -62,15 +66,21 @@
 //! [`park`](courier_ratelimit::RateLimitStore::park): the park is recorded in process at once
 //! (this replica obeys it on its very next request, even before Redis has it) and written to
 //! Redis in a spawned task; every replica's next decision for that host then waits until that
-//! moment (or is refused, past its `max_wait`). A park never shortens a longer one.
+//! moment (or is refused, past its `max_wait`). A park never shortens a longer one. A park
+//! heard during an outage, or whose write failed, is kept and written (with the time it has
+//! left) when Redis answers again, before decisions are shared again.
 //!
 //! # When Redis is slow or down
 //!
 //! A caller never waits on Redis longer than the command timeout (default 50 ms). A failed or
 //! timed-out command starts an outage: one `warn` event, then every decision is taken at once
-//! by the [`FailurePolicy`] without asking Redis, while a background probe tries Redis every
-//! `retry_backoff` (default 500 ms). When Redis answers (the `redis` crate's connection
-//! manager reconnects by itself), one `info` event, and decisions are shared again.
+//! by the [`FailurePolicy`] without asking Redis (after a timeout, with what is left of the
+//! caller's `max_wait`), while a background probe tries Redis every `retry_backoff` (default
+//! 500 ms). The probe runs the decision script itself, on a key of its own
+//! (`{prefix}{courier-probe}`), so a Redis that answers but refuses the script's writes (a
+//! read-only replica after a failover, a full memory, an ACL) is still down: one outage, not
+//! one per probe. When Redis runs it (the `redis` crate's connection manager reconnects by
+//! itself), one `info` event, and decisions are shared again.
 //!
 //! - [`FailurePolicy::FailOpen`] (default): decide in process with an
 //!   [`InMemoryStore`](courier_ratelimit::InMemoryStore) under the same quota, so requests keep
@@ -78,7 +88,8 @@
 //!   [`fallback_replicas`](RedisStoreBuilder::fallback_replicas) to divide the quota between
 //!   them).
 //! - [`FailurePolicy::FailClosed`]: refuse; the layer fails the request with
-//!   [`RateLimited`](courier_core::RateLimited) whose `retry_in` is the backoff.
+//!   [`RateLimited`](courier_core::RateLimited) whose `retry_in` is the backoff (or, for a host
+//!   this replica knows to be parked for longer, the time the park has left).
 //!
 //! # Connecting
 //!

@@ -60,17 +60,16 @@ return 1
 ";
 
 /// Gives a reserved slot back: the TAT goes back one interval if it is still the ticket (no
-/// later reservation stacked on it). KEYS: the TAT. ARGV: the ticket, the interval.
+/// later reservation stacked on it) and still has a time to live (a key in its last
+/// millisecond, `PTTL` 0, is left to expire: it is never written back without an expiry).
+/// KEYS: the TAT. ARGV: the ticket, the interval.
 pub(crate) const GIVE_BACK_LUA: &str = r"
 local cur = redis.call('GET', KEYS[1])
 if not cur or tonumber(cur) ~= tonumber(ARGV[1]) then return 0 end
 local back = string.format('%.0f', tonumber(ARGV[1]) - tonumber(ARGV[2]))
 local ttl = redis.call('PTTL', KEYS[1])
-if ttl > 0 then
-  redis.call('SET', KEYS[1], back, 'PX', ttl)
-else
-  redis.call('SET', KEYS[1], back)
-end
+if ttl <= 0 then return 0 end
+redis.call('SET', KEYS[1], back, 'PX', ttl)
 return 1
 ";
 
@@ -128,6 +127,18 @@ impl GcraCall {
                 micros_floor(max_wait),
                 micros_ceil(local_park),
             ],
+        }
+    }
+
+    /// The probe's call, on the key `courier-probe` under `prefix`: one microsecond's interval
+    /// and any wait accepted, so that it always reserves, and so writes, on the server (a key
+    /// that lives a millisecond). A Redis that runs it runs every decision.
+    pub(crate) fn probe(prefix: &str) -> Self {
+        let (tat_key, park_key) = crate::key::key_names(prefix, "courier-probe");
+        Self {
+            tat_key,
+            park_key,
+            args: [1, 0, CAP_US, 0],
         }
     }
 

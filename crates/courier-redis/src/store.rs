@@ -5,7 +5,7 @@ use crate::backend::{DynBackend, RedisBackend};
 use crate::error::{CommandTimedOut, ConnectError};
 use crate::future::AcquireFuture;
 use crate::key::{RedisKey, key_names};
-use crate::script::{GcraCall, REDIS_TICKET, micros_ceil};
+use crate::script::{CAP_US, GcraCall, REDIS_TICKET, micros_ceil};
 use courier_ratelimit::{
     Decision, Denial, Grant, InMemoryStore, MAX_INTERVAL, Quota, Rate, RateLimitStore,
 };
@@ -14,7 +14,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
 use std::time::Duration;
 use tokio::runtime::Handle;
 use tokio::time::Instant;
@@ -34,6 +34,10 @@ pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 /// After this many probes in a row that timed out, the connection is dropped and made anew.
 const RESET_AFTER_TIMEOUTS: u32 = 10;
 
+/// At most this many parks wait to be sent to Redis after an outage (one per key; a park
+/// beyond it is still obeyed by this replica).
+const MAX_UNSENT_PARKS: usize = 10_000;
+
 /// What a decision comes to while Redis is slow or down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum FailurePolicy {
@@ -44,7 +48,8 @@ pub enum FailurePolicy {
     FailOpen,
     /// Refuse: the layer fails the request with
     /// [`RateLimited`](courier_core::RateLimited), `retry_in` the time until Redis is tried
-    /// again. Nothing is sent that the shared limit did not allow.
+    /// again (or until the host's park ends, when this replica knows of a longer one). Nothing
+    /// is sent that the shared limit did not allow.
     FailClosed,
 }
 
@@ -76,6 +81,12 @@ pub(crate) struct Shared {
     outages: AtomicU64,
     /// Decisions taken without Redis during the current outage (for the recovery log).
     local_decisions: AtomicU64,
+    /// The probe's decision, on a key of its own.
+    probe_call: GcraCall,
+    /// Parks Redis has not got (heard during an outage, or whose write failed): park key and
+    /// end. The probe sends them before decisions are shared again. `down` changes only under
+    /// this lock while the probe drains it.
+    unsent_parks: Mutex<Vec<(String, Instant)>>,
 }
 
 /// Builds a [`RedisStore`]; made by [`RedisStore::builder`].
@@ -159,8 +170,9 @@ impl RedisStoreBuilder {
         self
     }
 
-    /// Builds the store and waits (at most the connect timeout) until Redis answers: it loads
-    /// the script into Redis's cache.
+    /// Builds the store and waits (at most the connect timeout) until Redis answers: it runs
+    /// the script once, on a key of its own, which loads it into Redis's cache and checks that
+    /// Redis takes its writes (a read-only replica does not).
     ///
     /// # Errors
     ///
@@ -172,7 +184,8 @@ impl RedisStoreBuilder {
     {
         let connect_timeout = self.connect_timeout;
         let store = self.connect_lazy::<K>()?;
-        match tokio::time::timeout(connect_timeout, store.shared.backend.probe()).await {
+        let probe = store.shared.backend.probe(store.shared.probe_call.clone());
+        match tokio::time::timeout(connect_timeout, probe).await {
             Ok(Ok(())) => Ok(store),
             Ok(Err(err)) => Err(ConnectError::unreachable(Some(err))),
             Err(_) => Err(ConnectError::unreachable(Some(Box::new(CommandTimedOut)))),
@@ -210,6 +223,8 @@ impl RedisStoreBuilder {
     {
         RedisStore {
             shared: Arc::new(Shared {
+                probe_call: GcraCall::probe(&self.prefix),
+                unsent_parks: Mutex::default(),
                 addr: backend.describe(),
                 backend,
                 prefix: self.prefix.into_boxed_str(),
@@ -265,6 +280,10 @@ where
         self.shared.outages.load(Ordering::Relaxed)
     }
 
+    pub(crate) fn command_timeout(&self) -> Duration {
+        self.shared.command_timeout
+    }
+
     /// The failure policy.
     pub fn policy(&self) -> FailurePolicy {
         self.shared.policy
@@ -311,7 +330,18 @@ where
                 self.fallback
                     .decide(key, self.fallback_quota(quota), max_wait)
             }
-            FailurePolicy::FailClosed => Decision::Deny(Denial::new(self.shared.retry_backoff)),
+            FailurePolicy::FailClosed => {
+                // Refused until Redis is tried again, or until the host's park ends if later.
+                let backoff = self.shared.retry_backoff;
+                let park = self
+                    .fallback
+                    .parked_until(key)
+                    .map(|until| until.saturating_duration_since(Instant::now()));
+                match park {
+                    Some(left) if left > backoff => Decision::Deny(Denial::new(left).parked(true)),
+                    _ => Decision::Deny(Denial::new(backoff)),
+                }
+            }
         }
     }
 
@@ -363,30 +393,49 @@ where
         if self.is_degraded() {
             return AcquireFuture::ready(self.decide_without_redis(key, quota, max_wait));
         }
+        let asked = Instant::now();
         // A park this process heard of is obeyed at once, even before Redis has it.
         let local_park = self
             .fallback
             .parked_until(key)
-            .map(|until| until.saturating_duration_since(Instant::now()))
+            .map(|until| until.saturating_duration_since(asked))
             .unwrap_or_default();
         let call = GcraCall::new(self.key_names(key), quota, max_wait, local_park);
-        let fut = tokio::time::timeout(
-            self.shared.command_timeout,
-            self.shared.backend.decide(call),
-        );
-        AcquireFuture::remote(fut, self.clone(), key.clone(), quota, max_wait)
+        // One timer: the command timeout, or the end of the longest wait when that comes first
+        // (a request never waits on Redis past its deadline). Zero means "no wait for a slot"
+        // (reject mode), not "no time for Redis".
+        let bound = match max_wait.is_zero() {
+            true => self.shared.command_timeout,
+            false => self.shared.command_timeout.min(max_wait),
+        };
+        let fut = tokio::time::timeout(bound, self.shared.backend.decide(call));
+        AcquireFuture::remote(fut, self.clone(), key.clone(), quota, asked, max_wait)
     }
 
     /// Records the park in process at once (this replica obeys it on its next request), and
     /// sends it to Redis in a spawned task (every replica obeys it from its next decision).
+    /// During an outage, or when the write fails, the park is kept and sent when Redis answers
+    /// again (with the time it has left then).
     fn park(&self, key: &K, wait: Duration) {
         self.fallback.park(key, wait);
-        if self.is_degraded() {
-            return;
-        }
         let (_, park_key) = self.key_names(key);
-        let fut = self.shared.backend.park(park_key, micros_ceil(wait));
-        self.shared.spawn_command(fut);
+        let now = Instant::now();
+        let until = now
+            .checked_add(wait.min(Duration::from_micros(CAP_US)))
+            .unwrap_or(now);
+        let park_key = if self.is_degraded() {
+            match self.shared.keep_park(park_key, until, false) {
+                Some(park_key) => park_key, // the outage ended meanwhile
+                None => return,
+            }
+        } else {
+            park_key
+        };
+        let fut = self
+            .shared
+            .backend
+            .park(park_key.clone(), micros_ceil(wait));
+        self.shared.spawn_command(fut, Some((park_key, until)));
     }
 
     /// A slot reserved in Redis is given back (in a spawned task) when no later reservation
@@ -406,7 +455,7 @@ where
             grant.ticket() & !REDIS_TICKET,
             interval_us,
         );
-        self.shared.spawn_command(fut);
+        self.shared.spawn_command(fut, None);
     }
 }
 
@@ -444,19 +493,85 @@ impl Shared {
         handle.spawn(probe(Arc::downgrade(self)));
     }
 
-    /// Runs a background command (park, give back) under the command timeout.
-    fn spawn_command(self: &Arc<Self>, fut: crate::backend::BoxFut<()>) {
+    /// Runs a background command (park, give back) under the command timeout. A park that
+    /// fails (`unsent`) is kept for the probe to send.
+    fn spawn_command(
+        self: &Arc<Self>,
+        fut: crate::backend::BoxFut<()>,
+        unsent: Option<(String, Instant)>,
+    ) {
         let Ok(handle) = Handle::try_current() else {
             return;
         };
         let shared = Arc::clone(self);
         handle.spawn(async move {
-            match tokio::time::timeout(shared.command_timeout, fut).await {
-                Ok(Ok(())) => {}
-                Ok(Err(err)) => shared.failed(&err),
-                Err(_) => shared.failed(&CommandTimedOut),
+            let err: Box<dyn fmt::Display + Send> =
+                match tokio::time::timeout(shared.command_timeout, fut).await {
+                    Ok(Ok(())) => return,
+                    Ok(Err(err)) => Box::new(err),
+                    Err(_) => Box::new(CommandTimedOut),
+                };
+            if let Some((park_key, until)) = unsent {
+                shared.keep_park(park_key, until, true);
             }
+            shared.failed(&*err);
         });
+    }
+
+    /// Keeps a park for the probe to send. Unless `always`, only while Redis is skipped: else
+    /// hands the park key back, for the caller to send.
+    fn keep_park(&self, park_key: String, until: Instant, always: bool) -> Option<String> {
+        let mut unsent = self
+            .unsent_parks
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        if !always && !self.down.load(Ordering::Acquire) {
+            return Some(park_key);
+        }
+        let now = Instant::now();
+        unsent.retain(|(_, end)| *end > now);
+        if let Some((_, end)) = unsent.iter_mut().find(|(k, _)| *k == park_key) {
+            *end = (*end).max(until);
+        } else if unsent.len() < MAX_UNSENT_PARKS {
+            unsent.push((park_key, until));
+        }
+        None
+    }
+
+    /// Sends the kept parks (those not over yet), then lets decisions go to Redis again.
+    /// Returns `false`, keeping the parks not sent, when Redis fails one.
+    async fn send_parks_and_share(&self) -> bool {
+        loop {
+            let batch = {
+                let mut unsent = self
+                    .unsent_parks
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner);
+                if unsent.is_empty() {
+                    self.down.store(false, Ordering::Release);
+                    return true;
+                }
+                std::mem::take(&mut *unsent)
+            };
+            let mut rest = batch.into_iter();
+            while let Some((park_key, until)) = rest.next() {
+                let left = until.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    continue;
+                }
+                let fut = self.backend.park(park_key.clone(), micros_ceil(left));
+                if !matches!(
+                    tokio::time::timeout(self.command_timeout, fut).await,
+                    Ok(Ok(()))
+                ) {
+                    self.keep_park(park_key, until, true);
+                    for (park_key, until) in rest {
+                        self.keep_park(park_key, until, true);
+                    }
+                    return false;
+                }
+            }
+        }
     }
 }
 
@@ -473,9 +588,13 @@ async fn probe(weak: Weak<Shared>) {
         let Some(shared) = weak.upgrade() else {
             return;
         };
-        match tokio::time::timeout(shared.command_timeout, shared.backend.probe()).await {
+        let probe = shared.backend.probe(shared.probe_call.clone());
+        match tokio::time::timeout(shared.command_timeout, probe).await {
             Ok(Ok(())) => {
-                shared.down.store(false, Ordering::Release);
+                if !shared.send_parks_and_share().await {
+                    timeouts = 0;
+                    continue;
+                }
                 tracing::info!(
                     redis = %shared.addr,
                     outage_ms = since.elapsed().as_millis() as u64,
@@ -501,7 +620,7 @@ mod tests {
     use super::*;
     use crate::backend::fake::{Fake, Mode};
     use crate::script::Reply;
-    use courier_core::{BoxError, HostKey, RateLimited};
+    use courier_core::{BoxError, Deadline, HostKey, RateLimited};
     use courier_ratelimit::TokenBucketRateLimitLayer;
     use std::sync::Mutex;
     use std::sync::atomic::Ordering::SeqCst;
@@ -832,6 +951,255 @@ mod tests {
         }
         // 10/s and burst 5 over 4 replicas: 2.5/s, burst 1.
         assert_eq!(starts, [Duration::ZERO, 400 * MS, 800 * MS]);
+    }
+
+    /// When the upstream was called, if it was.
+    type Called = Arc<Mutex<Option<Instant>>>;
+
+    /// The layer over `store`, with an upstream that records when it was called.
+    fn recording(
+        store: RedisStore<HostKey>,
+    ) -> (
+        impl tower::Service<http::Request<()>, Response = http::Response<()>, Error = BoxError>,
+        Called,
+    ) {
+        let called = Arc::new(Mutex::new(None));
+        let seen = Arc::clone(&called);
+        let layer = TokenBucketRateLimitLayer::with_quota(quota(10.0, 5)).store_in(store);
+        let svc = ServiceBuilder::new().layer(layer).service(service_fn(
+            move |_req: http::Request<()>| {
+                *seen.lock().unwrap() = Some(Instant::now());
+                async { Ok::<_, BoxError>(http::Response::new(())) }
+            },
+        ));
+        (svc, called)
+    }
+
+    fn with_deadline(deadline: Deadline) -> http::Request<()> {
+        let mut req = http::Request::get("https://api.example/").body(()).unwrap();
+        req.extensions_mut().insert(deadline);
+        req
+    }
+
+    /// A request with 10 ms left is refused at its deadline while Redis hangs: never sent after
+    /// it (the fallback, 50 ms later, would have admitted it).
+    #[tokio::test(start_paused = true)]
+    async fn a_hanging_redis_never_sends_past_the_deadline() {
+        let fake = Fake::new(Mode::Hang);
+        let s = store(&fake, FailurePolicy::FailOpen);
+        let (svc, called) = recording(s.clone());
+        let start = Instant::now();
+        let err = svc
+            .oneshot(with_deadline(Deadline::after(10 * MS)))
+            .await
+            .unwrap_err();
+        assert!(err.is::<RateLimited>(), "{err}");
+        assert_eq!(start.elapsed(), 10 * MS, "refused at the deadline");
+        assert_eq!(*called.lock().unwrap(), None, "never sent");
+        assert!(!s.is_degraded(), "a wait that ended is no outage");
+        // Without a deadline the command timeout still starts an outage.
+        let d = decide(&s, quota(10.0, 5), Duration::from_secs(60)).await;
+        assert!(matches!(d, Decision::Admit(_)), "{d:?}");
+        assert!(s.is_degraded());
+    }
+
+    /// After waiting on Redis for the command timeout, the fallback only admits a slot within
+    /// what is left of the longest wait: the time spent on Redis counts.
+    #[tokio::test(start_paused = true)]
+    async fn the_fallback_counts_the_time_spent_on_redis() {
+        let fake = Fake::new(Mode::Hang);
+        let s = store(&fake, FailurePolicy::FailOpen);
+        let q = quota(10.0, 1);
+        let start = Instant::now();
+        // The fallback's next slot is 100 ms away.
+        assert!(matches!(
+            s.fallback().decide(&host(), q, Duration::ZERO),
+            Decision::Admit(_)
+        ));
+        // 80 ms accepted, 50 spent on Redis: 30 left, the slot is 50 away.
+        let Decision::Deny(d) = decide(&s, q, 80 * MS).await else {
+            panic!("the slot at 100 ms is past the 80 ms accepted")
+        };
+        assert_eq!(d.retry_in(), 50 * MS);
+        assert_eq!(start.elapsed(), DEFAULT_COMMAND_TIMEOUT);
+        // Degraded now: a decision is at once, with the whole wait.
+        let Decision::Admit(g) = decide(&s, q, 80 * MS).await else {
+            panic!("admitted")
+        };
+        assert_eq!(g.at(), start + 100 * MS);
+    }
+
+    /// Answers every decision after `delay`, admitting at the longest wait it was given, and
+    /// records the slots given back.
+    struct Slow {
+        delay: Duration,
+        give_backs: Mutex<Vec<u64>>,
+    }
+
+    impl crate::backend::Backend for Slow {
+        fn decide(&self, call: GcraCall) -> crate::backend::BoxFut<Reply> {
+            let delay = self.delay;
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                Ok(Reply {
+                    wait_us: call.args[2],
+                    ..ADMIT_NOW
+                })
+            })
+        }
+        fn park(&self, _: String, _: u64) -> crate::backend::BoxFut<()> {
+            Box::pin(async { Ok(()) })
+        }
+        fn give_back(&self, _: String, ticket: u64, _: u64) -> crate::backend::BoxFut<()> {
+            self.give_backs.lock().unwrap().push(ticket);
+            Box::pin(async { Ok(()) })
+        }
+        fn probe(&self, _: GcraCall) -> crate::backend::BoxFut<()> {
+            Box::pin(async { Ok(()) })
+        }
+        fn reset(&self) {}
+        fn describe(&self) -> String {
+            "slow:0".to_owned()
+        }
+    }
+
+    fn slow(delay: Duration) -> (Arc<Slow>, RedisStore<HostKey>) {
+        let backend = Arc::new(Slow {
+            delay,
+            give_backs: Mutex::default(),
+        });
+        let s = RedisStore::builder("redis://unused").build(Arc::clone(&backend) as DynBackend);
+        (backend, s)
+    }
+
+    /// Redis grants a wait within the longest wait on its own clock; laid on ours from the
+    /// reply's arrival (30 ms later) it would end past the deadline: refused, given back.
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_reply_never_puts_the_slot_past_the_deadline() {
+        let (backend, s) = slow(30 * MS);
+        let (svc, called) = recording(s.clone());
+        let err = svc
+            .oneshot(with_deadline(Deadline::after(200 * MS)))
+            .await
+            .unwrap_err();
+        assert!(err.is::<RateLimited>(), "{err}");
+        assert_eq!(*called.lock().unwrap(), None, "never sent");
+        tokio::task::yield_now().await;
+        assert_eq!(
+            *backend.give_backs.lock().unwrap(),
+            [77],
+            "the slot went back"
+        );
+
+        // The store alone: the same, measured against the longest wait.
+        let start = Instant::now();
+        let Decision::Deny(d) = decide(&s, quota(10.0, 5), 200 * MS).await else {
+            panic!("the slot is 230 ms after the ask, 200 accepted")
+        };
+        assert_eq!(d.retry_in(), 200 * MS);
+        assert_eq!(start.elapsed(), 30 * MS);
+        tokio::task::yield_now().await;
+        assert_eq!(backend.give_backs.lock().unwrap().len(), 2);
+        assert!(!s.is_degraded());
+    }
+
+    /// A slot free at once is taken at once, however long the answer took (the round trip is
+    /// bounded by the command timeout): reject mode keeps working on a slow Redis.
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_reply_for_a_free_slot_is_admitted() {
+        let (backend, s) = slow(30 * MS);
+        let start = Instant::now();
+        let Decision::Admit(g) = decide(&s, quota(10.0, 5), Duration::ZERO).await else {
+            panic!("a free slot")
+        };
+        assert_eq!(g.at(), start + 30 * MS);
+        assert!(backend.give_backs.lock().unwrap().is_empty());
+    }
+
+    /// A park heard while Redis is skipped (or whose background write failed) is written to
+    /// Redis when the probe finds it again, with the time it has left, before decisions are
+    /// shared again.
+    #[tokio::test(start_paused = true)]
+    async fn a_park_heard_during_an_outage_is_sent_when_redis_answers() {
+        let fake = Fake::new(Mode::Fail);
+        let s = store(&fake, FailurePolicy::FailOpen);
+        decide(&s, quota(10.0, 5), Duration::ZERO).await;
+        assert!(s.is_degraded());
+        let other = HostKey::from_request(
+            &http::Request::get("https://other.example/")
+                .body(())
+                .unwrap(),
+        );
+        s.park(&host(), Duration::from_secs(30));
+        s.park(&other, 100 * MS);
+        assert!(fake.parks.lock().unwrap().is_empty(), "redis is skipped");
+        fake.set(Mode::Answer(ADMIT_NOW));
+        tokio::time::sleep(DEFAULT_RETRY_BACKOFF + MS).await;
+        assert!(!s.is_degraded());
+        assert_eq!(
+            *fake.parks.lock().unwrap(),
+            [(
+                "courier:rl:{https://api.example}:park".to_owned(),
+                29_500_000
+            )],
+            "the live park, with what it has left; the ended one is dropped"
+        );
+
+        // A background write that fails is sent again too.
+        fake.set(Mode::Fail);
+        s.park(&host(), Duration::from_secs(60));
+        tokio::task::yield_now().await;
+        assert!(s.is_degraded());
+        fake.set(Mode::Answer(ADMIT_NOW));
+        tokio::time::sleep(DEFAULT_RETRY_BACKOFF + MS).await;
+        assert!(!s.is_degraded());
+        let parks = fake.parks.lock().unwrap().clone();
+        assert_eq!(parks.len(), 3, "{parks:?}");
+        assert_eq!(parks[2].1, 59_500_000);
+    }
+
+    /// The probe runs the decision script itself (on a key of its own), so a Redis that
+    /// answers but refuses the script's writes is still down.
+    #[tokio::test(start_paused = true)]
+    async fn the_probe_runs_the_script_on_its_own_key() {
+        let fake = Fake::new(Mode::Fail);
+        let s = store(&fake, FailurePolicy::FailOpen);
+        decide(&s, quota(10.0, 5), Duration::ZERO).await;
+        fake.set(Mode::Answer(ADMIT_NOW));
+        tokio::time::sleep(DEFAULT_RETRY_BACKOFF + MS).await;
+        assert!(!s.is_degraded());
+        let probes = fake.probe_calls.lock().unwrap().clone();
+        assert_eq!(probes.len(), 1);
+        assert_eq!(probes[0].tat_key, "courier:rl:{courier-probe}:tat");
+        assert_eq!(probes[0].park_key, "courier:rl:{courier-probe}:park");
+        assert_eq!(probes[0].args, [1, 0, crate::script::CAP_US, 0]);
+    }
+
+    /// Fail-closed: a host parked longer than the backoff is refused until the park ends.
+    #[tokio::test(start_paused = true)]
+    async fn fail_closed_refuses_a_parked_host_until_its_park_ends() {
+        let fake = Fake::new(Mode::Fail);
+        let s = store(&fake, FailurePolicy::FailClosed);
+        s.park(&host(), Duration::from_secs(3));
+        tokio::task::yield_now().await;
+        assert!(s.is_degraded());
+        assert_eq!(
+            decide(&s, quota(10.0, 5), Duration::from_secs(60)).await,
+            Decision::Deny(Denial::new(Duration::from_secs(3)).parked(true))
+        );
+        // A short park: the backoff is the longer wait.
+        let other = HostKey::from_request(
+            &http::Request::get("https://other.example/")
+                .body(())
+                .unwrap(),
+        );
+        s.park(&other, 100 * MS);
+        assert_eq!(
+            s.acquire(&other, quota(10.0, 5), Duration::from_secs(60))
+                .await
+                .unwrap(),
+            Decision::Deny(Denial::new(DEFAULT_RETRY_BACKOFF))
+        );
     }
 
     #[tokio::test]

@@ -439,3 +439,141 @@ async fn a_frozen_redis_holds_nobody_past_the_timeout() {
     ));
     assert_eq!(s.outages(), 1);
 }
+
+/// A park heard by A while Redis was down reaches B once Redis is back, even though A never
+/// decided again after it.
+#[tokio::test]
+async fn a_park_heard_during_an_outage_is_shared_once_redis_is_back() {
+    let Some(mut server) =
+        own_redis("a_park_heard_during_an_outage_is_shared_once_redis_is_back").await
+    else {
+        return;
+    };
+    let url = server.url();
+    let prefix = unique_prefix("park-outage");
+    let a = outage_store(&url, &prefix, FailurePolicy::FailOpen).await;
+    server.kill();
+    let _ = bounded(&a, quota(100.0, 10), Duration::ZERO).await;
+    assert!(a.is_degraded());
+    a.park(&host(), Duration::from_secs(30));
+    server.restart().await;
+    until_shared(&a).await;
+    let b = outage_store(&url, &prefix, FailurePolicy::FailOpen).await;
+    let d = bounded(&b, quota(100.0, 10), Duration::from_secs(1)).await;
+    assert!(
+        matches!(d, Decision::Deny(d) if d.is_parked() && d.retry_in() > Duration::from_secs(25)),
+        "B sends during A's park: {d:?}"
+    );
+    let Decision::Deny(d) = bounded(&a, quota(100.0, 10), Duration::from_secs(1)).await else {
+        panic!("A is parked")
+    };
+    assert!(d.is_parked());
+    assert_eq!(a.outages(), 1);
+}
+
+/// A Redis that answers but refuses the script (here a read-only replica of a master that is
+/// not there) is one outage, not a new one after every probe.
+#[tokio::test]
+async fn a_redis_that_refuses_the_script_is_one_outage() {
+    let Some(server) = own_redis("a_redis_that_refuses_the_script_is_one_outage").await else {
+        return;
+    };
+    let url = server.url();
+    let prefix = unique_prefix("readonly");
+    let s = outage_store(&url, &prefix, FailurePolicy::FailOpen).await;
+    let mut conn = inspect(&url).await;
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("127.0.0.1")
+        .arg(1)
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    let until = Instant::now() + Duration::from_secs(2);
+    let mut decisions = 0;
+    while Instant::now() < until && decisions < 1000 {
+        let d = bounded(&s, quota(100.0, 10), Duration::from_secs(1)).await;
+        assert!(matches!(d, Decision::Admit(_)), "fail-open admits: {d:?}");
+        decisions += 1;
+        tokio::time::sleep(10 * MS).await;
+    }
+    assert!(decisions > 20, "{decisions} decisions in 2 s");
+    assert!(s.is_degraded(), "a read-only redis is down");
+    assert_eq!(
+        s.outages(),
+        1,
+        "{} outages (each with a warning and a 'shared again') in 2 s",
+        s.outages()
+    );
+    // Writable again: shared again.
+    let _: () = redis::cmd("REPLICAOF")
+        .arg("NO")
+        .arg("ONE")
+        .query_async(&mut conn)
+        .await
+        .unwrap();
+    until_shared(&s).await;
+    let (tat_key, _) = s.key_names(&host());
+    assert!(matches!(
+        bounded(&s, quota(100.0, 10), Duration::ZERO).await,
+        Decision::Admit(_)
+    ));
+    assert!(
+        conn.exists::<_, bool>(&tat_key).await.unwrap(),
+        "decided in redis"
+    );
+    assert_eq!(s.outages(), 1);
+}
+
+/// A give-back that lands in the millisecond its key expires never leaves the key without an
+/// expiry.
+#[tokio::test]
+async fn a_give_back_never_leaves_a_key_without_expiry() {
+    let Some(redis) = redis("a_give_back_never_leaves_a_key_without_expiry").await else {
+        return;
+    };
+    let url = redis.url();
+    let prefix = unique_prefix("giveback");
+    let s: RedisStore<String> = RedisStore::builder(url.as_str())
+        .prefix(prefix.as_str())
+        .command_timeout(PATIENT)
+        .connect()
+        .await
+        .expect("redis answers");
+    let mut conn = inspect(&url).await;
+    let q = quota(10.0, 1);
+    let ticket: u64 = 1_000_000_000;
+    let keys: Vec<String> = (0..400).map(|i| format!("k{i}")).collect();
+    for k in &keys {
+        let (tat_key, _) = s.key_names(k);
+        let _: () = redis::cmd("SET")
+            .arg(&tat_key)
+            .arg(ticket)
+            .arg("PX")
+            .arg(1)
+            .query_async(&mut conn)
+            .await
+            .unwrap();
+        let grant = courier_ratelimit::Grant::new(
+            Instant::now() + Duration::from_secs(1),
+            ticket | (1 << 63),
+        );
+        s.cancel(k, q, &grant);
+        tokio::task::yield_now().await;
+    }
+    tokio::time::sleep(200 * MS).await;
+    let mut immortal = Vec::new();
+    for k in &keys {
+        let (tat_key, _) = s.key_names(k);
+        let ttl: i64 = conn.pttl(&tat_key).await.unwrap();
+        if ttl == -1 {
+            immortal.push(tat_key);
+        }
+    }
+    assert!(
+        immortal.is_empty(),
+        "{} keys never expire, e.g. {:?}",
+        immortal.len(),
+        immortal.first()
+    );
+    assert_eq!(s.outages(), 0);
+}
