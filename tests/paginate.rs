@@ -177,18 +177,8 @@ async fn link_back_to_a_visited_page_ends_with_a_pagination_error() {
         b"[2]",
         "the page that loops is delivered"
     );
-    let err = bounded(pages.try_next())
-        .await
-        .expect_err("b links back to a");
-    assert!(
-        matches!(err, courier::Error::Pagination(_)),
-        "unexpected error {err}"
-    );
-    assert!(err.to_string().contains("/s/loop-a"), "{err}");
-    assert!(
-        bounded(pages.try_next()).await.unwrap().is_none(),
-        "the stream has ended"
-    );
+    let err = pagination_error_then_end(&mut pages, "b links back to a").await;
+    assert!(err.contains("/s/loop-a"), "{err}");
     assert_eq!(
         server.hits("loop-a").len(),
         1,
@@ -457,6 +447,22 @@ async fn every_cursor_page_goes_through_the_whole_stack() {
 }
 
 // === both shapes ===
+/// The next item is a pagination error, and then the stream ends; returns the error's text.
+async fn pagination_error_then_end<P>(pages: &mut P, what: &str) -> String
+where
+    P: futures_util::TryStream<Ok = Page, Error = courier::Error> + Unpin,
+{
+    let err = bounded(pages.try_next()).await.expect_err(what);
+    assert!(
+        matches!(err, courier::Error::Pagination(_)),
+        "{what}: unexpected error {err}"
+    );
+    assert!(
+        bounded(pages.try_next()).await.unwrap().is_none(),
+        "{what}: the stream has ended"
+    );
+    err.to_string()
+}
 
 /// Every page left on `pages`, keeping the stream so its position can be read afterwards.
 async fn drain<W: Walk>(pages: &mut Pages<Client, Full<Bytes>, W>) -> Vec<Page> {
@@ -620,14 +626,7 @@ async fn link_stream_does_not_carry_credentials_to_another_origin() {
         b"[1]",
         "the page that links away is delivered"
     );
-    let err = bounded(pages.try_next())
-        .await
-        .expect_err("the link to another origin is refused");
-    assert!(
-        matches!(err, courier::Error::Pagination(_)),
-        "unexpected error {err}"
-    );
-    let text = err.to_string();
+    let text = pagination_error_then_end(&mut pages, "the link to another origin is refused").await;
     assert!(
         text.contains(&other.url()),
         "names the other origin: {text}"
@@ -635,10 +634,6 @@ async fn link_stream_does_not_carry_credentials_to_another_origin() {
     assert!(
         text.contains("allow_cross_origin"),
         "says how to allow it: {text}"
-    );
-    assert!(
-        bounded(pages.try_next()).await.unwrap().is_none(),
-        "the stream has ended"
     );
     assert!(
         other.hits("collect").is_empty() && !got_token(&other, "collect"),
@@ -745,17 +740,7 @@ async fn the_page_with_a_looping_next_is_not_lost() {
         .expect("page b, whose next loops back, is delivered")
         .expect("page b");
     assert_eq!(b.body().as_ref(), b"[2]");
-    let err = bounded(pages.try_next())
-        .await
-        .expect_err("then the loop is reported");
-    assert!(
-        matches!(err, courier::Error::Pagination(_)),
-        "unexpected error {err}"
-    );
-    assert!(
-        bounded(pages.try_next()).await.unwrap().is_none(),
-        "the stream has ended"
-    );
+    pagination_error_then_end(&mut pages, "then the loop is reported").await;
 
     let position = pages.position().clone();
     assert_eq!(
@@ -799,18 +784,8 @@ async fn the_cursor_page_with_a_looping_next_is_not_lost() {
         vec![1, 2, 3],
         "page 3 is delivered"
     );
-    let err = bounded(pages.try_next())
-        .await
-        .expect_err("then the loop is reported");
-    assert!(
-        matches!(err, courier::Error::Pagination(_)),
-        "unexpected error {err}"
-    );
-    assert!(err.to_string().contains("\"c1\""), "{err}");
-    assert!(
-        bounded(pages.try_next()).await.unwrap().is_none(),
-        "the stream has ended"
-    );
+    let err = pagination_error_then_end(&mut pages, "then the loop is reported").await;
+    assert!(err.contains("\"c1\""), "{err}");
     assert_eq!(server.hits("cl").len(), 3, "c1 was not asked for twice");
     let position = pages.position();
     assert!(!position.done, "a listing that loops is not finished");
