@@ -3,7 +3,11 @@
 //! The parser survives commas inside `<...>` and inside quoted strings, reads several
 //! space-separated relation types (`rel="next last"`), resolves relative targets against the
 //! page's own URL, ignores every `rel` after the first (RFC 8288 section 3.3), and drops a link
-//! without `rel` or whose target cannot be resolved. Malformed members are skipped, never fatal.
+//! without `rel` or whose target cannot be resolved. Unquoted values run to the next `;` or `,`
+//! and empty parameters are skipped (RFC 8288 appendix B.3); bytes above 0x7f in a field do not
+//! hide its links. A link whose `anchor` names another resource keeps it as its
+//! [`Link::context`] and is never the page's [`next_link`]. Malformed members are skipped,
+//! never fatal.
 //!
 //! ```
 //! use courier_core::link::{next_link, parse_link_header};
@@ -24,6 +28,8 @@ pub struct Link {
     target: Url,
     rels: Vec<String>,
     params: Vec<(String, String)>,
+    /// The resolved `anchor`, when it names another resource than the page.
+    context: Option<Url>,
 }
 
 impl Link {
@@ -36,6 +42,7 @@ impl Link {
                 .map(|r| r.into().to_ascii_lowercase())
                 .collect(),
             params: Vec::new(),
+            context: None,
         }
     }
 
@@ -64,6 +71,12 @@ impl Link {
     /// The target attributes other than `rel`, names lowercase.
     pub fn params(&self) -> &[(String, String)] {
         &self.params
+    }
+
+    /// The resource the link is about, when its `anchor` names another one than the page it
+    /// came with (RFC 8288 section 3.2), resolved; `None` for a link about the page itself.
+    pub fn context(&self) -> Option<&Url> {
+        self.context.as_ref()
     }
 
     /// The first value of the attribute `name`.
@@ -99,9 +112,13 @@ fn write_quoted(f: &mut fmt::Formatter<'_>, s: &str) -> fmt::Result {
     f.write_str("\"")
 }
 
-/// The target of the first link with `rel="next"`.
+/// The target of the first link with `rel="next"` about the page itself (a link whose `anchor`
+/// names another resource gives that resource's next, not the page's).
 pub fn next_link(links: &[Link]) -> Option<&Url> {
-    links.iter().find(|l| l.has_rel("next")).map(Link::target)
+    links
+        .iter()
+        .find(|l| l.has_rel("next") && l.context.is_none())
+        .map(Link::target)
 }
 
 /// Parses every member of a `Link` field value, resolving targets against `base`.
@@ -129,8 +146,9 @@ pub fn parse_link_headers(headers: &http::HeaderMap, base: &Url) -> Vec<Link> {
     headers
         .get_all(http::header::LINK)
         .iter()
-        .filter_map(|v| v.to_str().ok())
-        .flat_map(|v| parse_link_header(v, base))
+        // obs-text (bytes above 0x7f) may stand in a quoted string (RFC 9110 section 5.6.4):
+        // it must not hide the field's links.
+        .flat_map(|v| parse_link_header(&String::from_utf8_lossy(v.as_bytes()), base))
         .collect()
 }
 
@@ -210,7 +228,12 @@ impl Cursor<'_> {
             self.skip_while(is_ows);
             let name = self.take_while(is_tchar).to_ascii_lowercase();
             if name.is_empty() {
-                return None;
+                // An empty parameter (`; ;`, a trailing `;`) is skipped (RFC 8288 appendix
+                // B.3); anything else that is no name makes the member malformed.
+                match self.peek() {
+                    None | Some(b';' | b',') => continue,
+                    Some(_) => return None,
+                }
             }
             self.skip_while(is_ows);
             let value = if self.peek() == Some(b'=') {
@@ -219,7 +242,11 @@ impl Cursor<'_> {
                 if self.peek() == Some(b'"') {
                     self.quoted()?
                 } else {
-                    self.take_while(is_tchar).to_owned()
+                    // Unquoted: up to the next `;` or `,` (appendix B.3), as RFC 5988's
+                    // `type=text/html` was written.
+                    self.take_while(|b| b != b';' && b != b',')
+                        .trim_end_matches([' ', '\t'])
+                        .to_owned()
                 }
             } else {
                 String::new()
@@ -245,10 +272,20 @@ impl Cursor<'_> {
         let Ok(target) = base.join(&target) else {
             return Some(None);
         };
+        // RFC 8288 3.2: `anchor` replaces the link's context, resolved like the target.
+        let context = match params.iter().find(|(k, _)| k == "anchor") {
+            None => None,
+            Some((_, anchor)) => match base.join(anchor) {
+                Ok(context) if context == *base => None,
+                Ok(context) => Some(context),
+                Err(_) => return Some(None),
+            },
+        };
         Some(Some(Link {
             target,
             rels,
             params,
+            context,
         }))
     }
 
@@ -274,6 +311,74 @@ impl Cursor<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn obs_text_in_a_title_keeps_the_links_of_the_field() {
+        // RFC 9110 5.6.4: qdtext includes obs-text; a title in UTF-8 must not hide rel="next".
+        let mut h = http::HeaderMap::new();
+        h.append(
+            http::header::LINK,
+            http::HeaderValue::from_bytes(
+                "<https://api.example.com/v1/items?page=2>; rel=\"next\"; title=\"n\u{e4}chste Seite\""
+                    .as_bytes(),
+            )
+            .unwrap(),
+        );
+        let links = parse_link_headers(&h, &base());
+        assert_eq!(
+            next_link(&links).map(Url::as_str),
+            Some("https://api.example.com/v1/items?page=2")
+        );
+        assert_eq!(links[0].param("title"), Some("n\u{e4}chste Seite"));
+    }
+
+    #[test]
+    fn a_legacy_unquoted_media_type_or_a_trailing_semicolon_keeps_rel_next() {
+        // RFC 5988 allowed `type=text/html` unquoted; RFC 8288 appendix B.3 reads an unquoted
+        // value up to `;` or `,`, and an empty parameter after a `;` is skipped.
+        for v in [
+            r#"<https://api.example.com/v1/items?page=2>; rel="next"; type=text/html"#,
+            r#"<https://api.example.com/v1/items?page=2>; rel="next";"#,
+            r#"<https://api.example.com/v1/items?page=2>; ; rel=next ; type=text/html , </x>; rel=last"#,
+        ] {
+            let links = parse_link_header(v, &base());
+            assert_eq!(
+                next_link(&links).map(Url::as_str),
+                Some("https://api.example.com/v1/items?page=2"),
+                "{v}"
+            );
+        }
+        let links = parse_link_header(
+            r#"</a>; rel="next"; type=text/html ; title=x, </b>; rel=last"#,
+            &base(),
+        );
+        assert_eq!(links.len(), 2);
+        assert_eq!(links[0].param("type"), Some("text/html"));
+        assert_eq!(links[0].param("title"), Some("x"));
+    }
+
+    #[test]
+    fn anchor_changes_the_context_of_a_next_link() {
+        // RFC 8288 3.2: with `anchor`, the link's context is the anchor, not this page; this
+        // says "the next page after /v1/comments", not "the next page after this one".
+        let links = parse_link_header(
+            r#"</v1/comments?page=2>; rel="next"; anchor="/v1/comments""#,
+            &base(),
+        );
+        assert_eq!(next_link(&links), None);
+        assert_eq!(
+            links[0].context().map(Url::as_str),
+            Some("https://api.example.com/v1/comments")
+        );
+        // An anchor naming the page itself changes nothing.
+        let page = base();
+        let links = parse_link_header(
+            &format!(r#"</v1/items?page=2>; rel="next"; anchor="{page}""#),
+            &page,
+        );
+        assert_eq!(links[0].context(), None);
+        assert!(next_link(&links).is_some());
+    }
 
     fn base() -> Url {
         Url::parse("https://api.example.com/v1/items?page=1").unwrap()
