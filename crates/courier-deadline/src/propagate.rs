@@ -16,7 +16,8 @@
 //! Writing rounds down (the receiver never believes it has more than the sender will wait) and
 //! never produces a negative or overflowing value. Reading ignores garbage (signs, fractions,
 //! units, empty values) and caps absurd values at a configurable maximum
-//! ([`DEFAULT_MAX_INCOMING`], one hour). When a header repeats, the smallest valid value wins.
+//! ([`DEFAULT_MAX_INCOMING`], one hour). When a header repeats (as separate lines or folded into
+//! one, comma-separated), the smallest valid value wins.
 
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use std::time::Duration;
@@ -68,7 +69,9 @@ pub fn read_header(headers: &HeaderMap, name: &HeaderName, max: Duration) -> Opt
     headers
         .get_all(name)
         .iter()
-        .filter_map(|v| parse_millis(v.as_bytes()))
+        // An intermediary may fold repeated lines into one, comma-separated (RFC 9110 5.3).
+        .flat_map(|v| v.as_bytes().split(|&b| b == b','))
+        .filter_map(parse_millis)
         .min()
         .map(|ms| Duration::from_millis(ms).min(max))
 }
@@ -133,6 +136,10 @@ mod tests {
             Some(Duration::from_millis(300))
         );
         assert_eq!(read(&[b"0"]), Some(Duration::ZERO));
+        // Repeated lines folded into one by an intermediary.
+        assert_eq!(read(&[b"300, 900"]), Some(Duration::from_millis(300)));
+        assert_eq!(read(&[b"900,x, 300"]), Some(Duration::from_millis(300)));
+        assert_eq!(read(&[b","]), None);
     }
 
     #[test]
