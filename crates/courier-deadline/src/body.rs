@@ -11,7 +11,8 @@ use std::task::{Context, Poll};
 pin_project! {
     /// A response body bounded by the call's deadline (or by an attempt's timeout).
     ///
-    /// Frames ready before the bound pass through untouched. Once it has passed, reading yields
+    /// Frames ready before the bound pass through untouched, and a body at its end (or empty)
+    /// reads as ended at any time. Once the bound has passed, reading yields
     /// the bound's error ([`DeadlineExceeded`](courier_core::DeadlineExceeded), or
     /// [`AttemptTimedOut`](courier_core::AttemptTimedOut) for an attempt bounded to the end of
     /// the body) instead of waiting for a server that sends one byte a minute. The timer is the
@@ -74,6 +75,11 @@ where
         let Some(bound) = this.bound.as_mut() else {
             return this.inner.poll_frame(cx).map_err(Into::into);
         };
+        // An empty body (a 204, HEAD, 304) or one read to its end: nothing to wait for.
+        if this.inner.is_end_stream() {
+            *this.bound = None;
+            return Poll::Ready(None);
+        }
         // Past the bound, ready data does not extend it.
         if bound.check_passed(cx) {
             return Poll::Ready(Some(Err(bound.error())));

@@ -76,9 +76,16 @@ where
         };
         match inner.poll(cx) {
             Poll::Ready(Ok(res)) => {
-                let bound = this.bound.take().expect("polled after completion");
-                let bound = if *this.bound_body { Some(bound) } else { None };
-                return Poll::Ready(Ok(res.map(|body| DeadlineBody::new(body, bound))));
+                let mut bound = this.bound.take().expect("polled after completion");
+                if !*this.bound_body {
+                    return Poll::Ready(Ok(res.map(|body| DeadlineBody::new(body, None))));
+                }
+                // A response that came as the armed timer fired would carry a body that fails
+                // at its first read: the call is over, as its body's reader would find.
+                if bound.timer_fired(cx) {
+                    return Poll::Ready(Err(bound.error()));
+                }
+                return Poll::Ready(Ok(res.map(|body| DeadlineBody::new(body, Some(bound)))));
             }
             Poll::Ready(Err(err)) => {
                 let bound = this.bound.take().expect("polled after completion");

@@ -633,3 +633,42 @@ async fn headers_bounded_below_leaves_the_wait_to_the_attempt_timeout() {
     assert!(pending.is_err(), "still waiting past the deadline");
     assert_eq!(fut.await.unwrap().status(), 200);
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_body_that_arrived_in_time_reads_as_empty() {
+    // A 204 (or HEAD, or 304) answered before the deadline has no body to wait for: reading its
+    // end later does not fail.
+    let svc = DeadlineLayer::new(ms(1000)).layer(service_fn(|_: Request<()>| async {
+        tokio::time::sleep(ms(900)).await;
+        let mut res = Response::new(Empty::<Bytes>::new());
+        *res.status_mut() = StatusCode::NO_CONTENT;
+        Ok::<_, Infallible>(res)
+    }));
+    let res = svc.oneshot(Request::new(())).await.unwrap();
+    assert_eq!(res.status(), StatusCode::NO_CONTENT);
+    assert!(res.body().is_end_stream());
+    tokio::time::sleep(ms(200)).await;
+    let body = res.into_body().collect().await;
+    assert!(body.is_ok(), "{:?}", body.err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_response_at_the_deadline_is_the_deadline_not_an_unreadable_body() {
+    // The inner future and the deadline's timer are ready at the same poll: the response would
+    // carry a body that fails at its first read, so the call fails with the deadline instead.
+    let svc = DeadlineLayer::new(ms(1000)).layer(service_fn(|_: Request<()>| async {
+        tokio::time::sleep(ms(1000)).await;
+        Ok::<_, Infallible>(Response::new(http_body_util::Full::new(Bytes::from("ok"))))
+    }));
+    let err = svc.oneshot(Request::new(())).await.unwrap_err();
+    let err = err.downcast::<DeadlineExceeded>().expect("the deadline");
+    assert_eq!(err.budget(), ms(1000));
+    // Just before it, the body reads whole.
+    let svc = DeadlineLayer::new(ms(1000)).layer(service_fn(|_: Request<()>| async {
+        tokio::time::sleep(ms(999)).await;
+        Ok::<_, Infallible>(Response::new(http_body_util::Full::new(Bytes::from("ok"))))
+    }));
+    let res = svc.oneshot(Request::new(())).await.unwrap();
+    let body = res.into_body().collect().await.unwrap().to_bytes();
+    assert_eq!(body, "ok");
+}
