@@ -62,7 +62,10 @@ pub enum FailureKind {
     Read,
     /// The TLS handshake or certificate check failed. Retrying will not help.
     Tls,
-    /// One of our own refusals (open circuit, rate limited, deadline spent). Never retried.
+    /// A failure on our side: one of our own refusals (open circuit, rate limited, deadline
+    /// spent), or the request's own body failing while it was written (hyper's "body write
+    /// aborted": a body that errs or ends short of its length). Never retried, and no mark
+    /// against the host.
     Local,
     /// Anything else.
     Other,
@@ -163,12 +166,12 @@ fn classify_one(e: &(dyn Error + 'static)) -> Option<FailureKind> {
         if err.is_timeout() {
             return Some(FailureKind::Timeout);
         }
-        if err.is_incomplete_message()
-            || err.is_canceled()
-            || err.is_closed()
-            || err.is_body_write_aborted()
-            || err.is_parse()
-        {
+        // The request's own body failed: the caller's fault, not the host's, and sending it
+        // again fails the same way.
+        if err.is_body_write_aborted() {
+            return Some(FailureKind::Local);
+        }
+        if err.is_incomplete_message() || err.is_canceled() || err.is_closed() || err.is_parse() {
             return Some(FailureKind::Read);
         }
         return None;
