@@ -558,7 +558,8 @@ impl fmt::Debug for BudgetState {
     }
 }
 
-/// A retry taken from the budget; given back on drop unless the retry was sent.
+/// A retry taken from the budget; given back on drop unless it was committed (the retry went
+/// on its way), or by [`Withdrawal::give_back`] when a layer below refused it.
 pub(crate) struct Withdrawal {
     cell: Arc<Cell>,
     epoch: u64,
@@ -566,9 +567,14 @@ pub(crate) struct Withdrawal {
 }
 
 impl Withdrawal {
-    /// The retry was sent: keep it spent.
-    pub(crate) fn commit(mut self) {
+    /// The retry is on its way: keep it spent, even if the call is dropped from now on.
+    pub(crate) fn commit(&mut self) {
         self.committed = true;
+    }
+
+    /// The retry was refused below before anything was sent: give it back.
+    pub(crate) fn give_back(mut self) {
+        self.committed = false;
     }
 }
 
@@ -795,7 +801,7 @@ mod tests {
                     if is_request {
                         b.deposit_(&h, now);
                         events.push((now - start, true));
-                    } else if let Some(w) = b.withdraw_(&h, now) {
+                    } else if let Some(mut w) = b.withdraw_(&h, now) {
                         w.commit();
                         events.push((now - start, false));
                     }

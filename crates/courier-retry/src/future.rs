@@ -202,10 +202,19 @@ where
         };
         res = match ready {
             Ok(()) => {
-                if let Some(w) = next.withdrawal.take() {
+                let mut withdrawal = next.withdrawal.take();
+                if let Some(w) = withdrawal.as_mut() {
                     w.commit();
                 }
-                ctx.svc.call(req).await.map_err(Into::into)
+                let res = ctx.svc.call(req).await.map_err(Into::into);
+                // Refused below (open circuit, rate limited, deadline spent): nothing was sent,
+                // so the retry goes back to the budget.
+                if let (Some(w), Err(e)) = (withdrawal, &res)
+                    && classify_error(&**e) == FailureKind::Local
+                {
+                    w.give_back();
+                }
+                res
             }
             Err(e) => Err(e),
         };

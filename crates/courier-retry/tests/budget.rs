@@ -4,6 +4,7 @@ mod common;
 
 use common::*;
 use courier_core::extensions::Reason;
+use courier_core::{CircuitOpen, is_caused_by};
 use courier_retry::{Jitter, RetryBudget, RetryLayer};
 use http::{Request, Response, StatusCode};
 use std::collections::HashMap;
@@ -158,4 +159,30 @@ async fn full_jitter_beats_plain_exponential_in_a_herd() {
         jitter_done < plain_done,
         "{jitter_done:?} vs {plain_done:?}"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_refused_below_goes_back_to_the_budget() {
+    // One retry in the budget. The first call's retry is refused below (an open circuit):
+    // nothing was sent, so the second call may still retry.
+    let layer = outage_layer(0.0).budget(RetryBudget::new().ratio(0.0).floor(1));
+    let mock = Mock::new([
+        Answer::Status(503),
+        Answer::Local,
+        Answer::Status(503),
+        Answer::Status(200),
+    ]);
+    let err = layer
+        .layer(mock.clone())
+        .oneshot(get(URL))
+        .await
+        .unwrap_err();
+    assert!(is_caused_by::<CircuitOpen>(&*err), "{err}");
+    let res = layer.layer(mock.clone()).oneshot(get(URL)).await.unwrap();
+    assert_eq!(
+        res.status(),
+        StatusCode::OK,
+        "the refused retry was given back"
+    );
+    assert_eq!(mock.count(), 4);
 }
