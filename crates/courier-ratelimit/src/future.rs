@@ -13,7 +13,8 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
-use tokio::time::{Instant, Sleep};
+use std::time::Duration;
+use tokio::time::{Instant, Sleep, sleep_until};
 use tower_service::Service;
 
 pin_project! {
@@ -65,13 +66,42 @@ pin_project! {
     // Calling => Done
     #[project = StateProj]
     enum State<A, F> {
-        Acquire { #[pin] fut: A },
+        Acquire { #[pin] fut: BeforeDeadline<A> },
         Decided { decision: Decision },
         // The slot reserved, to give back if the caller drops us; the timer is boxed, as only
         // a waiting request needs one.
         Sleeping { sleep: Pin<Box<Sleep>>, grant: Grant },
         Calling { #[pin] fut: F },
         Done,
+    }
+}
+
+pin_project! {
+    /// A store's decision that comes later (over the network), raced against the request's
+    /// deadline: the timer is armed only once the store keeps the request waiting, and when the
+    /// deadline comes first the request is refused at once, nothing sent.
+    pub(crate) struct BeforeDeadline<A> {
+        #[pin]
+        fut: A,
+        deadline: Option<Instant>,
+        timer: Option<Pin<Box<Sleep>>>,
+    }
+}
+
+impl<A: Future<Output = Result<Decision, BoxError>>> Future for BeforeDeadline<A> {
+    type Output = A::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        if let Poll::Ready(decision) = this.fut.poll(cx) {
+            return Poll::Ready(decision);
+        }
+        let Some(at) = *this.deadline else {
+            return Poll::Pending;
+        };
+        let timer = this.timer.get_or_insert_with(|| Box::pin(sleep_until(at)));
+        ready!(timer.as_mut().poll(cx));
+        Poll::Ready(Ok(Decision::Deny(Denial::new(Duration::ZERO))))
     }
 }
 
@@ -99,15 +129,22 @@ where
     KF: KeyFn,
     St: RateLimitStore<KF::Key>,
 {
-    /// Waits for the store's decision, then goes on with `pending`.
+    /// Waits for the store's decision, but never past `deadline`, then goes on with `pending`.
     pub(crate) fn acquiring(
         acquire: St::Acquire,
+        deadline: Option<Instant>,
         pending: Box<(S, Request<B>)>,
         key: Held<KF::Key>,
         shared: Arc<Shared<KF, St>>,
     ) -> Self {
         Self {
-            state: State::Acquire { fut: acquire },
+            state: State::Acquire {
+                fut: BeforeDeadline {
+                    fut: acquire,
+                    deadline,
+                    timer: None,
+                },
+            },
             pending: Some(pending),
             key,
             shared,

@@ -126,7 +126,9 @@ where
         let acquire = shared.store.acquire(&key, shared.config.quota, max_wait);
         let shared = Arc::clone(shared);
         let pending = Box::new((self.take_ready(), req));
-        ResponseFuture::acquiring(acquire, pending, Held::Key(key), shared)
+        // A store that answers later is raced against the deadline (in either mode).
+        let deadline = Deadline::get(pending.1.extensions()).map(|d| d.instant());
+        ResponseFuture::acquiring(acquire, deadline, pending, Held::Key(key), shared)
     }
 }
 
