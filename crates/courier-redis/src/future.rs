@@ -126,11 +126,6 @@ where
                         let left = max_wait.saturating_sub(now - *asked);
                         store.on_failure(&err, key, *quota, left)
                     }
-                    // The longest wait ended before the command timeout: refused; Redis is
-                    // not counted as down for it.
-                    Err(_) if now - *asked < store.command_timeout() => {
-                        Decision::Deny(Denial::new(Duration::ZERO))
-                    }
                     Err(_) => {
                         let left = max_wait.saturating_sub(now - *asked);
                         store.on_failure(&CommandTimedOut, key, *quota, left)

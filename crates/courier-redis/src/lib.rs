@@ -42,10 +42,11 @@
 //! store's: a request whose slot comes within its `max_wait` is admitted with the time to
 //! sleep (concurrent callers across all replicas are spread one interval apart); one whose slot
 //! is further away is refused and takes nothing. The `max_wait` counts from the moment the
-//! decision was asked for (the layer bounds it by the request's `Deadline`): a caller never
-//! waits on Redis past it (it is then refused, and Redis is not counted as down), and a slot
-//! Redis granted on its own clock that would start past it on ours (the reply was slow) is
-//! given back and refused.
+//! decision was asked for (the layer bounds it by the request's `Deadline`): a slot Redis
+//! granted on its own clock that would start past it on ours (the reply was slow) is given back
+//! and refused, while a slot free at once is taken however slow the reply. The rate limiter
+//! layer never waits on Redis past the request's `Deadline`: it refuses the request then, and
+//! Redis is not counted as down for it.
 //!
 //! **Clocks.** Every moment inside Redis is on Redis's clock; what travels is relative (the
 //! interval, the burst tolerance, the longest wait in; the wait out), and the caller lays the

@@ -280,10 +280,6 @@ where
         self.shared.outages.load(Ordering::Relaxed)
     }
 
-    pub(crate) fn command_timeout(&self) -> Duration {
-        self.shared.command_timeout
-    }
-
     /// The failure policy.
     pub fn policy(&self) -> FailurePolicy {
         self.shared.policy
@@ -401,14 +397,14 @@ where
             .map(|until| until.saturating_duration_since(asked))
             .unwrap_or_default();
         let call = GcraCall::new(self.key_names(key), quota, max_wait, local_park);
-        // One timer: the command timeout, or the end of the longest wait when that comes first
-        // (a request never waits on Redis past its deadline). Zero means "no wait for a slot"
-        // (reject mode), not "no time for Redis".
-        let bound = match max_wait.is_zero() {
-            true => self.shared.command_timeout,
-            false => self.shared.command_timeout.min(max_wait),
-        };
-        let fut = tokio::time::timeout(bound, self.shared.backend.decide(call));
+        // Bounded by the command timeout only: `max_wait` is how long the caller accepts to wait
+        // for a slot, not how long Redis may take to say so (a slot free at once is taken at
+        // once, however slow the reply). The rate limiter layer races this against the
+        // request's deadline.
+        let fut = tokio::time::timeout(
+            self.shared.command_timeout,
+            self.shared.backend.decide(call),
+        );
         AcquireFuture::remote(fut, self.clone(), key.clone(), quota, asked, max_wait)
     }
 
@@ -1001,6 +997,67 @@ mod tests {
         let d = decide(&s, quota(10.0, 5), Duration::from_secs(60)).await;
         assert!(matches!(d, Decision::Admit(_)), "{d:?}");
         assert!(s.is_degraded());
+    }
+
+    /// A slot free at once, answered after 10 ms: reject mode (`max_wait` zero) takes it, and a
+    /// caller that accepts a short wait (5 ms, configured or what its deadline leaves) takes it
+    /// too: accepting a wait never turns a free slot into a refusal.
+    #[tokio::test(start_paused = true)]
+    async fn a_short_accepted_wait_still_takes_a_free_slot_on_a_slow_redis() {
+        struct SlowFree;
+        impl crate::backend::Backend for SlowFree {
+            fn decide(&self, _: GcraCall) -> crate::backend::BoxFut<Reply> {
+                Box::pin(async move {
+                    tokio::time::sleep(10 * MS).await;
+                    Ok(ADMIT_NOW)
+                })
+            }
+            fn park(&self, _: String, _: u64) -> crate::backend::BoxFut<()> {
+                Box::pin(async { Ok(()) })
+            }
+            fn give_back(&self, _: String, _: u64, _: u64) -> crate::backend::BoxFut<()> {
+                Box::pin(async { Ok(()) })
+            }
+            fn probe(&self, _: GcraCall) -> crate::backend::BoxFut<()> {
+                Box::pin(async { Ok(()) })
+            }
+            fn reset(&self) {}
+            fn describe(&self) -> String {
+                "slow-free:0".to_owned()
+            }
+        }
+        let s = RedisStore::builder("redis://unused").build(Arc::new(SlowFree) as DynBackend);
+        let d = decide(&s, quota(10.0, 5), Duration::ZERO).await;
+        assert!(matches!(d, Decision::Admit(_)), "reject mode: {d:?}");
+        let d = decide(&s, quota(10.0, 5), 5 * MS).await;
+        assert!(matches!(d, Decision::Admit(_)), "5 ms accepted: {d:?}");
+    }
+
+    /// Reject mode: a request with 10 ms left is not held on a hanging Redis past its deadline,
+    /// nor sent after it by the fallback.
+    #[tokio::test(start_paused = true)]
+    async fn reject_mode_never_sends_past_the_deadline_on_a_hanging_redis() {
+        let fake = Fake::new(Mode::Hang);
+        let s = store(&fake, FailurePolicy::FailOpen);
+        let called: Called = Arc::new(Mutex::new(None));
+        let seen = Arc::clone(&called);
+        let layer = TokenBucketRateLimitLayer::with_quota(quota(10.0, 5))
+            .mode(courier_ratelimit::Mode::Reject)
+            .store_in(s.clone());
+        let svc = ServiceBuilder::new().layer(layer).service(service_fn(
+            move |_req: http::Request<()>| {
+                *seen.lock().unwrap() = Some(Instant::now());
+                async { Ok::<_, BoxError>(http::Response::new(())) }
+            },
+        ));
+        let start = Instant::now();
+        let err = svc
+            .oneshot(with_deadline(Deadline::after(10 * MS)))
+            .await
+            .unwrap_err();
+        assert!(err.is::<RateLimited>(), "{err}");
+        assert_eq!(start.elapsed(), 10 * MS, "refused at the deadline");
+        assert_eq!(*called.lock().unwrap(), None, "never sent");
     }
 
     /// After waiting on Redis for the command timeout, the fallback only admits a slot within
