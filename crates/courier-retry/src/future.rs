@@ -16,7 +16,8 @@ use bytes::Buf;
 use courier_core::classify::{FailureKind, classify_error};
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
 use courier_core::{
-    AttemptRecord, Attempts, BoxError, Deadline, DeadlineExceeded, HostKey, WaitSource,
+    AttemptRecord, Attempts, BoxError, CircuitOpen, Deadline, DeadlineExceeded, HostKey,
+    RateLimited, WaitSource, is_caused_by,
 };
 use http::request::Parts;
 use http::{Request, Response};
@@ -207,10 +208,10 @@ where
                     w.commit();
                 }
                 let res = ctx.svc.call(req).await.map_err(Into::into);
-                // Refused below (open circuit, rate limited, deadline spent): nothing was sent,
-                // so the retry goes back to the budget.
+                // Refused below by the breaker or the rate limiter: nothing was sent, so the retry
+                // goes back to the budget. (A spent deadline may have cut it on the server.)
                 if let (Some(w), Err(e)) = (withdrawal, &res)
-                    && classify_error(&**e) == FailureKind::Local
+                    && (is_caused_by::<CircuitOpen>(&**e) || is_caused_by::<RateLimited>(&**e))
                 {
                     w.give_back();
                 }

@@ -93,8 +93,8 @@
 //! Waiting happens inside the response future, never in `poll_ready`. Dropping the future
 //! during a wait stops every further attempt, and the retry it would have spent is given back
 //! to the budget. So is a retry that a layer below refused before sending it (an open circuit,
-//! the rate limiter, a spent deadline). A retry that was handed on and then dropped stays spent:
-//! it may have reached the server.
+//! the rate limiter). A retry that was handed on and then dropped, or cut by a spent deadline,
+//! stays spent: it may have reached the server.
 //!
 //! # Differences from `tower::retry::Retry`
 //!

@@ -186,3 +186,42 @@ async fn a_retry_refused_below_goes_back_to_the_budget() {
     );
     assert_eq!(mock.count(), 4);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_cut_by_the_deadline_after_it_was_sent_stays_spent() {
+    // One retry in the budget. The first call's retry reaches the server, which is slow: a
+    // layer below cuts it with DeadlineExceeded. It was sent, so it stays spent.
+    use courier_core::DeadlineExceeded;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let layer = outage_layer(0.0).budget(RetryBudget::new().ratio(0.0).floor(1));
+    let hits = Arc::new(AtomicUsize::new(0));
+    let seen = Arc::clone(&hits);
+    let inner = tower::service_fn(move |_req: Request<String>| {
+        let n = seen.fetch_add(1, Ordering::SeqCst);
+        async move {
+            match n {
+                1 => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    Err::<Response<String>, courier_core::BoxError>(Box::new(
+                        DeadlineExceeded::new(Duration::from_secs(1), Duration::from_secs(1)),
+                    ))
+                }
+                0 | 2 => Ok(Response::builder().status(503).body(String::new()).unwrap()),
+                _ => Ok(Response::new(String::new())),
+            }
+        }
+    });
+    let err = layer
+        .layer(inner.clone())
+        .oneshot(get(URL))
+        .await
+        .unwrap_err();
+    assert!(is_caused_by::<DeadlineExceeded>(&*err), "{err}");
+    let res = layer.layer(inner).oneshot(get(URL)).await.unwrap();
+    assert_eq!(
+        res.status(),
+        StatusCode::SERVICE_UNAVAILABLE,
+        "the retry that reached the server was charged: no second retry"
+    );
+    assert_eq!(hits.load(Ordering::SeqCst), 3, "one retry in all");
+}
