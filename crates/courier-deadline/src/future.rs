@@ -65,6 +65,7 @@ impl<F, B, E> Future for ResponseFuture<F>
 where
     F: Future<Output = Result<Response<B>, E>>,
     E: Into<BoxError>,
+    B: http_body::Body,
 {
     type Output = Result<Response<DeadlineBody<B>>, BoxError>;
 
@@ -81,8 +82,10 @@ where
                     return Poll::Ready(Ok(res.map(|body| DeadlineBody::new(body, None))));
                 }
                 // A response that came as the armed timer fired would carry a body that fails
-                // at its first read: the call is over, as its body's reader would find.
-                if bound.timer_fired(cx) {
+                // at its first read: the call is over, as its body's reader would find. An
+                // ended body (a 204, HEAD, 304) reads as ended at any time: that response
+                // stands.
+                if !res.body().is_end_stream() && bound.timer_fired(cx) {
                     return Poll::Ready(Err(bound.error()));
                 }
                 return Poll::Ready(Ok(res.map(|body| DeadlineBody::new(body, Some(bound)))));

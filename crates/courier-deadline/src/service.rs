@@ -89,6 +89,7 @@ impl<S, ReqB, ResB> Service<Request<ReqB>> for Deadline<S>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
+    ResB: http_body::Body,
 {
     type Response = Response<crate::DeadlineBody<ResB>>;
     type Error = BoxError;
@@ -189,6 +190,7 @@ impl<S, ReqB, ResB> Service<Request<ReqB>> for AttemptTimeout<S>
 where
     S: Service<Request<ReqB>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
+    ResB: http_body::Body,
 {
     type Response = Response<crate::DeadlineBody<ResB>>;
     type Error = BoxError;

@@ -672,3 +672,20 @@ async fn a_response_at_the_deadline_is_the_deadline_not_an_unreadable_body() {
     let body = res.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(body, "ok");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_empty_response_at_the_deadline_is_the_response() {
+    // A 204 that comes as the timer fires has no body that could fail at its first read: the
+    // call's answer came, and is returned.
+    let svc = DeadlineLayer::new(ms(1000)).layer(service_fn(|_: Request<()>| async {
+        tokio::time::sleep(ms(1000)).await;
+        let mut res = Response::new(Empty::<Bytes>::new());
+        *res.status_mut() = StatusCode::NO_CONTENT;
+        Ok::<_, Infallible>(res)
+    }));
+    let res = svc.oneshot(Request::new(())).await;
+    assert_eq!(
+        res.map(|r| r.status()).map_err(|e| e.to_string()),
+        Ok(StatusCode::NO_CONTENT)
+    );
+}
