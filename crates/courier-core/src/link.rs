@@ -269,14 +269,24 @@ impl Cursor<'_> {
             Some(r) if !r.is_empty() => r,
             _ => return Some(None),
         };
+        // A byte that was not UTF-8 (replaced when the field was read) would name another
+        // resource than the server meant: such a link is dropped, not followed.
+        if target.contains('\u{fffd}') {
+            return Some(None);
+        }
         let Ok(target) = base.join(&target) else {
             return Some(None);
         };
         // RFC 8288 3.2: `anchor` replaces the link's context, resolved like the target.
         let context = match params.iter().find(|(k, _)| k == "anchor") {
             None => None,
+            // A fragment of the page (`anchor="#section"`) is still the page.
             Some((_, anchor)) => match base.join(anchor) {
-                Ok(context) if context == *base => None,
+                Ok(context)
+                    if context.as_str().split('#').next() == base.as_str().split('#').next() =>
+                {
+                    None
+                }
                 Ok(context) => Some(context),
                 Err(_) => return Some(None),
             },
@@ -378,6 +388,27 @@ mod tests {
         );
         assert_eq!(links[0].context(), None);
         assert!(next_link(&links).is_some());
+        let links = parse_link_header(r##"</v1/items?page=2>; rel="next"; anchor="#top""##, &page);
+        assert_eq!(
+            links[0].context(),
+            None,
+            "a fragment of the page is the page"
+        );
+    }
+
+    #[test]
+    fn a_target_with_bytes_that_are_not_utf8_is_dropped() {
+        let mut h = http::HeaderMap::new();
+        h.append(
+            http::header::LINK,
+            http::HeaderValue::from_bytes(
+                b"</v1/items?name=M\xfcller>; rel=\"next\", </v1/last>; rel=\"last\"",
+            )
+            .unwrap(),
+        );
+        let links = parse_link_headers(&h, &base());
+        assert_eq!(next_link(&links), None, "not a page the server named");
+        assert_eq!(links.len(), 1, "the other link stays");
     }
 
     fn base() -> Url {
