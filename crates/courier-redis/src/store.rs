@@ -959,9 +959,22 @@ mod tests {
         impl tower::Service<http::Request<()>, Response = http::Response<()>, Error = BoxError>,
         Called,
     ) {
+        recording_in(store, courier_ratelimit::Mode::Wait)
+    }
+
+    /// [`recording`] in `mode`.
+    fn recording_in(
+        store: RedisStore<HostKey>,
+        mode: courier_ratelimit::Mode,
+    ) -> (
+        impl tower::Service<http::Request<()>, Response = http::Response<()>, Error = BoxError>,
+        Called,
+    ) {
         let called = Arc::new(Mutex::new(None));
         let seen = Arc::clone(&called);
-        let layer = TokenBucketRateLimitLayer::with_quota(quota(10.0, 5)).store_in(store);
+        let layer = TokenBucketRateLimitLayer::with_quota(quota(10.0, 5))
+            .mode(mode)
+            .store_in(store);
         let svc = ServiceBuilder::new().layer(layer).service(service_fn(
             move |_req: http::Request<()>| {
                 *seen.lock().unwrap() = Some(Instant::now());
@@ -1039,17 +1052,7 @@ mod tests {
     async fn reject_mode_never_sends_past_the_deadline_on_a_hanging_redis() {
         let fake = Fake::new(Mode::Hang);
         let s = store(&fake, FailurePolicy::FailOpen);
-        let called: Called = Arc::new(Mutex::new(None));
-        let seen = Arc::clone(&called);
-        let layer = TokenBucketRateLimitLayer::with_quota(quota(10.0, 5))
-            .mode(courier_ratelimit::Mode::Reject)
-            .store_in(s.clone());
-        let svc = ServiceBuilder::new().layer(layer).service(service_fn(
-            move |_req: http::Request<()>| {
-                *seen.lock().unwrap() = Some(Instant::now());
-                async { Ok::<_, BoxError>(http::Response::new(())) }
-            },
-        ));
+        let (svc, called) = recording_in(s, courier_ratelimit::Mode::Reject);
         let start = Instant::now();
         let err = svc
             .oneshot(with_deadline(Deadline::after(10 * MS)))
