@@ -134,7 +134,8 @@ impl EtagCacheLayer {
     /// first goes upstream, the others wait for its 304 (at most `max_wait`, and never past
     /// their request's [`Deadline`](courier_core::Deadline) extension) and are answered
     /// from the updated entry. When the first fails, is dropped or answers anything but a
-    /// matching 304, or the wait runs out, each waiter sends its own request. `None` sends
+    /// matching 304 the cache may keep (a `no-store` one, or one a shared cache must not keep
+    /// for others), or the wait runs out, each waiter sends its own request. `None` sends
     /// every revalidation. Defaults to `Some(10 s)`.
     pub fn single_flight(self, max_wait: Option<Duration>) -> Self {
         self.with(|s| s.single_flight = max_wait)

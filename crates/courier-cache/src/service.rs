@@ -196,6 +196,7 @@ where
             added_conditionals,
             head,
             credentials,
+            authorization: fields.authorization,
             request_time: now,
             flight: None,
         };
@@ -264,6 +265,8 @@ struct RequestFields {
     cache_control: bool,
     /// One of the credential fields.
     credentials: bool,
+    /// `Authorization`, fingerprinted or not.
+    authorization: bool,
 }
 
 impl RequestFields {
@@ -279,6 +282,9 @@ impl RequestFields {
             }
             if credential_headers.contains(name) {
                 fields.credentials = true;
+            }
+            if name == header::AUTHORIZATION {
+                fields.authorization = true;
             }
         }
         fields
@@ -555,6 +561,9 @@ pub(crate) struct Lookup {
     added_conditionals: bool,
     head: bool,
     credentials: u64,
+    /// The request carried `Authorization` (fingerprinted or not); HEAD requests keep no
+    /// copy of their fields, so this is recorded apart.
+    authorization: bool,
     /// The caller's request headers, for `Vary` (`None` for HEAD, which is never stored, and
     /// when the request had none), without the conditionals the cache added.
     request_headers: Option<HeaderMap>,
@@ -824,17 +833,22 @@ impl Lookup {
         let (parts, _body) = response.into_parts();
         let timing = self.timing(Instant::now());
         let updated = Arc::new(entry.freshened(&parts.headers, timing));
-        if has_cache_control
-            && (updated.cache_control.no_store
-                || self.forbidden_when_shared(&updated.cache_control))
-        {
-            self.shared.store.remove(self.key.text().as_str());
-        } else {
+        // Whether the update may be stored depends on the request too (its `Authorization`),
+        // so a 304 without `Cache-Control` is checked against the directives it keeps.
+        let refused = (has_cache_control && updated.cache_control.no_store)
+            || self.forbidden_when_shared(&updated.cache_control);
+        let stored = !refused;
+        if stored {
             self.shared
                 .replace_entry(&self.key, self.key_hash, entry, updated.clone());
+        } else {
+            self.shared.store.remove(self.key.text().as_str());
         }
-        if let Some(flight) = self.flight.take() {
-            flight.complete(&updated);
+        match self.flight.take() {
+            Some(flight) if stored => flight.complete(&updated),
+            // Not ours to share: the callers waiting on this revalidation ask on their own.
+            Some(flight) => drop(flight),
+            None => {}
         }
         tracing::debug!(
             target: TARGET,
@@ -862,11 +876,8 @@ impl Lookup {
     /// with `Authorization` unless `public`, `s-maxage` or `must-revalidate` allows it.
     fn forbidden_when_shared(&self, cc: &CacheControl) -> bool {
         let credentials = &self.shared.credential_headers;
-        let unseparated_authorization = !credentials.contains(&header::AUTHORIZATION)
-            && self
-                .request_headers
-                .as_ref()
-                .is_some_and(|h| h.contains_key(header::AUTHORIZATION));
+        let unseparated_authorization =
+            self.authorization && !credentials.contains(&header::AUTHORIZATION);
         let shared = credentials.is_empty() || unseparated_authorization;
         (shared && cc.private)
             || (unseparated_authorization

@@ -69,7 +69,9 @@ impl MemoryStore {
                     .unwrap_or(usize::MAX)
                     .max(64),
             )
-            .weight_capacity(capacity)
+            // Each shard gets an equal share, rounded up: round the whole down to a multiple
+            // of the shards so the store never holds more than `capacity`.
+            .weight_capacity(capacity - capacity % shards as u64)
             .shards(shards)
             .build()
             .expect("estimated items and weight capacity are both set");

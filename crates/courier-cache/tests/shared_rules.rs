@@ -1,0 +1,126 @@
+//! A cache shared between callers (no credential fingerprint, or an `Authorization` that is not
+//! fingerprinted): what a 304 to one caller may leave for the others, HEAD included, and what
+//! the store's bound promises.
+
+mod support;
+
+use courier_cache::MemoryStore;
+use courier_core::CacheStatus;
+use http::Method;
+use std::time::Duration;
+use support::*;
+use tower::{Layer, Service, ServiceExt};
+
+const URL: &str = "http://api.example/thing";
+
+/// A HEAD with an unfingerprinted `Authorization` whose 304 says `private` must not make the
+/// shared entry private for the next caller (a GET already removed it).
+#[tokio::test(start_paused = true)]
+async fn a_private_304_to_a_head_with_authorization_is_not_stored() {
+    for method in [Method::HEAD, Method::GET] {
+        let mock = Mock::new();
+        let mut svc = layer()
+            .credential_headers([http::header::COOKIE])
+            .layer(mock.service());
+        mock.push(ok(
+            &[("cache-control", "public, max-age=0"), ("etag", "\"a\"")],
+            "shared",
+        ));
+        send(&mut svc, get(URL)).await.unwrap();
+        mock.push(not_modified(&[
+            ("etag", "\"a\""),
+            ("cache-control", "private, max-age=600"),
+            ("x-user", "bob"),
+        ]));
+        let bob = req(method.clone(), URL, &[("authorization", "Bearer bob")]);
+        assert_eq!(
+            send(&mut svc, bob).await.unwrap().cache,
+            CacheStatus::Revalidated
+        );
+        assert!(
+            svc.store().is_empty(),
+            "{method}: the private update is not kept"
+        );
+    }
+}
+
+/// A 304 without `Cache-Control` to a request with an unfingerprinted `Authorization` does not
+/// update an entry that is not `public`: its fields would reach other callers.
+#[tokio::test(start_paused = true)]
+async fn a_304_to_an_authorized_request_does_not_update_a_non_public_entry() {
+    let mock = Mock::new();
+    let mut svc = layer()
+        .credential_headers([http::header::COOKIE])
+        .layer(mock.service());
+    mock.push(ok(&[("etag", "\"a\"")], "anon"));
+    send(&mut svc, get(URL)).await.unwrap();
+
+    let expires = date(t0() + Duration::from_secs(600));
+    mock.push(not_modified(&[
+        ("etag", "\"a\""),
+        ("expires", &expires),
+        ("x-user", "bob"),
+    ]));
+    let bob = req(Method::GET, URL, &[("authorization", "Bearer bob")]);
+    let got = send(&mut svc, bob).await.unwrap();
+    assert_eq!(got.cache, CacheStatus::Revalidated);
+    assert_eq!(got.headers["x-user"], "bob", "bob gets his own answer");
+
+    mock.push(ok(&[("etag", "\"a\"")], "anon"));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert!(
+        got.headers.get("x-user").is_none(),
+        "an anonymous caller got bob's 304 fields ({:?})",
+        got.cache
+    );
+}
+
+/// A caller waiting on another's revalidation is not answered with that caller's `private`
+/// 304: it asks on its own.
+#[tokio::test(start_paused = true)]
+async fn a_follower_is_not_answered_with_a_private_304() {
+    let mock = Mock::new();
+    let mut svc = layer().credential_headers([]).layer(mock.service());
+    mock.push(ok(
+        &[("cache-control", "public, max-age=0"), ("etag", "\"v\"")],
+        "stored",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+
+    mock.push_delayed(
+        Duration::from_secs(1),
+        not_modified(&[
+            ("etag", "\"v\""),
+            ("cache-control", "private"),
+            ("x-user", "leader"),
+        ]),
+    );
+    mock.push(ok(&[("cache-control", "public, max-age=0")], "own"));
+    let leader = svc.ready().await.unwrap().call(get(URL));
+    let follower = svc.ready().await.unwrap().call(get(URL));
+    let (leader, follower) = tokio::join!(
+        async { read(leader.await.unwrap()).await.unwrap() },
+        async { read(follower.await.unwrap()).await.unwrap() }
+    );
+    assert_eq!(leader.headers["x-user"], "leader");
+    assert!(
+        follower.headers.get("x-user").is_none(),
+        "the follower got the leader's private 304 ({:?})",
+        follower.cache
+    );
+    assert_eq!(follower.body, "own");
+    assert_eq!(mock.calls(), 3, "the follower asked on its own");
+}
+
+/// "A store holding at most `capacity` bytes", whatever the split into shards.
+#[test]
+fn a_memory_store_holds_at_most_its_capacity() {
+    for asked in [(128 << 20) + 1, (64 << 20) + 15, 1 << 20, 1] {
+        let store = MemoryStore::new(asked);
+        assert!(store.capacity() <= asked, "{asked}: {}", store.capacity());
+        assert!(
+            store.capacity() + 16 > asked,
+            "{asked}: rounded by less than the shards"
+        );
+    }
+}
