@@ -13,7 +13,8 @@ const NANOS_PER_SEC: f64 = 1e9;
 /// How fast a bucket refills: a number of requests per unit of time, never zero.
 ///
 /// Kept as the interval between two requests (the GCRA's emission interval) in whole
-/// nanoseconds, between 1 ns and [`MAX_INTERVAL`].
+/// nanoseconds, between 1 ns and [`MAX_INTERVAL`], rounded up: the bucket never runs faster
+/// than asked (3 per second is one every 333 333 334 ns).
 ///
 /// ```
 /// use courier_ratelimit::Rate;
@@ -42,10 +43,18 @@ impl Rate {
     pub fn per_second(rps: f64) -> Result<Self, InvalidConfig> {
         const WHAT: &str = "a rate must be a finite number of requests per second above zero, \
                             at most 1e9 and at least one a year";
-        if !rps.is_finite() || rps <= 0.0 {
+        if !rps.is_finite() || rps <= 0.0 || rps > NANOS_PER_SEC {
             return Err(InvalidConfig::new(WHAT, rps));
         }
-        let ns = (NANOS_PER_SEC / rps).round();
+        // Rounded up, so the bucket never runs faster than asked (a rate of 3/s is not let
+        // through as one every 333 333 333 ns, four in a second); a quotient within float
+        // noise of a whole number is that number.
+        let exact = NANOS_PER_SEC / rps;
+        let ns = if (exact - exact.round()).abs() <= exact * 1e-12 {
+            exact.round()
+        } else {
+            exact.ceil()
+        };
         if !(1.0..=MAX_INTERVAL.as_nanos() as f64).contains(&ns) {
             return Err(InvalidConfig::new(WHAT, rps));
         }
@@ -58,7 +67,13 @@ impl Rate {
     ///
     /// [`InvalidConfig`] when `per / count` is below 1 ns or above [`MAX_INTERVAL`].
     pub fn new(count: NonZeroU32, per: Duration) -> Result<Self, InvalidConfig> {
-        let ns = per.as_nanos() / u128::from(count.get());
+        let (per_ns, count) = (per.as_nanos(), u128::from(count.get()));
+        // Rounded up, so the bucket never runs faster than asked; below 1 ns is refused.
+        let ns = if per_ns < count {
+            0
+        } else {
+            per_ns.div_ceil(count)
+        };
         u64::try_from(ns)
             .ok()
             .filter(|ns| *ns <= MAX_INTERVAL.as_nanos() as u64)

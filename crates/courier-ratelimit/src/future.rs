@@ -343,12 +343,22 @@ where
     shared.store.park(key, hint.wait());
     tracing::info!(
         host = ?key,
-        until = %httpdate::fmt_http_date(hints.wall_clock().now() + hint.wait()),
+        until = %http_date(hints.wall_clock().now().checked_add(hint.wait())),
         wait_ms = hint.wait().as_millis() as u64,
         why = hint.source().as_str(),
         status,
         "rate limit: host parked by the server"
     );
+}
+
+/// An HTTP-date for the log, or `-` for a moment HTTP dates cannot name (before 1970, after
+/// 9999, or past `SystemTime`'s range), where `httpdate` would panic.
+fn http_date(at: Option<std::time::SystemTime>) -> String {
+    const YEAR_10000: Duration = Duration::from_secs(253_402_300_800);
+    match at.and_then(|t| t.duration_since(std::time::UNIX_EPOCH).ok()) {
+        Some(since) if since < YEAR_10000 => httpdate::fmt_http_date(std::time::UNIX_EPOCH + since),
+        _ => "-".to_owned(),
+    }
 }
 
 /// Whether `headers` hold a field [`HintConfig::parse`](courier_core::HintConfig::parse) may

@@ -44,9 +44,11 @@
 //!
 //! Every response is read with [`HintConfig::parse`](courier_core::HintConfig::parse): a 429,
 //! 503 (or 403) with `Retry-After`, `x-ratelimit-remaining: 0` with a reset, or the IETF
-//! `RateLimit` fields with nothing remaining park that host until the moment named. Requests to
-//! a parked host wait until then (or are rejected, in Reject mode, or when the park is longer
-//! than `max_wait`); other hosts are not affected. A response marked by the cache layer as
+//! `RateLimit` fields with nothing remaining park that host's bucket until the moment named.
+//! Requests drawing from a parked bucket wait until then (or are rejected, in Reject mode, or
+//! when the park is longer than `max_wait`); other buckets are not affected. A park belongs to
+//! the bucket's key: per host by default, every host under `global()`, and the key a `key_by`
+//! function names (so a 429 parks that key's bucket, not the host for other keys). A response marked by the cache layer as
 //! served from the cache ([`CacheStatus::is_from_cache`](courier_core::CacheStatus)) is old
 //! news: its hints are ignored.
 //!
