@@ -210,6 +210,15 @@ where
                 StateProj::Decided { decision } => *decision,
                 StateProj::Sleeping { sleep, .. } => {
                     ready!(sleep.as_mut().poll(cx));
+                    // tokio's timer wakes on whole milliseconds, up to one after the slot: a
+                    // slot just before the deadline can wake just after it. Never sent then.
+                    if let Some((_, req)) = this.pending.as_deref()
+                        && let Some(deadline) = courier_core::Deadline::get(req.extensions())
+                        && Instant::now() > deadline.instant()
+                    {
+                        this.state.set(State::Done);
+                        return Poll::Ready(Err(Box::new(RateLimited::new(Duration::ZERO))));
+                    }
                     // The slot has come: from here on it is spent (leaving Sleeping drops the
                     // grant).
                     this.state.set(State::Calling {

@@ -64,3 +64,41 @@ fn a_rate_above_1e9_per_second_is_refused_as_documented() {
     assert!(Rate::per_second(1e9).is_ok());
     assert!(Rate::new(NonZeroU32::new(3).unwrap(), Duration::from_nanos(2)).is_err());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_waiter_is_never_sent_after_its_deadline() {
+    // tokio's timer wakes on whole milliseconds: a slot at 333.333 ms with a deadline at
+    // 333.9 ms would wake at 334 ms, past the deadline. Such a request is refused.
+    use courier_core::{BoxError, Deadline, RateLimited};
+    use courier_ratelimit::TokenBucketRateLimitLayer;
+    use http::{Request, Response};
+    use std::convert::Infallible;
+    use std::sync::{Arc, Mutex};
+    use tower::{Layer, ServiceExt, service_fn};
+    let sent: Arc<Mutex<Vec<tokio::time::Instant>>> = Arc::default();
+    let up = {
+        let sent = sent.clone();
+        service_fn(move |_req: Request<()>| {
+            sent.lock().unwrap().push(tokio::time::Instant::now());
+            std::future::ready(Ok::<_, Infallible>(Response::new(())))
+        })
+    };
+    let rate = Rate::new(NonZeroU32::new(3).unwrap(), Duration::from_secs(1)).unwrap();
+    let svc = TokenBucketRateLimitLayer::new(rate, NonZeroU32::MIN).layer(up);
+    let get = || Request::get("http://a/x").body(()).unwrap();
+    svc.clone().oneshot(get()).await.unwrap();
+    let deadline = Deadline::after(Duration::from_micros(333_900));
+    let mut req = get();
+    req.extensions_mut().insert(deadline);
+    let res: Result<Response<()>, BoxError> = svc.clone().oneshot(req).await;
+    let err = res.expect_err("the slot comes too close to the deadline");
+    assert!(err.is::<RateLimited>(), "{err}");
+    assert_eq!(sent.lock().unwrap().len(), 1, "never sent");
+    // With a millisecond to spare, it waits for its slot.
+    let deadline = Deadline::after(Duration::from_millis(700));
+    let mut req = get();
+    req.extensions_mut().insert(deadline);
+    svc.clone().oneshot(req).await.unwrap();
+    let at = *sent.lock().unwrap().last().unwrap();
+    assert!(at <= deadline.instant());
+}
