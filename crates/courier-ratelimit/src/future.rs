@@ -219,6 +219,22 @@ where
                         this.state.set(State::Done);
                         return Poll::Ready(Err(Box::new(RateLimited::new(Duration::ZERO))));
                     }
+                    // A park that came while this request waited (a 429 to one ahead of it)
+                    // holds it too, within what it accepts to wait.
+                    let shared = &**this.shared;
+                    if let Some(until) = shared.store.parked_until(this.key.get()) {
+                        let now = Instant::now();
+                        let past_deadline = this.pending.as_deref().is_some_and(|(_, req)| {
+                            courier_core::Deadline::get(req.extensions())
+                                .is_some_and(|d| until > d.instant())
+                        });
+                        if until - now > shared.config.max_wait || past_deadline {
+                            this.state.set(State::Done);
+                            return Poll::Ready(Err(Box::new(RateLimited::new(until - now))));
+                        }
+                        sleep.as_mut().reset(until);
+                        continue;
+                    }
                     // The slot has come: from here on it is spent (leaving Sleeping drops the
                     // grant).
                     this.state.set(State::Calling {

@@ -65,6 +65,14 @@ pub trait RateLimitStore<K>: Send + Sync + 'static {
         let _ = (key, quota, grant);
     }
 
+    /// Until when `key` is parked, if it is parked now: a request that waited for its slot
+    /// checks it before it starts, so a park that came meanwhile (a 429 to a request ahead of
+    /// it) holds it too. Defaults to `None`: such a request starts at its slot.
+    fn parked_until(&self, key: &K) -> Option<Instant> {
+        let _ = key;
+        None
+    }
+
     /// The in-process store this store decides with, when it answers at once from one (as
     /// [`InMemoryStore`] does). The layer then decides in `call` itself, on the bucket the
     /// service used for the previous request when the key is the same (no hashing, no map), and
@@ -390,6 +398,10 @@ impl<K: Hash + Eq> fmt::Debug for InMemoryStore<K> {
 }
 
 impl<K: Hash + Eq + Clone + Send + Sync + 'static> RateLimitStore<K> for InMemoryStore<K> {
+    fn parked_until(&self, key: &K) -> Option<Instant> {
+        InMemoryStore::parked_until(self, key)
+    }
+
     type Acquire = Ready<Result<Decision, BoxError>>;
 
     #[inline]

@@ -95,6 +95,13 @@ where
             Self::Redis(_) => None,
         }
     }
+
+    fn parked_until(&self, key: &K) -> Option<tokio::time::Instant> {
+        match self {
+            Self::Local(s) => s.parked_until(key),
+            Self::Redis(s) => s.parked_until(key),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -408,6 +408,11 @@ where
         AcquireFuture::remote(fut, self.clone(), key.clone(), quota, asked, max_wait)
     }
 
+    /// The parks this replica heard of (kept in process as well as in Redis).
+    fn parked_until(&self, key: &K) -> Option<Instant> {
+        self.fallback.parked_until(key)
+    }
+
     /// Records the park in process at once (this replica obeys it on its next request), and
     /// sends it to Redis in a spawned task (every replica obeys it from its next decision).
     /// During an outage, or when the write fails, the park is kept and sent when Redis answers
