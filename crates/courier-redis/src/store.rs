@@ -999,18 +999,30 @@ mod tests {
     /// it (the fallback, 50 ms later, would have admitted it).
     #[tokio::test(start_paused = true)]
     async fn a_hanging_redis_never_sends_past_the_deadline() {
+        // In wait and in reject mode alike.
+        for mode in [
+            courier_ratelimit::Mode::Reject,
+            courier_ratelimit::Mode::Wait,
+        ] {
+            let fake = Fake::new(Mode::Hang);
+            let s = store(&fake, FailurePolicy::FailOpen);
+            let (svc, called) = recording_in(s.clone(), mode);
+            let start = Instant::now();
+            let err = svc
+                .oneshot(with_deadline(Deadline::after(10 * MS)))
+                .await
+                .unwrap_err();
+            assert!(err.is::<RateLimited>(), "{mode:?}: {err}");
+            assert_eq!(
+                start.elapsed(),
+                10 * MS,
+                "{mode:?}: refused at the deadline"
+            );
+            assert_eq!(*called.lock().unwrap(), None, "{mode:?}: never sent");
+            assert!(!s.is_degraded(), "{mode:?}: a wait that ended is no outage");
+        }
         let fake = Fake::new(Mode::Hang);
         let s = store(&fake, FailurePolicy::FailOpen);
-        let (svc, called) = recording(s.clone());
-        let start = Instant::now();
-        let err = svc
-            .oneshot(with_deadline(Deadline::after(10 * MS)))
-            .await
-            .unwrap_err();
-        assert!(err.is::<RateLimited>(), "{err}");
-        assert_eq!(start.elapsed(), 10 * MS, "refused at the deadline");
-        assert_eq!(*called.lock().unwrap(), None, "never sent");
-        assert!(!s.is_degraded(), "a wait that ended is no outage");
         // Without a deadline the command timeout still starts an outage.
         let d = decide(&s, quota(10.0, 5), Duration::from_secs(60)).await;
         assert!(matches!(d, Decision::Admit(_)), "{d:?}");
@@ -1049,23 +1061,6 @@ mod tests {
         assert!(matches!(d, Decision::Admit(_)), "reject mode: {d:?}");
         let d = decide(&s, quota(10.0, 5), 5 * MS).await;
         assert!(matches!(d, Decision::Admit(_)), "5 ms accepted: {d:?}");
-    }
-
-    /// Reject mode: a request with 10 ms left is not held on a hanging Redis past its deadline,
-    /// nor sent after it by the fallback.
-    #[tokio::test(start_paused = true)]
-    async fn reject_mode_never_sends_past_the_deadline_on_a_hanging_redis() {
-        let fake = Fake::new(Mode::Hang);
-        let s = store(&fake, FailurePolicy::FailOpen);
-        let (svc, called) = recording_in(s, courier_ratelimit::Mode::Reject);
-        let start = Instant::now();
-        let err = svc
-            .oneshot(with_deadline(Deadline::after(10 * MS)))
-            .await
-            .unwrap_err();
-        assert!(err.is::<RateLimited>(), "{err}");
-        assert_eq!(start.elapsed(), 10 * MS, "refused at the deadline");
-        assert_eq!(*called.lock().unwrap(), None, "never sent");
     }
 
     /// After waiting on Redis for the command timeout, the fallback only admits a slot within
