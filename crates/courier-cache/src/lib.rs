@@ -56,7 +56,9 @@
 //! - Entries are selected per URI by `Vary` (one variant per combination of the listed request
 //!   fields, compared as bytes) and by a fingerprint of the credentials (`Authorization` and `Cookie` by default,
 //!   see [`EtagCacheLayer::credential_headers`]), so different credentials never share an
-//!   entry. Eight variants per URI at most; the oldest goes first.
+//!   entry. Eight variants per URI at most; the oldest goes first, as it does when the
+//!   variants of a URI together would outweigh what the in-memory store takes as one value
+//!   (nine tenths of a shard: a sixteenth of the store, or the whole of a store under 8 MiB).
 //!
 //! # When it is served
 //!

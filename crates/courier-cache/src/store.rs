@@ -50,6 +50,9 @@ pub struct MemoryStore {
     cache: Arc<Cache<StoreKey, Arc<Variants>, ByWeight, PassThrough, LogEvictions>>,
     /// Hashes key texts (seeded at random per store; clones share the seed).
     hasher: foldhash::fast::RandomState,
+    /// The heaviest value a shard takes (with a margin under quick_cache's own limit, a share
+    /// of one shard): heavier, it would refuse the value and drop what the key held.
+    max_value_weight: u64,
 }
 
 impl MemoryStore {
@@ -83,6 +86,7 @@ impl MemoryStore {
                 LogEvictions,
             )),
             hasher: foldhash::fast::RandomState::default(),
+            max_value_weight: capacity / shards as u64 / 10 * 9,
         }
     }
 
@@ -126,7 +130,25 @@ impl MemoryStore {
     /// Stores `variants` under `text`, whose hash is `hash`.
     pub(crate) fn insert_hashed(&self, hash: u64, text: Arc<str>, variants: Arc<Variants>) {
         debug_assert_eq!(hash, self.hash_text(&text));
-        self.cache.insert(StoreKey { hash, text }, variants);
+        if let Some(variants) = self.admissible(&text, variants) {
+            self.cache.insert(StoreKey { hash, text }, variants);
+        }
+    }
+
+    /// `variants`, less its oldest entries while the whole would outweigh what one shard takes
+    /// (all the variants of a URI are one value: refused whole, they would all be lost).
+    /// `None` when even the newest alone is too heavy: what the key holds then stays.
+    fn admissible(&self, text: &str, variants: Arc<Variants>) -> Option<Arc<Variants>> {
+        let fits =
+            |v: &Variants| KEY_OVERHEAD + text.len() as u64 + v.weight() <= self.max_value_weight;
+        if fits(&variants) {
+            return Some(variants);
+        }
+        let entries = variants.entries();
+        (1..entries.len())
+            .map(|skip| Variants::new(entries[skip..].to_vec()))
+            .find(|v| fits(v))
+            .map(Arc::new)
     }
 
     /// Removes the variants of the key made of `parts`, whose hash is `hash`.
@@ -165,6 +187,9 @@ impl CacheStore for MemoryStore {
 
     fn insert(&self, key: String, variants: Arc<Variants>) {
         let hash = self.hash_text(&key);
+        let Some(variants) = self.admissible(&key, variants) else {
+            return;
+        };
         self.cache.insert(
             StoreKey {
                 hash,

@@ -124,3 +124,38 @@ fn a_memory_store_holds_at_most_its_capacity() {
         );
     }
 }
+
+/// "Eight variants per URI at most; the oldest goes first": a variant too many for the store
+/// drops the oldest, not every variant of the URI.
+#[tokio::test(start_paused = true)]
+async fn a_variant_too_many_for_the_store_drops_only_the_oldest() {
+    let mock = Mock::new();
+    let mut svc = layer().capacity(1 << 20).layer(mock.service());
+    let big = "x".repeat(400_000);
+    for lang in ["a", "b", "c"] {
+        mock.push(ok(
+            &[
+                ("cache-control", "max-age=600"),
+                ("vary", "accept-language"),
+            ],
+            &big,
+        ));
+        let got = send(
+            &mut svc,
+            req(Method::GET, URL, &[("accept-language", lang)]),
+        )
+        .await
+        .unwrap();
+        assert_eq!(got.cache, CacheStatus::Miss);
+    }
+    let got = send(&mut svc, req(Method::GET, URL, &[("accept-language", "c")]))
+        .await
+        .unwrap();
+    assert_eq!(got.cache, CacheStatus::Hit, "the newest variant stays");
+    assert_eq!(got.body.len(), 400_000);
+    mock.push(ok(&[("cache-control", "max-age=600")], "refetched"));
+    let got = send(&mut svc, req(Method::GET, URL, &[("accept-language", "a")]))
+        .await
+        .unwrap();
+    assert_eq!(got.cache, CacheStatus::Miss, "the oldest went");
+}
