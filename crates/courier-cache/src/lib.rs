@@ -58,7 +58,8 @@
 //!   see [`EtagCacheLayer::credential_headers`]), so different credentials never share an
 //!   entry. Eight variants per URI at most; the oldest goes first, as it does when the
 //!   variants of a URI together would outweigh what the in-memory store takes as one value
-//!   (nine tenths of a shard: a sixteenth of the store, or the whole of a store under 8 MiB).
+//!   (nine tenths of one of its shards: the store is split into up to 16 shards of at least
+//!   4 MiB each, or kept whole below 8 MiB).
 //!
 //! # When it is served
 //!
