@@ -210,37 +210,49 @@ where
                 StateProj::Decided { decision } => *decision,
                 StateProj::Sleeping { sleep, .. } => {
                     ready!(sleep.as_mut().poll(cx));
-                    // tokio's timer wakes on whole milliseconds, up to one after the slot: a
-                    // slot just before the deadline can wake just after it. Never sent then.
-                    if let Some((_, req)) = this.pending.as_deref()
-                        && let Some(deadline) = courier_core::Deadline::get(req.extensions())
-                        && Instant::now() > deadline.instant()
-                    {
-                        this.state.set(State::Done);
-                        return Poll::Ready(Err(Box::new(RateLimited::new(Duration::ZERO))));
-                    }
+                    let now = Instant::now();
+                    let deadline = this
+                        .pending
+                        .as_deref()
+                        .and_then(|(_, req)| courier_core::Deadline::get(req.extensions()))
+                        .map(|d| d.instant());
+                    let shared = &**this.shared;
                     // A park that came while this request waited (a 429 to one ahead of it)
                     // holds it too, within what it accepts to wait.
-                    let shared = &**this.shared;
-                    if let Some(until) = shared.store.parked_until(this.key.get()) {
-                        let now = Instant::now();
-                        let past_deadline = this.pending.as_deref().is_some_and(|(_, req)| {
-                            courier_core::Deadline::get(req.extensions())
-                                .is_some_and(|d| until > d.instant())
-                        });
-                        if until - now > shared.config.max_wait || past_deadline {
-                            this.state.set(State::Done);
-                            return Poll::Ready(Err(Box::new(RateLimited::new(until - now))));
+                    let parked = || {
+                        shared
+                            .store
+                            .parked_until(this.key.get())
+                            .filter(|&until| until > now)
+                    };
+                    match deadline {
+                        // tokio's timer wakes on whole milliseconds, up to one after the slot:
+                        // a slot just before the deadline can wake just after it. Never sent
+                        // then.
+                        Some(deadline) if now > deadline => {
+                            Decision::Deny(Denial::new(Duration::ZERO))
                         }
-                        sleep.as_mut().reset(until);
-                        continue;
+                        _ => match parked() {
+                            Some(until)
+                                if until - now > shared.config.max_wait
+                                    || deadline.is_some_and(|d| until > d) =>
+                            {
+                                Decision::Deny(Denial::new(until - now).parked(true))
+                            }
+                            Some(until) => {
+                                sleep.as_mut().reset(until);
+                                continue;
+                            }
+                            // The slot has come: from here on it is spent (leaving Sleeping
+                            // drops the grant).
+                            None => {
+                                this.state.set(State::Calling {
+                                    fut: start(this.pending),
+                                });
+                                continue;
+                            }
+                        },
                     }
-                    // The slot has come: from here on it is spent (leaving Sleeping drops the
-                    // grant).
-                    this.state.set(State::Calling {
-                        fut: start(this.pending),
-                    });
-                    continue;
                 }
                 StateProj::Done => panic!("ResponseFuture polled after it completed"),
             };
