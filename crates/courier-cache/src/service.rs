@@ -837,18 +837,16 @@ impl Lookup {
         // so a 304 without `Cache-Control` is checked against the directives it keeps.
         let refused = (has_cache_control && updated.cache_control.no_store)
             || self.forbidden_when_shared(&updated.cache_control);
-        let stored = !refused;
-        if stored {
+        if refused {
+            self.shared.store.remove(self.key.text().as_str());
+            // Not ours to share: the callers waiting on this revalidation ask on their own.
+            drop(self.flight.take());
+        } else {
             self.shared
                 .replace_entry(&self.key, self.key_hash, entry, updated.clone());
-        } else {
-            self.shared.store.remove(self.key.text().as_str());
-        }
-        match self.flight.take() {
-            Some(flight) if stored => flight.complete(&updated),
-            // Not ours to share: the callers waiting on this revalidation ask on their own.
-            Some(flight) => drop(flight),
-            None => {}
+            if let Some(flight) = self.flight.take() {
+                flight.complete(&updated);
+            }
         }
         tracing::debug!(
             target: TARGET,

@@ -139,16 +139,21 @@ impl MemoryStore {
     /// (all the variants of a URI are one value: refused whole, they would all be lost).
     /// `None` when even the newest alone is too heavy: what the key holds then stays.
     fn admissible(&self, text: &str, variants: Arc<Variants>) -> Option<Arc<Variants>> {
-        let fits =
-            |v: &Variants| KEY_OVERHEAD + text.len() as u64 + v.weight() <= self.max_value_weight;
-        if fits(&variants) {
+        let room = self
+            .max_value_weight
+            .saturating_sub(KEY_OVERHEAD + text.len() as u64);
+        if variants.weight() <= room {
             return Some(variants);
         }
+        // Drop the oldest until the rest fits; not even the newest alone: store nothing.
         let entries = variants.entries();
-        (1..entries.len())
-            .map(|skip| Variants::new(entries[skip..].to_vec()))
-            .find(|v| fits(v))
-            .map(Arc::new)
+        let mut weight = variants.weight();
+        let skip = entries.iter().position(|e| {
+            let fits = weight <= room;
+            weight -= e.weight;
+            fits
+        })?;
+        Some(Arc::new(Variants::new(entries[skip..].to_vec())))
     }
 
     /// Removes the variants of the key made of `parts`, whose hash is `hash`.
