@@ -20,7 +20,7 @@
 //! ```
 
 use std::fmt;
-use url::Url;
+use url::{Position, Url};
 
 /// One link: a resolved target, its relation types and its other parameters.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -282,9 +282,7 @@ impl Cursor<'_> {
             None => None,
             // A fragment of the page (`anchor="#section"`) is still the page.
             Some((_, anchor)) => match base.join(anchor) {
-                Ok(context)
-                    if context.as_str().split('#').next() == base.as_str().split('#').next() =>
-                {
+                Ok(context) if context[..Position::AfterQuery] == base[..Position::AfterQuery] => {
                     None
                 }
                 Ok(context) => Some(context),
