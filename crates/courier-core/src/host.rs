@@ -203,6 +203,34 @@ mod tests {
     use super::*;
 
     #[test]
+    fn matches_agrees_with_the_key_it_would_make() {
+        let uris = [
+            "http://api.example:8080/a",
+            "HTTP://API.example:8080/b",
+            "https://api.example:8080/a",
+            "HTTPS://api.example:8080/a",
+            "ws://api.example:8080/a",
+            "WS://api.example:8080/a",
+            "git+ssh://api.example:8080/a",
+            "GIT+SSH://api.example:8080/a",
+            "http://api.example/a",
+            "http://other.example:8080/a",
+        ];
+        let headers = http::HeaderMap::new();
+        for k in uris {
+            let key = HostKey::from_parts(&k.parse().unwrap(), &headers);
+            for u in uris {
+                let uri: http::Uri = u.parse().unwrap();
+                let expected = key == HostKey::from_parts(&uri, &headers);
+                assert_eq!(key.matches(&uri), Some(expected), "{k} against {u}");
+            }
+        }
+        let relative: http::Uri = "/a".parse().unwrap();
+        let key = HostKey::from_parts(&uris[0].parse().unwrap(), &headers);
+        assert_eq!(key.matches(&relative), None);
+    }
+
+    #[test]
     fn key_ignores_case_and_path() {
         let a = http::Request::get("https://API.example.com/a?x=1")
             .body(())
