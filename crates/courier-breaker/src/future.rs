@@ -6,12 +6,12 @@ use crate::state::Ticket;
 use courier_core::classify::{FailureKind, classify_error};
 use courier_core::{BoxError, CircuitOpen};
 use pin_project_lite::pin_project;
-use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
+use std::{fmt, mem};
 
 pin_project! {
     /// The response future of [`CircuitBreaker`](crate::CircuitBreaker): the inner call, or
@@ -68,12 +68,7 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.project();
         match this.kind.project() {
-            KindProj::Rejected { err } => {
-                let err = err
-                    .take()
-                    .expect("a refused call's future is polled to completion once");
-                Poll::Ready(Err(Box::new(err)))
-            }
+            KindProj::Rejected { err } => Poll::Ready(Err(refused(err))),
             KindProj::Called { fut } => {
                 let result = ready!(fut.poll(cx)).map_err(Into::into);
                 if let Some(guard) = this.guard {
@@ -85,11 +80,20 @@ where
     }
 }
 
+#[cold]
+#[inline(never)]
+fn refused(err: &mut Option<CircuitOpen>) -> BoxError {
+    Box::new(
+        err.take()
+            .expect("a refused call's future is polled to completion once"),
+    )
+}
+
 impl<F, K: BreakerKey> fmt::Debug for ResponseFuture<F, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let state = match (&self.kind, &self.guard) {
             (Kind::Rejected { .. }, _) => "rejected",
-            (Kind::Called { .. }, Some(g)) if g.ticket.is_some() => "called",
+            (Kind::Called { .. }, Some(g)) if g.ticket != Ticket::SPENT => "called",
             (Kind::Called { .. }, _) => "done",
         };
         f.debug_struct("ResponseFuture")
@@ -104,8 +108,8 @@ impl<F, K: BreakerKey> fmt::Debug for ResponseFuture<F, K> {
 /// nothing and gives a trial permit back.
 pub(crate) struct Guard<K: BreakerKey> {
     breaker: Arc<Breaker<K>>,
-    /// `None` once the outcome is reported.
-    ticket: Option<Ticket>,
+    /// [`Ticket::pack`]ed, [`Ticket::SPENT`] once the outcome is reported.
+    ticket: u32,
     /// When the call started, in milliseconds since the breaker's base instant, wrapping;
     /// taken only when a slow-call threshold is set. Four bytes keep the guard at two words,
     /// so a response future is no larger than it must be.
@@ -113,40 +117,42 @@ pub(crate) struct Guard<K: BreakerKey> {
 }
 
 impl<K: BreakerKey> Guard<K> {
+    /// `ticket` is [`Ticket::pack`]ed.
     #[inline]
-    pub(crate) fn new(breaker: Arc<Breaker<K>>, ticket: Ticket) -> Self {
+    pub(crate) fn new(breaker: Arc<Breaker<K>>, ticket: u32) -> Self {
         // Truncating wraps: a call shorter than 49 days still measures right.
-        let start_ms = match breaker.core.config.slow_call {
-            Some(_) => breaker.core.now_ms() as u32,
-            None => 0,
+        let start_ms = if !breaker.plain && breaker.core.config.slow_call.is_some() {
+            breaker.core.now_ms() as u32
+        } else {
+            0
         };
         Self {
             breaker,
-            ticket: Some(ticket),
+            ticket,
             start_ms,
         }
     }
 
     #[inline]
     fn finish<B>(&mut self, result: &Result<http::Response<B>, BoxError>) {
-        let Some(ticket) = self.ticket.take() else {
-            return;
-        };
-        let config = &self.breaker.core.config;
-        // The usual case inline: a success, with no slow-call threshold to check.
-        if let Ok(res) = result
-            && config.slow_call.is_none()
-            && !config.failure_statuses.contains(res.status())
+        // The usual case inline: a success while closed with nothing counted, and nothing
+        // else to record (no slow-call threshold, no window). It changes no state.
+        if let Some(generation) = Ticket::packed_closed(self.ticket)
+            && let Ok(res) = result
+            && self.breaker.untouched_by_success(generation, res.status())
         {
-            self.breaker.record(ticket, Outcome::Success);
+            self.ticket = Ticket::SPENT;
             return;
         }
-        self.finish_slow(ticket, result);
+        self.finish_slow(result);
     }
 
     #[cold]
     #[inline(never)]
-    fn finish_slow<B>(&self, ticket: Ticket, result: &Result<http::Response<B>, BoxError>) {
+    fn finish_slow<B>(&mut self, result: &Result<http::Response<B>, BoxError>) {
+        let Some(ticket) = Ticket::unpack(mem::replace(&mut self.ticket, Ticket::SPENT)) else {
+            return;
+        };
         let config = &self.breaker.core.config;
         let outcome = match result {
             Ok(res) if config.failure_statuses.contains(res.status()) => Outcome::Failure,
@@ -162,6 +168,15 @@ impl<K: BreakerKey> Guard<K> {
         self.breaker.record(ticket, outcome);
     }
 
+    /// Dropped before the outcome: reports nothing, gives a trial permit back.
+    #[cold]
+    #[inline(never)]
+    fn abandon(&mut self) {
+        if let Some(ticket) = Ticket::unpack(mem::replace(&mut self.ticket, Ticket::SPENT)) {
+            self.breaker.record(ticket, Outcome::Neither);
+        }
+    }
+
     #[cold]
     fn is_slow(&self, limit: Duration) -> bool {
         let elapsed = (self.breaker.core.now_ms() as u32).wrapping_sub(self.start_ms);
@@ -172,8 +187,8 @@ impl<K: BreakerKey> Guard<K> {
 impl<K: BreakerKey> Drop for Guard<K> {
     #[inline]
     fn drop(&mut self) {
-        if let Some(ticket) = self.ticket.take() {
-            self.breaker.record(ticket, Outcome::Neither);
+        if self.ticket != Ticket::SPENT {
+            self.abandon();
         }
     }
 }

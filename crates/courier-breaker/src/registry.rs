@@ -144,6 +144,8 @@ pub(crate) struct Breaker<K> {
     pub(crate) core: Arc<Core>,
     pub(crate) machine: Machine,
     window: Option<Window>,
+    /// No slow-call threshold and no window: a success while closed is only a state read.
+    pub(crate) plain: bool,
     /// The eviction epoch this breaker was last used in.
     last_used: AtomicU64,
     /// Insertion order, to break ties when evicting.
@@ -155,6 +157,7 @@ impl<K: crate::BreakerKey> Breaker<K> {
         Self {
             key,
             window: core.config.failure_rate.map(Window::new),
+            plain: core.config.slow_call.is_none() && core.config.failure_rate.is_none(),
             core,
             machine: Machine::new(),
             last_used: AtomicU64::new(epoch),
@@ -162,20 +165,40 @@ impl<K: crate::BreakerKey> Breaker<K> {
         }
     }
 
-    /// May a call go? Closed costs one atomic load and reads no clock.
+    /// May a call go? `Ok` holds the [`Ticket::pack`]ed ticket. Closed costs one atomic load
+    /// and reads no clock.
     #[inline]
-    pub(crate) fn admit(&self) -> Result<Ticket, CircuitOpen> {
+    pub(crate) fn admit(&self) -> Result<u32, CircuitOpen> {
+        if let Some(generation) = self.machine.closed() {
+            return Ok(Ticket::Closed(generation).pack());
+        }
+        self.admit_slow()
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn admit_slow(&self) -> Result<u32, CircuitOpen> {
         let max = self.core.config.half_open_trials.get();
         let (admission, transition) = self.machine.admit(max, || self.core.now_ms());
         if let Some(t) = transition {
             self.changed(t);
         }
         match admission {
-            Admission::Go(ticket) => Ok(ticket),
+            Admission::Go(ticket) => Ok(ticket.pack()),
             Admission::Reject { retry_in_ms } => Err(CircuitOpen::new(
                 retry_in_ms.map_or(self.core.config.open_duration, Duration::from_millis),
             )),
         }
+    }
+
+    /// Whether a call admitted closed in `generation` that answered `status` changes
+    /// nothing: the status is no failure, the breaker is still closed in that generation with
+    /// no failure counted, and there is no slow-call threshold or window to feed.
+    #[inline]
+    pub(crate) fn untouched_by_success(&self, generation: u16, status: http::StatusCode) -> bool {
+        self.plain
+            && !self.core.config.failure_statuses.contains(status)
+            && self.machine.closed_clean(generation)
     }
 
     /// Applies a call's outcome.

@@ -118,6 +118,13 @@ impl Word {
         self.0 >> PAYLOAD_SHIFT
     }
 
+    /// Closed in `generation` with no failure counted: a success there changes nothing.
+    const fn closed_clean(self, generation: u16) -> bool {
+        self.0 & TAG_MASK == Phase::Closed.tag()
+            && self.generation() == generation
+            && self.payload() == 0
+    }
+
     const fn next(self, phase: Phase, trips: u32, payload: u64) -> Self {
         Self::new(phase, self.generation().wrapping_add(1), trips, payload)
     }
@@ -186,6 +193,42 @@ pub(crate) enum Ticket {
     Trial(u16),
     /// Admitted while forced closed: the outcome is not counted.
     Unchecked,
+}
+
+impl Ticket {
+    /// No ticket, in [`Ticket::pack`]'s encoding: the outcome is reported.
+    pub(crate) const SPENT: u32 = u32::MAX;
+
+    /// The ticket as one integer, which a caller keeps in a register: a closed ticket is
+    /// its generation.
+    #[inline]
+    pub(crate) const fn pack(self) -> u32 {
+        match self {
+            Self::Closed(g) => g as u32,
+            Self::Trial(g) => 1 << 16 | g as u32,
+            Self::Unchecked => 2 << 16,
+        }
+    }
+
+    /// The generation of a packed closed ticket, or `None`.
+    #[inline]
+    pub(crate) const fn packed_closed(packed: u32) -> Option<u16> {
+        if packed >> 16 == 0 {
+            Some(packed as u16)
+        } else {
+            None
+        }
+    }
+
+    /// Undoes [`Ticket::pack`]; `None` for [`Ticket::SPENT`].
+    pub(crate) const fn unpack(packed: u32) -> Option<Self> {
+        match packed >> 16 {
+            0 => Some(Self::Closed(packed as u16)),
+            1 => Some(Self::Trial(packed as u16)),
+            2 => Some(Self::Unchecked),
+            _ => None,
+        }
+    }
 }
 
 /// The answer to "may this call go?".
@@ -320,13 +363,25 @@ impl Machine {
     pub(crate) fn on_success(&self, ticket: Ticket) -> Option<Transition> {
         let w = self.load();
         // Fast path: closed with nothing counted is left untouched.
-        if ticket == Ticket::Closed(w.generation())
-            && w.phase() == Phase::Closed
-            && w.payload() == 0
+        if let Ticket::Closed(g) = ticket
+            && w.closed_clean(g)
         {
             return None;
         }
         self.on_success_slow(w, ticket)
+    }
+
+    /// The generation, when closed: a call may go.
+    #[inline]
+    pub(crate) fn closed(&self) -> Option<u16> {
+        let w = self.load();
+        (w.phase() == Phase::Closed).then_some(w.generation())
+    }
+
+    /// Closed in `generation` with no failure counted: a success there changes nothing.
+    #[inline]
+    pub(crate) fn closed_clean(&self, generation: u16) -> bool {
+        self.load().closed_clean(generation)
     }
 
     #[cold]
@@ -672,5 +727,41 @@ mod tests {
             Some(Reason::Reset)
         );
         assert_eq!(m.force(Phase::Closed), None, "no change, no event");
+    }
+
+    #[test]
+    fn a_packed_ticket_unpacks_to_itself() {
+        for g in [0, 1, 0x7fff, u16::MAX] {
+            for t in [Ticket::Closed(g), Ticket::Trial(g)] {
+                assert_eq!(Ticket::unpack(t.pack()), Some(t));
+            }
+            assert_eq!(Ticket::packed_closed(Ticket::Closed(g).pack()), Some(g));
+            assert_eq!(Ticket::packed_closed(Ticket::Trial(g).pack()), None);
+        }
+        assert_eq!(
+            Ticket::unpack(Ticket::Unchecked.pack()),
+            Some(Ticket::Unchecked)
+        );
+        assert_eq!(Ticket::packed_closed(Ticket::Unchecked.pack()), None);
+        assert_eq!(Ticket::unpack(Ticket::SPENT), None);
+        assert_eq!(Ticket::packed_closed(Ticket::SPENT), None);
+    }
+
+    #[test]
+    fn closed_clean_is_the_success_that_changes_nothing() {
+        let m = Machine::new();
+        let (Admission::Go(Ticket::Closed(g)), _) = m.admit(1, || 0) else {
+            panic!()
+        };
+        assert_eq!(m.closed(), Some(g));
+        assert!(m.closed_clean(g));
+        assert!(!m.closed_clean(g.wrapping_add(1)), "another generation");
+        m.on_failure(Ticket::Closed(g), Some(5), 0, open_30s);
+        assert!(!m.closed_clean(g), "a failure is counted");
+        m.on_success(Ticket::Closed(g));
+        assert!(m.closed_clean(g));
+        m.trip(g, Reason::FailureRate, 0, open_30s).unwrap();
+        assert_eq!(m.closed(), None);
+        assert!(!m.closed_clean(g) && !m.closed_clean(g.wrapping_add(1)));
     }
 }
