@@ -1,7 +1,8 @@
 //! The closed path (a healthy host, a ready inner service) next to the peers, in one run:
-//! the bare `service_fn`, courier's breaker per host and global, the floor (the least a breaker
-//! does: read a shared state, hand the future a reference to it), tower-resilience's circuit
-//! breaker and failsafe's. Plus the per-host map on its own: papaya against dashmap.
+//! the bare `service_fn`, courier's breaker per host and global, the floors (the least a breaker
+//! does: read a shared state, hand the future a reference to it; per host, first tell that the
+//! request goes to the previous call's host), tower-resilience's circuit breaker and failsafe's.
+//! Plus the per-host map on its own: papaya against dashmap.
 //!
 //! Every variant builds the same request and polls the same always-ready `service_fn`, so the
 //! difference to `bare_service_fn` is what the breaker adds.
@@ -86,7 +87,16 @@ fn closed_path(c: &mut Criterion) {
     g.bench_function("floor_shared_state", |b| {
         let mut svc = Floor {
             inner: service_fn(ok),
-            state: Arc::new(AtomicU64::new(0)),
+            state: Arc::new(Entry::new(HostKey::new(None, None))),
+        };
+        b.iter(|| black_box(one(&mut svc, &uri)))
+    });
+
+    g.bench_function("floor_per_host", |b| {
+        let mut svc = FloorPerHost {
+            inner: service_fn(ok),
+            generation: Arc::new(AtomicU64::new(0)),
+            last: None,
         };
         b.iter(|| black_box(one(&mut svc, &uri)))
     });
@@ -128,7 +138,22 @@ fn closed_path(c: &mut Criterion) {
 /// with the outcome. No keys, no config, no tickets: what courier adds above this is its own.
 struct Floor<S> {
     inner: S,
-    state: Arc<AtomicU64>,
+    state: Arc<Entry>,
+}
+
+/// One host's shared state, for the floors.
+struct Entry {
+    key: HostKey,
+    state: AtomicU64,
+}
+
+impl Entry {
+    fn new(key: HostKey) -> Self {
+        Self {
+            key,
+            state: AtomicU64::new(0),
+        }
+    }
 }
 
 impl<S> Service<Request<()>> for Floor<S>
@@ -144,16 +169,48 @@ where
     }
 
     fn call(&mut self, req: Request<()>) -> Self::Future {
-        if self.state.load(Ordering::Acquire) != 0 {
-            return FloorFuture {
-                fut: None,
-                state: None,
-            };
-        }
-        FloorFuture {
-            fut: Some(self.inner.call(req)),
-            state: Some(self.state.clone()),
-        }
+        FloorFuture::new(&mut self.inner, self.state.clone(), req)
+    }
+}
+
+/// [`Floor`] per host: before that, tell that the request goes to the previous call's host
+/// (scheme and authority, as courier's per-host breaker does) and that no eviction ran since.
+/// The miss path, taken once here, stands in for the map.
+struct FloorPerHost<S> {
+    inner: S,
+    generation: Arc<AtomicU64>,
+    last: Option<(u64, Arc<Entry>)>,
+}
+
+impl<S> FloorPerHost<S> {
+    #[cold]
+    #[inline(never)]
+    fn lookup(&mut self, req: &Request<()>, generation: u64) -> Arc<Entry> {
+        let entry = Arc::new(Entry::new(HostKey::from_parts(req.uri(), req.headers())));
+        self.last = Some((generation, entry.clone()));
+        entry
+    }
+}
+
+impl<S> Service<Request<()>> for FloorPerHost<S>
+where
+    S: Service<Request<()>, Response = Response<()>, Error = BoxError>,
+{
+    type Response = Response<()>;
+    type Error = BoxError;
+    type Future = FloorFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> std::task::Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<()>) -> Self::Future {
+        let generation = self.generation.load(Ordering::Acquire);
+        let entry = match &self.last {
+            Some((g, e)) if *g == generation && e.key.matches(req.uri()) == Some(true) => e.clone(),
+            _ => self.lookup(&req, generation),
+        };
+        FloorFuture::new(&mut self.inner, entry, req)
     }
 }
 
@@ -161,7 +218,27 @@ pin_project_lite::pin_project! {
     struct FloorFuture<F> {
         #[pin]
         fut: Option<F>,
-        state: Option<Arc<AtomicU64>>,
+        state: Option<Arc<Entry>>,
+    }
+}
+
+impl<F> FloorFuture<F> {
+    /// Calls `inner` unless `entry`'s state is non-zero (open).
+    #[inline]
+    fn new<S>(inner: &mut S, entry: Arc<Entry>, req: Request<()>) -> Self
+    where
+        S: Service<Request<()>, Future = F>,
+    {
+        if entry.state.load(Ordering::Acquire) != 0 {
+            return Self {
+                fut: None,
+                state: None,
+            };
+        }
+        Self {
+            fut: Some(inner.call(req)),
+            state: Some(entry),
+        }
     }
 }
 
@@ -177,10 +254,10 @@ where
             return std::task::Poll::Ready(Err("open".into()));
         };
         let out = std::task::ready!(fut.poll(cx));
-        if let Some(state) = this.state
-            && (out.is_err() || state.load(Ordering::Acquire) != 0)
+        if let Some(entry) = this.state
+            && (out.is_err() || entry.state.load(Ordering::Acquire) != 0)
         {
-            state.fetch_add(1, Ordering::AcqRel);
+            entry.state.fetch_add(1, Ordering::AcqRel);
         }
         std::task::Poll::Ready(out)
     }
