@@ -1,7 +1,10 @@
 //! The store key of a request, built without allocating.
 //!
 //! The key is the text `scheme:` `//` host (both lowercased, userinfo dropped, the port as
-//! written) followed by the path and query, e.g. `http://api.example.com:8080/v1/items?page=2`.
+//! written unless it is the scheme's default) followed by the path and query, e.g.
+//! `http://api.example.com:8080/v1/items?page=2`. An `http` URI with port 80 and an `https` one
+//! with port 443 (or an empty port) name the same resource as without it (RFC 9110 section
+//! 4.2.3): the port is left out of their key.
 //! A request keeps its URI's reference-counted parts ([`UriKey`]). The in-memory store hashes
 //! those parts as the byte stream of the key text ([`KeyHasher`]), so a lookup builds no text at
 //! all, and compares them with the stored text part by part; any other store is handed the text,
@@ -118,9 +121,10 @@ impl<'a> Parts<'a> {
             true => authority.rsplit_once('@').map_or(authority, |(_, h)| h),
             false => authority,
         };
+        let scheme = uri.scheme_str();
         Self {
-            scheme: uri.scheme_str(),
-            host,
+            scheme,
+            host: without_default_port(scheme, host),
             path: uri.path_and_query().map_or("/", |pq| pq.as_str()),
             userinfo,
         }
@@ -185,6 +189,39 @@ impl<'a> Parts<'a> {
         strip(&mut rest, b"//")
             && strip_lowered(&mut rest, self.host.as_bytes())
             && rest == self.path.as_bytes()
+    }
+}
+
+/// `host` without its port when that is the default port of `scheme` (80 for `http`, 443 for
+/// `https`, leading zeros allowed) or empty (RFC 9110 section 4.2.3, RFC 3986 section 6.2.3).
+///
+/// Only the standard schemes are known: `http` parses them into lowercase names of their own,
+/// so comparing with the lowercase name decides them in any case.
+#[inline]
+fn without_default_port<'a>(scheme: Option<&str>, host: &'a str) -> &'a str {
+    let default: &[u8] = match scheme {
+        Some("http") => b"80",
+        Some("https") => b"443",
+        _ => return host,
+    };
+    let bytes = host.as_bytes();
+    // The port: the digits after the last `:` (an IPv6 literal's colons are inside brackets,
+    // which end it with `]`).
+    let digits = bytes
+        .iter()
+        .rev()
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    let colon = bytes.len() - digits;
+    if colon == 0 || bytes[colon - 1] != b':' {
+        return host;
+    }
+    let port = &bytes[colon..];
+    let significant = &port[port.iter().take_while(|&&b| b == b'0').count()..];
+    if port.is_empty() || significant == default {
+        &host[..colon - 1]
+    } else {
+        host
     }
 }
 
@@ -443,7 +480,18 @@ mod tests {
             .authority()
             .map(|a| a.as_str())
             .or_else(|| headers.get(header::HOST).and_then(|h| h.to_str().ok()));
-        let host = authority.map_or("", |a| a.rsplit_once('@').map_or(a, |(_, h)| h));
+        let mut host = authority.map_or("", |a| a.rsplit_once('@').map_or(a, |(_, h)| h));
+        let default = match uri.scheme_str().map(str::to_ascii_lowercase).as_deref() {
+            Some("http") => Some(80),
+            Some("https") => Some(443),
+            _ => None,
+        };
+        if let (Some(default), Some((name, port))) = (default, host.rsplit_once(':'))
+            && port.bytes().all(|b| b.is_ascii_digit())
+            && (port.is_empty() || port.parse::<u32>() == Ok(default))
+        {
+            host = name;
+        }
         let mut origin = String::new();
         if let Some(scheme) = uri.scheme_str() {
             origin.push_str(&scheme.to_ascii_lowercase());
@@ -476,6 +524,12 @@ mod tests {
             // Userinfo is not part of the key (the credential fingerprint is).
             ("http://user:pw@h.example/a", "http://h.example/a"),
             ("http://a@b@h.example/a", "http://h.example/a"),
+            // The scheme's default port, written out or empty, is no port (RFC 9110 4.2.3).
+            ("http://h.example:80/a", "http://h.example/a"),
+            ("HTTP://h.example:080/a", "http://h.example/a"),
+            ("http://h.example:/a", "http://h.example/a"),
+            ("https://h.example:443/a", "https://h.example/a"),
+            ("https://u@[::1]:443/a", "https://[::1]/a"),
         ] {
             assert_eq!(key(a, None), key(b, None), "{a} = {b}");
         }
@@ -490,6 +544,13 @@ mod tests {
             "the URI's authority wins over the Host field"
         );
         assert_eq!(key("/a", None), "///a");
+        assert_eq!(
+            key("/a", Some("h.example:80")),
+            "//h.example:80/a",
+            "without a scheme there is no default port"
+        );
+        assert_eq!(key("http://[::1]:80/a", None), "http://[::1]/a");
+        assert_eq!(key("http://1.2.3.80/a", None), "http://1.2.3.80/a");
     }
 
     #[test]
@@ -498,8 +559,13 @@ mod tests {
             ("http://h.example/A", "http://h.example/a"),
             ("http://h.example/a?Q=1", "http://h.example/a?q=1"),
             ("http://h.example/a", "https://h.example/a"),
-            // The port is kept as written: an explicit default port is another key, as it was.
-            ("http://h.example/a", "http://h.example:80/a"),
+            // Another port, or the other scheme's default, is kept as written.
+            ("http://h.example/a", "http://h.example:443/a"),
+            ("https://h.example/a", "https://h.example:80/a"),
+            ("http://h.example/a", "http://h.example:800/a"),
+            ("http://h.example/a", "http://h.example:8/a"),
+            ("http://h.example:8080/a", "http://h.example:080/a"),
+            ("x-other://h.example/a", "x-other://h.example:80/a"),
             ("http://h.example:8080/a", "http://h.example:8081/a"),
             ("http://h.example/a", "http://h.example/a?"),
             ("http://h.example/a?x=1", "http://h.example/a?x=2"),

@@ -53,6 +53,9 @@
 //!   cache shared between all callers. A response to a request whose `Authorization` is not
 //!   fingerprinted (so that callers with other credentials would share it) is stored only with
 //!   `public`, `s-maxage` or `must-revalidate`, and never when `private` (RFC 9111 section 3.5).
+//! - Entries are kept per URI: scheme and host compared without case, the scheme's default
+//!   port (80 for `http`, 443 for `https`) the same as none (RFC 9110 section 4.2.3), path and
+//!   query exactly; an unsafe method's invalidation uses the same key.
 //! - Entries are selected per URI by `Vary` (one variant per combination of the listed request
 //!   fields, compared as bytes) and by a fingerprint of the credentials (`Authorization` and `Cookie` by default,
 //!   see [`EtagCacheLayer::credential_headers`]), so different credentials never share an

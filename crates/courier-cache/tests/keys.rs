@@ -1,5 +1,5 @@
 //! Which requests share a stored entry: the URI key (scheme and host in any case, the port as
-//! written, path and query exactly), `Vary` and the credentials, through the in-memory store
+//! written unless it is the scheme's default, path and query exactly), `Vary` and the credentials, through the in-memory store
 //! (looked up by the URI's parts) and through any other store (looked up by the key text).
 
 mod support;
@@ -97,8 +97,8 @@ async fn unequal_uris_never_share_an_entry_in_any_store() {
                 "http://api.example.com/v1/items?page=3",
                 "http://api.example.com/v1/items",
                 "http://api.example.com/v1/items?",
-                // The port is kept as written: an explicit default port is another key.
-                "http://api.example.com:80/v1/items?page=2",
+                // Another port, even the other scheme's default, is another key.
+                "http://api.example.com:443/v1/items?page=2",
                 "https://api.example.com/v1/items?page=2",
                 "http://api.example.org/v1/items?page=2",
                 // Same key text, other credentials: userinfo is fingerprinted.

@@ -358,3 +358,89 @@ async fn a_304_without_date_is_aged_from_when_it_arrived() {
     let got = send(&mut svc, get(URL)).await.unwrap();
     assert_eq!((got.cache, mock.calls()), (CacheStatus::Hit, 2));
 }
+
+/// RFC 9110 section 4.2.3: a URI with its scheme's default port written out (or an empty port)
+/// names the same resource as one without, in every store; and an unsafe method on one spelling
+/// invalidates the entry stored under the other (RFC 9111 section 4.4).
+#[tokio::test(start_paused = true)]
+async fn an_explicit_default_port_names_the_same_resource() {
+    let stores: [(&str, courier_cache::EtagCacheLayer); 2] = [
+        ("memory store", layer()),
+        ("text store", layer().store(TextStore::default())),
+    ];
+    for (name, layer) in stores {
+        for (stored, same) in [
+            ("http://api.example/x?q=1", "http://api.example:80/x?q=1"),
+            ("http://api.example:80/x", "http://API.example/x"),
+            ("https://api.example/x", "https://api.example:443/x"),
+            ("https://[::1]:443/x", "https://[::1]/x"),
+            ("http://api.example/x", "http://api.example:/x"),
+            ("http://api.example/x", "http://api.example:0080/x"),
+        ] {
+            let mock = Mock::new();
+            let mut svc = layer.clone().layer(mock.service());
+            mock.push(ok(&[("cache-control", "max-age=600")], "stored"));
+            send(&mut svc, get(stored)).await.unwrap();
+            // Answers the GET if it goes upstream, else the POST below.
+            mock.push(ok(&[], "upstream"));
+            let got = send(&mut svc, get(same)).await.unwrap();
+            assert_eq!(
+                (got.cache, &got.body[..]),
+                (CacheStatus::Hit, &b"stored"[..]),
+                "{name}: {same} is {stored}"
+            );
+            assert_eq!(mock.calls(), 1, "{name}: {same}");
+
+            // A POST to the other spelling invalidates the stored entry.
+            send(&mut svc, req(Method::POST, same, &[])).await.unwrap();
+            assert!(svc.store().is_empty(), "{name}: POST {same} left {stored}");
+        }
+        // Another port, or the default port of the other scheme, is another resource.
+        for (stored, other) in [
+            ("http://api.example/x", "http://api.example:443/x"),
+            ("https://api.example/x", "https://api.example:80/x"),
+            ("http://api.example/x", "http://api.example:8080/x"),
+            ("http://api.example/x", "http://api.example:800/x"),
+        ] {
+            let mock = Mock::new();
+            let mut svc = layer.clone().layer(mock.service());
+            mock.push(ok(&[("cache-control", "max-age=600")], "stored"));
+            send(&mut svc, get(stored)).await.unwrap();
+            mock.push(ok(&[], "other"));
+            let got = send(&mut svc, get(other)).await.unwrap();
+            assert_eq!(
+                got.cache,
+                CacheStatus::Miss,
+                "{name}: {other} is not {stored}"
+            );
+        }
+    }
+}
+
+/// A store by key text only: the path every store but the in-memory one takes.
+#[derive(Debug, Default, Clone)]
+struct TextStore(
+    std::sync::Arc<
+        std::sync::Mutex<
+            std::collections::HashMap<String, std::sync::Arc<courier_cache::Variants>>,
+        >,
+    >,
+);
+
+impl courier_cache::CacheStore for TextStore {
+    fn get(&self, key: &str) -> Option<std::sync::Arc<courier_cache::Variants>> {
+        self.0.lock().unwrap().get(key).cloned()
+    }
+    fn insert(&self, key: String, variants: std::sync::Arc<courier_cache::Variants>) {
+        self.0.lock().unwrap().insert(key, variants);
+    }
+    fn remove(&self, key: &str) -> bool {
+        self.0.lock().unwrap().remove(key).is_some()
+    }
+    fn weight(&self) -> u64 {
+        0
+    }
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
