@@ -46,7 +46,10 @@ pub struct Entry {
     pub(crate) cache_control: CacheControl,
     /// The `Cache-Control` field, when there is exactly one.
     cache_control_value: Option<HeaderValue>,
-    /// `None`: no explicit freshness; every use revalidates.
+    /// `proxy-revalidate` (RFC 9111 section 5.2.2.8), which [`CacheControl`] does not record.
+    pub(crate) proxy_revalidate: bool,
+    /// `None`: no explicit freshness; every use revalidates. The lifetime for a private cache:
+    /// a shared one reads `s-maxage` first (see [`Entry::lifetime_for`]).
     pub(crate) lifetime: Option<Duration>,
     pub(crate) corrected_initial_age: Duration,
     /// When the response (or the 304 that last updated it) arrived.
@@ -123,10 +126,13 @@ impl Entry {
             }
             _ => parse_tag(fields.etag),
         };
-        let cache_control = match previous {
-            Some((previous, true)) => previous.cache_control.clone(),
-            _ if fields.has_cache_control() => CacheControl::from_headers(&headers),
-            _ => CacheControl::default(),
+        let (cache_control, proxy_revalidate) = match previous {
+            Some((previous, true)) => (previous.cache_control.clone(), previous.proxy_revalidate),
+            _ if fields.has_cache_control() => (
+                CacheControl::from_headers(&headers),
+                has_directive(&headers, "proxy-revalidate"),
+            ),
+            _ => (CacheControl::default(), false),
         };
         if !dated {
             fields.date = None;
@@ -147,6 +153,7 @@ impl Entry {
             last_modified,
             cache_control,
             cache_control_value,
+            proxy_revalidate,
             lifetime,
             corrected_initial_age,
             stored_at: timing.response_time,
@@ -203,27 +210,47 @@ impl Entry {
             .saturating_add(now.saturating_duration_since(self.stored_at))
     }
 
-    /// Whether the entry may be served without asking the server.
+    /// Whether the entry may be served by a private cache without asking the server.
     #[cfg(test)]
     pub(crate) fn is_fresh(&self, now: Instant) -> bool {
-        self.is_fresh_at(self.current_age(now))
+        self.is_fresh_at(self.current_age(now), false)
     }
 
-    /// Whether the entry may be served without asking the server, at this current age.
-    pub(crate) fn is_fresh_at(&self, age: Duration) -> bool {
+    /// The freshness lifetime: in a `shared` cache `s-maxage` overrides `max-age` and `Expires`
+    /// (RFC 9111 section 5.2.2.10); a private cache ignores it.
+    #[inline]
+    pub(crate) fn lifetime_for(&self, shared: bool) -> Option<Duration> {
+        match self.cache_control.s_maxage {
+            Some(s_maxage) if shared => Some(s_maxage),
+            _ => self.lifetime,
+        }
+    }
+
+    /// Whether the entry may be served without asking the server, at this current age, by a
+    /// `shared` cache or a private one.
+    pub(crate) fn is_fresh_at(&self, age: Duration, shared: bool) -> bool {
         if self.cache_control.no_cache {
             return false;
         }
-        match self.lifetime {
+        match self.lifetime_for(shared) {
             Some(lifetime) => lifetime > age,
             None => false,
         }
     }
 
-    /// How long past its freshness lifetime the entry is (zero while fresh).
-    pub(crate) fn staleness(&self, now: Instant) -> Duration {
+    /// How long past its freshness lifetime (for a `shared` cache or a private one) the entry
+    /// is (zero while fresh).
+    pub(crate) fn staleness(&self, now: Instant, shared: bool) -> Duration {
         self.current_age(now)
-            .saturating_sub(self.lifetime.unwrap_or(Duration::ZERO))
+            .saturating_sub(self.lifetime_for(shared).unwrap_or(Duration::ZERO))
+    }
+
+    /// Whether, once stale, the entry must not be served before the server has validated it:
+    /// `must-revalidate`, and in a `shared` cache `proxy-revalidate` and `s-maxage` too (RFC
+    /// 9111 sections 5.2.2.2, 5.2.2.8 and 5.2.2.10).
+    pub(crate) fn must_revalidate(&self, shared: bool) -> bool {
+        let cc = &self.cache_control;
+        cc.must_revalidate || (shared && (self.proxy_revalidate || cc.s_maxage.is_some()))
     }
 
     /// Whether a request with these credentials and headers selects this entry (RFC 9111
@@ -534,6 +561,46 @@ fn freshness(
     (lifetime, apparent_age.max(corrected_age_value))
 }
 
+/// Whether a `Cache-Control` field of `headers` holds the directive `name` (lowercase), as a
+/// directive: a quoted value that names it does not count.
+fn has_directive(headers: &HeaderMap, name: &str) -> bool {
+    headers.get_all(header::CACHE_CONTROL).iter().any(|value| {
+        let bytes = value.as_bytes();
+        let (mut start, mut quoted, mut escaped) = (0, false, false);
+        for at in 0..=bytes.len() {
+            let b = bytes.get(at).copied();
+            if quoted {
+                match b {
+                    _ if escaped => escaped = false,
+                    Some(b'\\') => escaped = true,
+                    Some(b'"') => quoted = false,
+                    _ => {}
+                }
+                if b.is_some() {
+                    continue;
+                }
+            }
+            match b {
+                Some(b'"') => quoted = true,
+                Some(b',') | None => {
+                    let member = &bytes[start..at];
+                    let directive = member
+                        .split(|&b| b == b'=')
+                        .next()
+                        .unwrap_or_default()
+                        .trim_ascii();
+                    if directive.eq_ignore_ascii_case(name.as_bytes()) {
+                        return true;
+                    }
+                    start = at + 1;
+                }
+                _ => {}
+            }
+        }
+        false
+    })
+}
+
 fn http_date(value: Option<&HeaderValue>) -> Option<SystemTime> {
     value
         .and_then(|v| v.to_str().ok())
@@ -731,7 +798,8 @@ mod tests {
         ] {
             let e = entry(&[(n, v)], 1000);
             let _ = e.is_fresh(Instant::now());
-            let _ = e.staleness(Instant::now());
+            let _ = e.staleness(Instant::now(), false);
+            let _ = e.staleness(Instant::now(), true);
         }
         let e = entry(&[("expires", "0")], 1000);
         assert_eq!(e.lifetime, Some(Duration::ZERO));
@@ -1091,6 +1159,40 @@ mod tests {
             "a strong tag matches strongly"
         );
         assert!(stored(b"\"a\"b\"").etag().is_none());
+    }
+
+    #[test]
+    fn directives_are_found_outside_quoted_values_only() {
+        let cc = |values: &[&[u8]]| {
+            let mut h = HeaderMap::new();
+            for v in values {
+                h.append(header::CACHE_CONTROL, HeaderValue::from_bytes(v).unwrap());
+            }
+            has_directive(&h, "proxy-revalidate")
+        };
+        assert!(cc(&[b"proxy-revalidate"]));
+        assert!(cc(&[b"max-age=60 , Proxy-Revalidate"]));
+        assert!(cc(&[b"max-age=60", b"proxy-revalidate=\"x\""]));
+        assert!(cc(&[b"ext=\"a\\\"b\", proxy-revalidate"]));
+        assert!(cc(&[b"ext=\"caf\xe9\",proxy-revalidate"]));
+        assert!(!cc(&[b"ext=\"proxy-revalidate\""]));
+        assert!(!cc(&[b"ext=\"a, proxy-revalidate\""]));
+        assert!(!cc(&[b"ext=\"a\\\", proxy-revalidate"]));
+        assert!(!cc(&[b"must-revalidate, proxy-revalidated"]));
+        assert!(!cc(&[]));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn s_maxage_is_the_lifetime_of_a_shared_cache_only() {
+        let e = entry(&[("cache-control", "max-age=100, s-maxage=10")], 1000);
+        assert_eq!(e.lifetime_for(false), Some(Duration::from_secs(100)));
+        assert_eq!(e.lifetime_for(true), Some(Duration::from_secs(10)));
+        assert!(!e.must_revalidate(false) && e.must_revalidate(true));
+        let e = entry(&[("cache-control", "max-age=100, proxy-revalidate")], 1000);
+        assert_eq!(e.lifetime_for(true), Some(Duration::from_secs(100)));
+        assert!(!e.must_revalidate(false) && e.must_revalidate(true));
+        let e = entry(&[("cache-control", "max-age=100, must-revalidate")], 1000);
+        assert!(e.must_revalidate(false) && e.must_revalidate(true));
     }
 
     #[test]

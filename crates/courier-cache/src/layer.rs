@@ -102,7 +102,8 @@ impl EtagCacheLayer {
 
     /// How long past its freshness a stored entry may still be served when the upstream fails
     /// (a transport error or a 5xx), for responses that carry no `stale-if-error` of their own
-    /// and no `must-revalidate` or `no-cache`. Defaults to `None` (only the response's own
+    /// and no `must-revalidate` or `no-cache` (nor, for a request the cache is shared for,
+    /// `proxy-revalidate` or `s-maxage`). Defaults to `None` (only the response's own
     /// `stale-if-error` counts).
     pub fn stale_if_error(self, window: Option<Duration>) -> Self {
         self.with(|s| s.stale_if_error = window)
@@ -112,7 +113,8 @@ impl EtagCacheLayer {
     /// share one. An empty list shares entries between all callers: the cache is then a shared
     /// one and stores no `private` response. Whenever `Authorization` is not listed, a response
     /// to a request that carries it is stored only with `public`, `s-maxage` or
-    /// `must-revalidate` (RFC 9111 section 3.5). Defaults to `Authorization` and `Cookie`.
+    /// `must-revalidate` (RFC 9111 section 3.5). For the requests it is shared for, the cache
+    /// honours `s-maxage` and `proxy-revalidate`. Defaults to `Authorization` and `Cookie`.
     pub fn credential_headers(self, names: impl IntoIterator<Item = HeaderName>) -> Self {
         let names: Vec<_> = names.into_iter().collect();
         self.with(|s| s.credential_headers = names)

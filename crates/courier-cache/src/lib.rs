@@ -1,9 +1,9 @@
 //! `EtagCacheLayer`: ask "has it changed?" instead of "send it again".
 //!
-//! A private HTTP cache (RFC 9111) for a client: GET responses that carry an `ETag` and/or
-//! `Last-Modified`, or a freshness lifetime, are kept in a bounded store. A fresh entry is served
-//! without a request; a stale one is revalidated with `If-None-Match` / `If-Modified-Since`, and
-//! the server's `304 Not Modified` is answered with the stored body. Many APIs (GitHub's among
+//! A private HTTP cache (RFC 9111; a shared one when so configured, see **Shared** below) for a
+//! client: GET responses that carry an `ETag` and/or `Last-Modified`, or a freshness lifetime,
+//! are kept in a bounded store. A fresh entry is served without a request; a stale one is
+//! revalidated with `If-None-Match` / `If-Modified-Since`, and the server's `304 Not Modified` is answered with the stored body. Many APIs (GitHub's among
 //! them) do not count a 304 against the rate limit, so a poller spends quota only on what
 //! changed.
 //!
@@ -40,7 +40,8 @@
 //! # What is stored
 //!
 //! - GET responses with a status in [`EtagCacheLayer::statuses`] (200 by default) that carry a
-//!   validator (`ETag`, `Last-Modified`) or a freshness lifetime (`max-age`, `Expires`).
+//!   validator (`ETag`, `Last-Modified`) or a freshness lifetime (`max-age`, `Expires`; for
+//!   a request the cache is shared for, `s-maxage` first: see below).
 //! - Only bodies whose size is known (`Content-Length`, or the body's size hint) and within
 //!   [`EtagCacheLayer::max_entry_bytes`] (1 MiB by default). Larger bodies and bodies of unknown
 //!   length stream through untouched. A stored body is copied into the store as it streams to
@@ -72,6 +73,12 @@
 //!   freshness). A request `no-cache` or `max-age=0`, a response `no-cache`, or
 //!   [`EtagCacheLayer::always_revalidate`] force a revalidation. HEAD is answered from a stored
 //!   GET.
+//! - **Shared**: for a request the cache is shared for (every request when
+//!   [`EtagCacheLayer::credential_headers`] is empty; a request whose `Authorization` is not
+//!   fingerprinted), it reads the directives meant for shared caches (RFC 9111 sections
+//!   5.2.2.8 and 5.2.2.10): `s-maxage` is the freshness lifetime, over `max-age` and
+//!   `Expires`, and `s-maxage` and `proxy-revalidate` forbid serving the entry stale, as
+//!   `must-revalidate` does. For other requests it is a private cache and ignores both.
 //! - **Revalidated**: the cache adds `If-None-Match` and `If-Modified-Since` from the stored
 //!   validators. A 304 whose validators select the stored entry (RFC 9111 section 4.3.4: a
 //!   strong tag must match strongly, a weak one weakly, else `Last-Modified` must be equal; a
@@ -86,8 +93,9 @@
 //! - When the caller set conditionals itself, the cache adds none and the server's 304 is passed
 //!   through untouched.
 //! - **Stale**: on a transport error or a 5xx, an entry within its `stale-if-error` window (or
-//!   [`EtagCacheLayer::stale_if_error`]) is served, so reads keep working while the upstream
-//!   is down or its circuit is open.
+//!   [`EtagCacheLayer::stale_if_error`], unless it says `must-revalidate` or `no-cache`, or,
+//!   where the cache is shared, `proxy-revalidate` or `s-maxage`) is served, so reads keep
+//!   working while the upstream is down or its circuit is open.
 //! - A 2xx or 3xx answer to an unsafe method (any method but GET, HEAD, OPTIONS and TRACE,
 //!   extension methods included) removes the URI's entries (and those of its `Location` /
 //!   `Content-Location` on the same host).

@@ -152,7 +152,8 @@ where
                 && req_cc
                     .max_age
                     .is_none_or(|max| !max.is_zero() && age <= max);
-            if !shared.always_revalidate && request_allows && entry.is_fresh_at(age) {
+            let fresh = entry.is_fresh_at(age, shared.is_shared_for(fields.authorization));
+            if !shared.always_revalidate && request_allows && fresh {
                 tracing::debug!(
                     target: TARGET,
                     event = "hit",
@@ -408,18 +409,29 @@ impl Shared {
         self.update_variants(key, hash, |e| !Arc::ptr_eq(e, entry), None);
     }
 
-    /// Whether `entry` may be served because the upstream failed.
-    fn stale_allowed(&self, entry: &Entry, now: Instant) -> bool {
+    /// Whether, for a request that carries `Authorization` (`authorization`) or not, the cache
+    /// is a shared one (RFC 9111 section 3.5): it is shared between all callers when it
+    /// fingerprints no credential field, and between callers with different `Authorization`
+    /// when the request has one that is not fingerprinted.
+    #[inline]
+    pub(crate) fn is_shared_for(&self, authorization: bool) -> bool {
+        self.credential_headers.is_empty()
+            || (authorization && !self.credential_headers.contains(&header::AUTHORIZATION))
+    }
+
+    /// Whether `entry` may be served because the upstream failed, by a `shared` cache or a
+    /// private one.
+    fn stale_allowed(&self, entry: &Entry, now: Instant, shared: bool) -> bool {
         let cc = &entry.cache_control;
         let window = match cc.stale_if_error {
             Some(window) => window,
-            None if cc.must_revalidate || cc.no_cache => return false,
+            None if entry.must_revalidate(shared) || cc.no_cache => return false,
             None => match self.stale_if_error {
                 Some(window) => window,
                 None => return false,
             },
         };
-        entry.staleness(now) <= window
+        entry.staleness(now, shared) <= window
     }
 }
 
@@ -790,17 +802,18 @@ impl Lookup {
         failed: Result<Response<RB>, E>,
     ) -> Result<Response<CacheBody<RB>>, E> {
         let now = Instant::now();
+        let shared = self.shared.is_shared_for(self.authorization);
         if let Some(entry) = self
             .entry
             .as_ref()
-            .filter(|e| self.shared.stale_allowed(e, now))
+            .filter(|e| self.shared.stale_allowed(e, now, shared))
         {
             tracing::info!(
                 target: TARGET,
                 event = "stale",
                 uri = %self.key.loggable(),
                 status = failed.as_ref().ok().map(|r| r.status().as_u16()),
-                staleness_secs = entry.staleness(now).as_secs(),
+                staleness_secs = entry.staleness(now, shared).as_secs(),
                 "upstream failed; served a stored entry"
             );
             let extensions = failed.ok().map(|r| r.into_parts().0.extensions);
@@ -876,7 +889,7 @@ impl Lookup {
         let credentials = &self.shared.credential_headers;
         let unseparated_authorization =
             self.authorization && !credentials.contains(&header::AUTHORIZATION);
-        let shared = credentials.is_empty() || unseparated_authorization;
+        let shared = self.shared.is_shared_for(self.authorization);
         (shared && cc.private)
             || (unseparated_authorization
                 && !(cc.public || cc.must_revalidate || cc.s_maxage.is_some()))
@@ -897,8 +910,16 @@ impl Lookup {
         }
         let validated =
             headers.contains_key(header::ETAG) || headers.contains_key(header::LAST_MODIFIED);
-        let lifetime = cc.max_age.is_some_and(|a| a > Duration::ZERO)
-            || (cc.max_age.is_none() && headers.contains_key(header::EXPIRES));
+        // A shared cache takes the lifetime from `s-maxage` first (RFC 9111 section 5.2.2.10).
+        let lifetime = match cc.s_maxage {
+            Some(s_maxage) if self.shared.is_shared_for(self.authorization) => {
+                s_maxage > Duration::ZERO
+            }
+            _ => {
+                cc.max_age.is_some_and(|a| a > Duration::ZERO)
+                    || (cc.max_age.is_none() && headers.contains_key(header::EXPIRES))
+            }
+        };
         if !validated && !lifetime {
             return None;
         }

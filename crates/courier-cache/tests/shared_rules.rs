@@ -1,6 +1,7 @@
 //! A cache shared between callers (no credential fingerprint, or an `Authorization` that is not
-//! fingerprinted): what a 304 to one caller may leave for the others, HEAD included, and what
-//! the store's bound promises.
+//! fingerprinted): what a 304 to one caller may leave for the others, HEAD included, the
+//! directives meant for shared caches (`s-maxage`, `proxy-revalidate`), and what the store's
+//! bound promises.
 
 mod support;
 
@@ -158,4 +159,150 @@ async fn a_variant_too_many_for_the_store_drops_only_the_oldest() {
         .await
         .unwrap();
     assert_eq!(got.cache, CacheStatus::Miss, "the oldest went");
+}
+
+/// Whether the second GET of `url` is answered from the store without a request: the first is
+/// answered with `headers`, the second with a 304 (or a body) if it goes upstream.
+async fn served_without_asking(
+    layer: courier_cache::EtagCacheLayer,
+    headers: &[(&str, &str)],
+) -> bool {
+    let mock = Mock::new();
+    let mut svc = layer.layer(mock.service());
+    mock.push(ok(headers, "stored"));
+    send(&mut svc, get(URL)).await.unwrap();
+    mock.push(ok(&[], "upstream"));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(got.cache == CacheStatus::Hit, mock.calls() == 1);
+    got.cache == CacheStatus::Hit
+}
+
+/// RFC 9111 section 5.2.2.10: a shared cache takes its freshness from `s-maxage`, over
+/// `max-age` and `Expires`; a private cache ignores it.
+#[tokio::test(start_paused = true)]
+async fn a_shared_cache_takes_freshness_from_s_maxage() {
+    let expires = date(t0() + Duration::from_secs(600));
+    for (headers, shared_hit, private_hit) in [
+        (
+            vec![
+                ("cache-control", "max-age=600, s-maxage=0"),
+                ("etag", "\"a\""),
+            ],
+            false,
+            true,
+        ),
+        (
+            vec![("cache-control", "s-maxage=0"), ("expires", &expires)],
+            false,
+            true,
+        ),
+        (
+            vec![
+                ("cache-control", "max-age=0, s-maxage=600"),
+                ("etag", "\"a\""),
+            ],
+            true,
+            false,
+        ),
+        (
+            vec![
+                ("cache-control", "max-age=600, s-maxage=60"),
+                ("age", "120"),
+            ],
+            false,
+            true,
+        ),
+        // A lifetime from s-maxage alone makes a response storable, in a shared cache only.
+        (vec![("cache-control", "s-maxage=600")], true, false),
+        (vec![("cache-control", "max-age=600")], true, true),
+    ] {
+        let shared = served_without_asking(layer().credential_headers([]), &headers).await;
+        assert_eq!(shared, shared_hit, "shared: {headers:?}");
+        let private = served_without_asking(layer(), &headers).await;
+        assert_eq!(private, private_hit, "private: {headers:?}");
+    }
+}
+
+/// A request with an `Authorization` that is not fingerprinted is answered as by a shared
+/// cache: `s-maxage` decides; without `Authorization` the same cache reads `max-age`.
+#[tokio::test(start_paused = true)]
+async fn s_maxage_decides_for_an_unfingerprinted_authorization() {
+    let mock = Mock::new();
+    let mut svc = layer()
+        .credential_headers([http::header::COOKIE])
+        .layer(mock.service());
+    let bob = || req(Method::GET, URL, &[("authorization", "Bearer bob")]);
+    mock.push(ok(
+        &[
+            ("cache-control", "public, max-age=600, s-maxage=0"),
+            ("etag", "\"a\""),
+        ],
+        "stored",
+    ));
+    send(&mut svc, bob()).await.unwrap();
+    mock.push(not_modified(&[("etag", "\"a\"")]));
+    let got = send(&mut svc, bob()).await.unwrap();
+    assert_eq!(
+        (got.cache, mock.calls()),
+        (CacheStatus::Revalidated, 2),
+        "s-maxage=0 was not honoured for a shared answer"
+    );
+    assert_eq!(mock.last().headers["if-none-match"], "\"a\"");
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!((got.cache, mock.calls()), (CacheStatus::Hit, 2));
+}
+
+/// RFC 9111 sections 5.2.2.8 and 5.2.2.10: `proxy-revalidate` and `s-maxage` forbid a shared
+/// cache to serve the response stale (the configured `stale_if_error` window included); a
+/// private cache ignores both.
+#[tokio::test(start_paused = true)]
+async fn proxy_revalidate_and_s_maxage_forbid_stale_answers_in_a_shared_cache() {
+    for cache_control in [
+        "max-age=60, proxy-revalidate",
+        "max-age=60, Proxy-Revalidate",
+        "s-maxage=60, max-age=60",
+    ] {
+        for (shared, want) in [(true, CacheStatus::Miss), (false, CacheStatus::Stale)] {
+            let layer = layer().stale_if_error(Some(Duration::from_secs(600)));
+            let layer = if shared {
+                layer.credential_headers([])
+            } else {
+                layer
+            };
+            let mock = Mock::new();
+            let mut svc = layer.layer(mock.service());
+            mock.push(ok(
+                &[("cache-control", cache_control), ("etag", "\"a\"")],
+                "stored",
+            ));
+            send(&mut svc, get(URL)).await.unwrap();
+            tokio::time::advance(Duration::from_secs(120)).await;
+            mock.push(respond(503, &[], "down"));
+            let got = send(&mut svc, get(URL)).await.unwrap();
+            assert_eq!(got.cache, want, "{cache_control}, shared: {shared}");
+            if !shared {
+                assert_eq!(got.body, "stored");
+            }
+        }
+    }
+    // Only the directive itself counts: not an extension's quoted value naming it.
+    let mock = Mock::new();
+    let mut svc = layer()
+        .stale_if_error(Some(Duration::from_secs(600)))
+        .credential_headers([])
+        .layer(mock.service());
+    mock.push(ok(
+        &[
+            ("cache-control", "max-age=60, ext=\"a, proxy-revalidate\""),
+            ("etag", "\"a\""),
+        ],
+        "stored",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+    tokio::time::advance(Duration::from_secs(120)).await;
+    mock.push(respond(503, &[], "down"));
+    assert_eq!(
+        send(&mut svc, get(URL)).await.unwrap().cache,
+        CacheStatus::Stale
+    );
 }
