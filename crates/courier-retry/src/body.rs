@@ -10,6 +10,12 @@
 //!   original had not yet read. Past the cap it keeps nothing and declines to be cloned: the
 //!   request is sent once and not retried.
 //!
+//! Before a retry goes out, the layer also asks [`RetryBody::poll_replayable`] whether a copy
+//! made now would be whole. A `Clone` body always is. A [`ReplayBody`] is once every earlier
+//! attempt has let go of it (read it to its end, failed, or dropped it) within the cap: an
+//! attempt answered early (a 503 before the server read the body) may still be sending it, and
+//! the bytes it sends from then on count against the cap too.
+//!
 //! Why a trait rather than `B: Clone`: a streaming body can only know at run time whether it is
 //! still replayable, and the trait lets it say no, which `Clone` cannot. Why `ReplayBody` is not
 //! `Clone` itself: the blanket implementation would then ignore its cap.
@@ -20,7 +26,7 @@ use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use std::fmt;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 
@@ -35,6 +41,20 @@ pub const DEFAULT_REPLAY_CAP: usize = 64 * 1024;
 pub trait RetryBody: Sized {
     /// A copy to send on another attempt, or `None` when the body cannot be sent again whole.
     fn try_clone_body(&self) -> Option<Self>;
+
+    /// Whether a copy made now by [`try_clone_body`](Self::try_clone_body) would be whole,
+    /// once no earlier attempt can still read the body.
+    ///
+    /// `Ready(true)`: a copy made now is whole. `Ready(false)`: it can no longer be (the body
+    /// outgrew what it keeps, or failed). `Pending`: another copy may still be read, which may
+    /// change the answer; the waker is woken when it has let go or the answer is known.
+    ///
+    /// The retry layer calls it on the copy it keeps aside, before it sends each retry. The
+    /// default says `Ready(true)`: right for every `Clone` body.
+    fn poll_replayable(&self, cx: &mut Context<'_>) -> Poll<bool> {
+        let _ = cx;
+        Poll::Ready(true)
+    }
 }
 
 impl<T: Clone> RetryBody for T {
@@ -55,6 +75,15 @@ impl<T: Clone> RetryBody for T {
 /// `None`. A replay that was made before the cap was passed fails with
 /// [`ReplayCapExceeded`] rather than send a partial body. A body whose size hint already says
 /// it is over the cap is never buffered at all.
+///
+/// # Letting go
+///
+/// An instance lets go of the body when it has been read to its end (or failed) or when it is
+/// dropped. [`RetryBody::poll_replayable`] on one instance is `Pending` while any other
+/// instance has not let go, be it in the middle of the body or not yet polled at all: the
+/// retry layer sends a replay only once the attempt before it is done with the body, so that
+/// the bytes that attempt still sends cannot push the replay past the cap. A copy kept aside
+/// and never sent counts as one that may still be read: drop the copies you do not send.
 ///
 /// # Clone
 ///
@@ -82,12 +111,16 @@ pub struct ReplayBody<B> {
     sent: u64,
     trailers_sent: bool,
     finished: bool,
+    /// Whether this instance is one of `Shared::live`: until it ends or is dropped.
+    live: bool,
 }
 
 struct Shared<B> {
     slot: Mutex<Slot<B>>,
     /// Set once the copy is gone; read without the lock by `try_clone_body`.
     capped: AtomicBool,
+    /// Instances that have not let go of the body: not read to their end and not dropped.
+    live: AtomicUsize,
     cap: usize,
     size_hint: SizeHint,
     empty: bool,
@@ -96,6 +129,8 @@ struct Shared<B> {
 struct Slot<B> {
     state: Option<BodyState<B>>,
     waiters: Vec<Waker>,
+    /// Who waits in `poll_replayable` for the other instances to let go.
+    watcher: Option<Waker>,
 }
 
 struct BodyState<B> {
@@ -137,8 +172,10 @@ impl<B: Body> ReplayBody<B> {
                 slot: Mutex::new(Slot {
                     state: Some(state),
                     waiters: Vec::new(),
+                    watcher: None,
                 }),
                 capped: AtomicBool::new(over),
+                live: AtomicUsize::new(1),
                 cap,
                 size_hint,
                 empty,
@@ -148,6 +185,7 @@ impl<B: Body> ReplayBody<B> {
             sent: 0,
             trailers_sent: false,
             finished: false,
+            live: true,
         }
     }
 }
@@ -163,17 +201,26 @@ impl<B> ReplayBody<B> {
         self.shared.capped.load(Ordering::Acquire)
     }
 
-    /// Hands the body state back so that the next replay can take it.
-    fn release(&mut self) {
-        if let Some(state) = self.state.take() {
-            let waiters = {
-                let mut slot = lock(&self.shared.slot);
-                slot.state = Some(state);
-                std::mem::take(&mut slot.waiters)
-            };
-            for w in waiters {
-                w.wake();
+    /// Lets go of the body for good (read to its end, failed, or dropped): hands the body state
+    /// back so that the next replay can take it, and tells whoever waits for that.
+    fn let_go(&mut self) {
+        let state = self.state.take();
+        let live = std::mem::take(&mut self.live);
+        if live {
+            self.shared.live.fetch_sub(1, Ordering::AcqRel);
+        }
+        if state.is_none() && !live {
+            return;
+        }
+        let (waiters, watcher) = {
+            let mut slot = lock(&self.shared.slot);
+            if state.is_some() {
+                slot.state = state;
             }
+            (std::mem::take(&mut slot.waiters), slot.watcher.take())
+        };
+        for w in waiters.into_iter().chain(watcher) {
+            w.wake();
         }
     }
 
@@ -182,6 +229,11 @@ impl<B> ReplayBody<B> {
         state.chunks = Vec::new();
         state.trailers = None;
         self.shared.capped.store(true, Ordering::Release);
+        // The answer of `poll_replayable` is known now.
+        let watcher = lock(&self.shared.slot).watcher.take();
+        if let Some(w) = watcher {
+            w.wake();
+        }
     }
 }
 
@@ -195,6 +247,7 @@ impl<B> RetryBody for ReplayBody<B> {
         if self.is_capped() {
             return None;
         }
+        self.shared.live.fetch_add(1, Ordering::AcqRel);
         Some(Self {
             shared: self.shared.clone(),
             state: None,
@@ -202,7 +255,38 @@ impl<B> RetryBody for ReplayBody<B> {
             sent: 0,
             trailers_sent: false,
             finished: false,
+            live: true,
         })
+    }
+
+    /// `Ready(false)` as soon as the body is over the cap or failed; else `Ready(true)` once
+    /// every other instance has let go of the body (see [Letting go](ReplayBody#letting-go)),
+    /// `Pending` until then.
+    fn poll_replayable(&self, cx: &mut Context<'_>) -> Poll<bool> {
+        if self.is_capped() {
+            return Poll::Ready(false);
+        }
+        let others =
+            |shared: &Shared<B>| shared.live.load(Ordering::Acquire) - usize::from(self.live);
+        if others(&self.shared) == 0 {
+            return Poll::Ready(true);
+        }
+        // Register, then look again: an instance that lets go after the look wakes the watcher,
+        // since it takes the lock to do so.
+        let mut slot = lock(&self.shared.slot);
+        match &mut slot.watcher {
+            Some(w) if w.will_wake(cx.waker()) => {}
+            w => *w = Some(cx.waker().clone()),
+        }
+        if self.is_capped() {
+            slot.watcher = None;
+            return Poll::Ready(false);
+        }
+        if others(&self.shared) == 0 {
+            slot.watcher = None;
+            return Poll::Ready(true);
+        }
+        Poll::Pending
     }
 }
 
@@ -303,7 +387,7 @@ where
         };
         this.state = Some(state);
         if this.finished {
-            this.release();
+            this.let_go();
         }
         out
     }
@@ -339,7 +423,7 @@ where
 
 impl<B> Drop for ReplayBody<B> {
     fn drop(&mut self) {
-        self.release();
+        self.let_go();
     }
 }
 
@@ -447,5 +531,116 @@ mod tests {
         assert!(Pin::new(&mut replay).poll_frame(&mut cx).is_pending());
         drop(body);
         assert_eq!(collect(replay).await.unwrap(), "abcd");
+    }
+
+    /// A waker that counts its wakes.
+    struct Count(std::sync::atomic::AtomicUsize);
+
+    impl std::task::Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn counter() -> (Arc<Count>, Waker) {
+        let count = Arc::new(Count(std::sync::atomic::AtomicUsize::new(0)));
+        (count.clone(), Waker::from(count))
+    }
+
+    fn wakes(count: &Count) -> usize {
+        count.0.load(Ordering::SeqCst)
+    }
+
+    #[test]
+    fn a_clone_body_is_always_replayable() {
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(
+            String::from("x").poll_replayable(&mut cx),
+            Poll::Ready(true)
+        );
+    }
+
+    #[tokio::test]
+    async fn replayable_once_the_sent_copy_is_dropped() {
+        let (count, waker) = counter();
+        let mut cx = Context::from_waker(&waker);
+        let body = ReplayBody::new(chunks(&["ab", "cd"]));
+        let template = body.try_clone_body().unwrap();
+        // Not polled yet, but alive: it may still be read.
+        assert!(template.poll_replayable(&mut cx).is_pending());
+        drop(body);
+        assert_eq!(wakes(&count), 1);
+        assert_eq!(template.poll_replayable(&mut cx), Poll::Ready(true));
+        let replay = template.try_clone_body().unwrap();
+        assert_eq!(collect(replay).await.unwrap(), "abcd");
+    }
+
+    #[tokio::test]
+    async fn pending_while_partly_read_then_replayable_at_the_end() {
+        let (count, waker) = counter();
+        let mut cx = Context::from_waker(&waker);
+        let mut body = ReplayBody::new(chunks(&["ab", "cd"]));
+        let template = body.try_clone_body().unwrap();
+        let _ = body.frame().await;
+        assert!(template.poll_replayable(&mut cx).is_pending());
+        let _ = body.frame().await;
+        assert!(template.poll_replayable(&mut cx).is_pending());
+        assert_eq!(wakes(&count), 0);
+        // The end: it lets go while still alive.
+        assert!(body.frame().await.is_none());
+        assert_eq!(wakes(&count), 1);
+        assert_eq!(template.poll_replayable(&mut cx), Poll::Ready(true));
+        drop(body);
+        assert_eq!(
+            collect(template.try_clone_body().unwrap()).await.unwrap(),
+            "abcd"
+        );
+    }
+
+    #[tokio::test]
+    async fn passing_the_cap_answers_no_at_once() {
+        let (count, waker) = counter();
+        let mut cx = Context::from_waker(&waker);
+        let mut body = ReplayBody::with_cap(chunks(&["abc", "def", "g"]), 4);
+        let template = body.try_clone_body().unwrap();
+        let _ = body.frame().await;
+        assert!(template.poll_replayable(&mut cx).is_pending());
+        let _ = body.frame().await;
+        // Still held, but no longer whole: known without waiting for the holder.
+        assert_eq!(wakes(&count), 1);
+        assert_eq!(template.poll_replayable(&mut cx), Poll::Ready(false));
+        assert!(template.try_clone_body().is_none());
+    }
+
+    #[tokio::test]
+    async fn a_failed_body_answers_no() {
+        struct Failing;
+        impl Body for Failing {
+            type Data = Bytes;
+            type Error = std::io::Error;
+            fn poll_frame(
+                self: Pin<&mut Self>,
+                _: &mut Context<'_>,
+            ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
+                Poll::Ready(Some(Err(std::io::ErrorKind::BrokenPipe.into())))
+            }
+        }
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut body = ReplayBody::new(Failing);
+        let template = body.try_clone_body().unwrap();
+        assert!(body.frame().await.unwrap().is_err());
+        assert_eq!(template.poll_replayable(&mut cx), Poll::Ready(false));
+    }
+
+    #[tokio::test]
+    async fn a_copy_kept_aside_counts_as_one_that_may_be_read() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let body = ReplayBody::new(chunks(&["ab"]));
+        let template = body.try_clone_body().unwrap();
+        let aside = template.try_clone_body().unwrap();
+        assert_eq!(collect(body).await.unwrap(), "ab");
+        assert!(template.poll_replayable(&mut cx).is_pending());
+        drop(aside);
+        assert_eq!(template.poll_replayable(&mut cx), Poll::Ready(true));
     }
 }

@@ -10,9 +10,11 @@ use std::fmt;
 /// dropped: the body outgrew its replay cap, or the original body failed.
 ///
 /// The retry layer does not retry a request whose body is over the cap (the call stops with
-/// [`Reason::BodyNotReplayable`](courier_core::extensions::Reason::BodyNotReplayable)), so this
-/// error only surfaces when the cap is passed while a retry is already under way. The replay
-/// then fails instead of sending a partial body.
+/// [`Reason::BodyNotReplayable`](courier_core::extensions::Reason::BodyNotReplayable)), and it
+/// sends a replay only once every earlier attempt has let go of the body within the cap, so it
+/// never meets this error itself. It surfaces when a replay is read while another copy is
+/// still pushing the body past the cap (copies made and sent by hand): the replay then fails
+/// instead of sending a partial body.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReplayCapExceeded {
     cap: usize,

@@ -29,7 +29,7 @@ use std::fmt;
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, ready};
+use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
@@ -92,7 +92,9 @@ enum Step<B> {
 
 /// The next attempt: its body, the wait before it, the budget it spends.
 struct Next<B> {
-    body: B,
+    /// `None` while an earlier attempt may still be sending the body: the copy is made once it
+    /// has let go, if the body is still whole then.
+    body: Option<B>,
     wait: Duration,
     withdrawal: Option<Withdrawal>,
 }
@@ -138,9 +140,8 @@ where
                             return Poll::Ready(out);
                         }
                         Step::Retry(record, next) => {
-                            ctx.push(record);
                             let ctx = Box::new(this.ctx.take().expect("just used"));
-                            let fut: BoxedLoop<RB> = Box::pin(retry_loop(ctx, res, next));
+                            let fut: BoxedLoop<RB> = Box::pin(retry_loop(ctx, res, record, next));
                             this.state.set(State::Retrying { fut });
                         }
                     }
@@ -166,10 +167,12 @@ where
     }
 }
 
-/// Every attempt after the first.
+/// Every attempt after the first: `res` is the answer of the attempt that `record` planned to
+/// retry after `next.wait`.
 async fn retry_loop<S, B, RB>(
     mut ctx: Box<Ctx<S, B>>,
     mut res: Result<Response<RB>, BoxError>,
+    mut record: AttemptRecord,
     mut next: Next<B>,
 ) -> Result<Response<RB>, BoxError>
 where
@@ -179,7 +182,27 @@ where
     RB: Body,
 {
     loop {
-        let sleep = tokio::time::sleep(next.wait);
+        let mut sleep = std::pin::pin!(tokio::time::sleep(next.wait));
+        let body = match next.body.take() {
+            Some(body) => body,
+            // The attempt was answered while it may still be sending the body. Its answer is
+            // kept as it is until the body is known whole or not, by the end of the wait.
+            None => match ctx.whole_body(sleep.as_mut()).await {
+                Some(body) => body,
+                None => {
+                    // Not sent: `next` and its withdrawal go back unspent.
+                    let stop = AttemptRecord {
+                        decision: Decision::Stop,
+                        reason: Reason::BodyNotReplayable,
+                        wait: Duration::ZERO,
+                        wait_source: None,
+                        ..record
+                    };
+                    return ctx.finish(res, stop);
+                }
+            },
+        };
+        ctx.push(record);
         match res {
             Ok(failed) => drain_while(failed.into_body(), sleep).await,
             Err(_) => sleep.await,
@@ -189,7 +212,7 @@ where
         if let Some(deadline) = ctx.deadline {
             deadline.shrink(&mut parts.extensions);
         }
-        let req = Request::from_parts(parts, next.body);
+        let req = Request::from_parts(parts, body);
         let ready = poll_fn(|cx| ctx.svc.poll_ready(cx));
         let ready: Result<(), BoxError> = match ctx.deadline {
             // The wait was planned to end before the deadline, but readiness may take longer
@@ -221,8 +244,8 @@ where
         };
         match ctx.decide(&res) {
             Step::Stop(record) => return ctx.finish(res, record),
-            Step::Retry(record, n) => {
-                ctx.push(record);
+            Step::Retry(r, n) => {
+                record = r;
                 next = n;
             }
         }
@@ -231,9 +254,8 @@ where
 
 /// Reads and discards a failed response body (up to [`DRAIN_LIMIT`]) while `sleep` runs, so the
 /// connection can be reused; drops it at the limit, at its end, or when the sleep is over.
-async fn drain_while<RB: Body>(body: RB, sleep: Sleep) {
+async fn drain_while<RB: Body>(body: RB, mut sleep: Pin<&mut Sleep>) {
     let mut body = Some(Box::pin(body));
-    let mut sleep = std::pin::pin!(sleep);
     let (mut bytes, mut frames) = (0usize, 0usize);
     poll_fn(|cx| {
         while let Some(b) = body.as_mut() {
@@ -257,6 +279,21 @@ async fn drain_while<RB: Body>(body: RB, sleep: Sleep) {
 // === impl Ctx ===
 
 impl<S, B: RetryBody> Ctx<S, B> {
+    /// A whole copy of the body once no earlier attempt can still read it; `None` when it is
+    /// not whole then, or when `sleep` (the wait before the retry, which ends before the
+    /// deadline) is over first.
+    async fn whole_body(&mut self, mut sleep: Pin<&mut Sleep>) -> Option<B> {
+        // Held mutably and moved into the poll function: `&mut B` is `Send` where `&B` would
+        // need `B: Sync`.
+        let template = self.body.as_mut()?;
+        poll_fn(move |cx| match template.poll_replayable(cx) {
+            Poll::Ready(true) => Poll::Ready(template.try_clone_body()),
+            Poll::Ready(false) => Poll::Ready(None),
+            Poll::Pending => sleep.as_mut().poll(cx).map(|()| None),
+        })
+        .await
+    }
+
     /// The error of a call whose deadline passed before its next attempt could be sent.
     #[cold]
     fn deadline_exceeded(&self, deadline: Deadline) -> BoxError {
@@ -317,12 +354,14 @@ impl<S, B: RetryBody> Ctx<S, B> {
         if self.attempt >= config.attempts {
             return Err(Reason::AttemptsExhausted);
         }
-        // A body that cannot be sent again whole ends the call.
-        let body = self
-            .body
-            .as_ref()
-            .and_then(RetryBody::try_clone_body)
-            .ok_or(Reason::BodyNotReplayable)?;
+        // A body that cannot be sent again whole ends the call. One that an earlier attempt may
+        // still be sending is decided before the retry goes out (`whole_body`).
+        let template = self.body.as_ref().ok_or(Reason::BodyNotReplayable)?;
+        let body = match template.poll_replayable(&mut Context::from_waker(Waker::noop())) {
+            Poll::Ready(true) => Some(template.try_clone_body().ok_or(Reason::BodyNotReplayable)?),
+            Poll::Ready(false) => return Err(Reason::BodyNotReplayable),
+            Poll::Pending => None,
+        };
         // A wait that ends at the deadline or after it leaves the next attempt no time at all.
         let past_deadline = |wait: Duration| self.deadline.is_some_and(|d| d.remaining() <= wait);
         // 5. The server's word, exactly; 6. else full jitter.

@@ -11,7 +11,8 @@
 //! 3. A request that is not retry-safe (no idempotent method, no `Idempotency-Key`) is not
 //!    retried (`not_retry_safe`), unless the failure is connect: then nothing was sent.
 //! 4. Attempts used up (3 in all by default): stop (`attempts_exhausted`). A body that cannot be
-//!    replayed whole stops the call here too (`body_not_replayable`).
+//!    replayed whole stops the call here too (`body_not_replayable`); one an earlier attempt
+//!    may still be sending is decided before the retry goes out (see [Bodies](#bodies)).
 //! 5. A server hint (`Retry-After` as seconds or as a date counted by the response's own `Date`,
 //!    `RateLimit`, `x-ratelimit-*`; see [`courier_core::hints`]) is waited exactly. A hint
 //!    longer than `max_wait` (60 s) stops the call at once with that response
@@ -75,6 +76,25 @@
 //! request is sent once and not retried (`body_not_replayable`); a retry never sends a partial
 //! or empty body in place of the original. The body of a failed response is drained (up to
 //! 16 KiB) during the wait, then dropped, so the connection can be reused.
+//!
+//! A server may answer (a 503, say) before it has read the whole body, while the transport
+//! goes on sending it. A retry is sent only once the attempt before it has let go of the body
+//! (read it to its end, failed, or dropped it) and everything that attempt read fit the cap:
+//! only then is the replay known to be whole. The rule:
+//!
+//! - the layer waits for that at most until the end of the wait before the retry (backoff or
+//!   server hint). That wait itself ends before the request's
+//!   [`Deadline`](courier_core::Deadline), so waiting for the body never extends a call and
+//!   never hangs on a transport that keeps the body (hyper's HTTP/1 client keeps it until the
+//!   peer has read it or the connection is done). The retry keeps its planned time;
+//! - meanwhile the answer is kept as it is, its body unread; it is drained only once the
+//!   retry is sure to go;
+//! - a body that passes the cap (or fails) ends the call at once, and one still held when
+//!   the wait is over ends it then: the caller gets that last answer (or error), the attempt
+//!   record says `body_not_replayable`, nothing more is sent, and the retry it would have
+//!   spent goes back to the budget.
+//!
+//! A body sent whole before the answer (the usual case) is decided at once, as before.
 //!
 //! # Errors
 //!
