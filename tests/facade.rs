@@ -575,3 +575,56 @@ async fn a_body_read_past_the_deadline_converts_to_deadline_exceeded() {
         );
     }
 }
+
+/// The preset's deadline layer arms no timer for the headers. When the upstream hangs, the
+/// attempt timeout ends the attempt at the deadline and the cache answers with a stored entry
+/// (stale-if-error): the call must not come back as a 200 whose body fails at its first read.
+#[tokio::test(start_paused = true)]
+async fn a_stale_answer_at_the_deadline_is_not_a_response_with_an_unreadable_body() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let upstream = {
+        let calls = calls.clone();
+        tower::service_fn(move |_req: Request<Full<Bytes>>| {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                if n > 0 {
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                }
+                let res = Response::builder()
+                    .header("etag", "\"v1\"")
+                    .header("cache-control", "max-age=0, stale-if-error=600")
+                    .body(Full::new(Bytes::from_static(b"hello")))?;
+                Ok::<_, BoxError>(res)
+            }
+        })
+    };
+    let get = || {
+        Request::get("http://api.example/doc")
+            .body(Full::<Bytes>::default())
+            .unwrap()
+    };
+    let client = CourierLayer::new()
+        .deadline(Duration::from_secs(1))
+        .service(upstream);
+    let first = client.clone().oneshot(get()).await.unwrap();
+    first.into_body().collect().await.unwrap();
+
+    match client.clone().oneshot(get()).await {
+        Err(err) => assert!(
+            matches!(
+                courier::Error::from(err),
+                courier::Error::DeadlineExceeded(_)
+            ),
+            "the call ends with its deadline"
+        ),
+        Ok(resp) => {
+            let status = resp.extensions().get::<CacheStatus>().copied();
+            let body = resp.into_body().collect().await;
+            assert!(
+                body.is_ok(),
+                "a {status:?} response came back whose body cannot be read: {:?}",
+                body.err().map(courier::Error::from)
+            );
+        }
+    }
+}

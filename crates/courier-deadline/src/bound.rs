@@ -76,13 +76,6 @@ impl Bound {
             .poll(cx)
     }
 
-    /// Whether the armed timer has fired; `false` when it is not armed (no clock is read).
-    pub(crate) fn timer_fired(&mut self, cx: &mut Context<'_>) -> bool {
-        self.sleep
-            .as_mut()
-            .is_some_and(|sleep| sleep.as_mut().poll(cx).is_ready())
-    }
-
     /// Whether the bound has passed, without registering anything when the timer is not armed.
     pub(crate) fn check_passed(&mut self, cx: &mut Context<'_>) -> bool {
         match self.sleep.as_mut() {

@@ -81,11 +81,13 @@ where
                 if !*this.bound_body {
                     return Poll::Ready(Ok(res.map(|body| DeadlineBody::new(body, None))));
                 }
-                // A response that came as the armed timer fired would carry a body that fails
-                // at its first read: the call is over, as its body's reader would find. An
+                // A response that came at or after the deadline would carry a body that fails
+                // at its first read: the call is over, as its body's reader would find. That
+                // holds whether the timer was armed or not (the header wait left to a layer
+                // below, or an inner future ready at its first poll after the deadline). An
                 // ended body (a 204, HEAD, 304) reads as ended at any time: that response
                 // stands.
-                if !res.body().is_end_stream() && bound.timer_fired(cx) {
+                if !res.body().is_end_stream() && bound.check_passed(cx) {
                     return Poll::Ready(Err(bound.error()));
                 }
                 return Poll::Ready(Ok(res.map(|body| DeadlineBody::new(body, Some(bound)))));

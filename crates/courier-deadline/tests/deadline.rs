@@ -689,3 +689,49 @@ async fn an_empty_response_at_the_deadline_is_the_response() {
         Ok(StatusCode::NO_CONTENT)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn headers_bounded_below_a_response_at_the_deadline_is_the_deadline_not_an_unreadable_body() {
+    // As `a_response_at_the_deadline_is_the_deadline_not_an_unreadable_body`, in the shape the
+    // preset builds: the deadline layer leaves the header wait to an attempt timeout below.
+    let svc = ServiceBuilder::new()
+        .layer(DeadlineLayer::new(ms(1000)).headers_bounded_below(true))
+        .layer(AttemptTimeoutLayer::new(ms(3000)))
+        .service(service_fn(|_: Request<()>| async {
+            tokio::time::sleep(ms(1000)).await;
+            Ok::<_, Infallible>(Response::new(http_body_util::Full::new(Bytes::from("ok"))))
+        }));
+    match svc.oneshot(Request::new(())).await {
+        Err(err) => assert_eq!(exceeded(&err).budget(), ms(1000)),
+        Ok(res) => {
+            let body = res.into_body().collect().await;
+            assert!(
+                body.is_ok(),
+                "a response was returned whose body cannot be read: {:?}",
+                body.err()
+            );
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_ready_response_polled_after_the_deadline_is_the_deadline_not_an_unreadable_body() {
+    // The inner future is ready at its first poll (a cache hit, say), but that poll comes after
+    // the deadline: the timer was never armed.
+    let mut svc = DeadlineLayer::new(ms(1000)).layer(service_fn(|_: Request<()>| async {
+        Ok::<_, Infallible>(Response::new(http_body_util::Full::new(Bytes::from("ok"))))
+    }));
+    let fut = svc.call(Request::new(()));
+    tokio::time::sleep(ms(1500)).await;
+    match fut.await {
+        Err(err) => assert_eq!(exceeded(&err).budget(), ms(1000)),
+        Ok(res) => {
+            let body = res.into_body().collect().await;
+            assert!(
+                body.is_ok(),
+                "a response was returned whose body cannot be read: {:?}",
+                body.err()
+            );
+        }
+    }
+}
