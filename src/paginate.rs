@@ -58,7 +58,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use tower::ServiceExt;
 use tower_service::Service;
-use url::Url;
+use url::{Position, Url};
 
 /// One page: where it came from, its status and headers, and its whole body.
 #[derive(Debug, Clone)]
@@ -424,7 +424,9 @@ impl sealed::Walk for LinkPosition {
         let (Some(first), Some(last)) = (self.visited.first(), self.visited.last()) else {
             return Ok(Some(next.clone()));
         };
-        if self.visited.contains(next) {
+        // A fragment is never sent: `/p#top` is the page `/p`.
+        let same_page = |a: &Url| a[..Position::AfterQuery] == next[..Position::AfterQuery];
+        if self.visited.iter().any(same_page) {
             return Err(Error::Pagination(format!(
                 "{last} links back to {next}, which was already visited"
             )));

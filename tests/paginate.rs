@@ -884,3 +884,23 @@ async fn cursor_keeps_the_rest_of_the_query_as_written() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_next_that_differs_only_by_its_fragment_is_a_visited_page() {
+    // A fragment is never sent: `/s/frag#top` is the page `/s/frag` already read.
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "frag",
+        vec![
+            Step::ok()
+                .header("link", "</s/frag#top>; rel=\"next\"")
+                .body("[1]")
+                .times(2),
+        ],
+    );
+    let mut pages = paginate::links(client(), url(&server, "/s/frag"));
+    let first = bounded(pages.try_next()).await.unwrap().expect("the page");
+    assert_eq!(first.body().as_ref(), b"[1]");
+    pagination_error_then_end(&mut pages, "the page links to itself").await;
+    assert_eq!(server.hits("frag").len(), 1, "the page was fetched twice");
+}
