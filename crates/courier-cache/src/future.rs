@@ -2,9 +2,10 @@
 
 use crate::body::CacheBody;
 use crate::entry::Entry;
-use crate::service::{Lookup, Pending};
+use crate::service::{Completion, Lookup, Pending};
 use bytes::Bytes;
-use http::{Request, Response};
+use http::header::HeaderMap;
+use http::{Extensions, Method, Request, Response, Uri, Version};
 use http_body::Body;
 use pin_project_lite::pin_project;
 use std::fmt;
@@ -19,7 +20,9 @@ use tower_service::Service;
 pin_project! {
     /// The response future of [`EtagCache`](crate::EtagCache): a stored response, ready at
     /// once; the upstream's answer, to merge, store or replace; or, while another request
-    /// revalidates the same entry, a wait for its result.
+    /// revalidates the same entry, a wait for its result. When the 304 to a revalidation the
+    /// cache made selects no stored response, it sends the request once more without the
+    /// conditionals and answers with that.
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<S, B>
     where
@@ -37,8 +40,50 @@ pin_project! {
         Ready { response: Option<Response<Bytes>> },
         // Another request revalidates this entry: wait for it, then maybe go ourselves.
         Following { follower: Box<Follower<S, B>> },
-        // Waiting on the upstream; `pending` says what to do with its answer.
-        Forwarded { #[pin] future: F, pending: Option<Pending> },
+        // Waiting on the upstream; `pending` says what to do with its answer, `resend` how to
+        // ask again (once) when that answer is a 304 that selects nothing.
+        Forwarded {
+            #[pin]
+            future: F,
+            pending: Option<Pending>,
+            resend: Option<Box<Resend<S, B>>>,
+        },
+        // Waiting for the service to send the request again.
+        Resending { resend: Option<Box<Resend<S, B>>>, pending: Option<Pending> },
+    }
+}
+
+/// What it takes to send a GET or HEAD again without the conditionals the cache added: a
+/// service, and a copy of the caller's request (boxed: only revalidations keep one).
+pub(crate) struct Resend<S, B> {
+    pub(crate) inner: S,
+    pub(crate) version: Version,
+    pub(crate) uri: Uri,
+    /// A HEAD's fields (a GET's are the lookup's copy of them).
+    pub(crate) headers: Option<HeaderMap>,
+    /// The caller's extensions, its `Deadline` among them.
+    pub(crate) extensions: Extensions,
+    pub(crate) body: B,
+}
+
+impl<S, B> Resend<S, B> {
+    /// The caller's request again, without the conditionals it never had.
+    fn request(self, lookup: &Lookup) -> (S, Request<B>) {
+        let head = lookup.is_head();
+        let headers = match self.headers {
+            Some(headers) => Some(headers),
+            None if head => None,
+            None => lookup.caller_headers(),
+        };
+        let mut request = Request::new(self.body);
+        *request.method_mut() = if head { Method::HEAD } else { Method::GET };
+        *request.uri_mut() = self.uri;
+        *request.version_mut() = self.version;
+        if let Some(headers) = headers {
+            *request.headers_mut() = headers;
+        }
+        *request.extensions_mut() = self.extensions;
+        (self.inner, request)
     }
 }
 
@@ -50,6 +95,7 @@ pub(crate) struct Follower<S, B> {
     pub(crate) inner: S,
     pub(crate) request: Option<Request<B>>,
     pub(crate) pending: Option<Lookup>,
+    pub(crate) resend: Option<Box<Resend<S, B>>>,
 }
 
 impl<S, B> ResponseFuture<S, B>
@@ -65,10 +111,20 @@ where
     }
 
     pub(crate) fn forwarded(future: S::Future, pending: Pending) -> Self {
+        Self::resendable(future, pending, None)
+    }
+
+    /// Waiting on the upstream, with how to ask again when its 304 selects nothing.
+    pub(crate) fn resendable(
+        future: S::Future,
+        pending: Pending,
+        resend: Option<Box<Resend<S, B>>>,
+    ) -> Self {
         Self {
             state: State::Forwarded {
                 future,
                 pending: Some(pending),
+                resend,
             },
         }
     }
@@ -95,6 +151,10 @@ where
                 .finish(),
             State::Forwarded { pending, .. } => f
                 .debug_struct("ResponseFuture::Forwarded")
+                .field("pending", pending)
+                .finish(),
+            State::Resending { pending, .. } => f
+                .debug_struct("ResponseFuture::Resending")
                 .field("pending", pending)
                 .finish(),
         }
@@ -142,16 +202,51 @@ where
                         .expect("a follower sends its request once");
                     let future = follower.inner.call(request);
                     let pending = follower.pending.take().map(Pending::Lookup);
-                    state.set(State::Forwarded { future, pending });
+                    let resend = follower.resend.take();
+                    state.set(State::Forwarded {
+                        future,
+                        pending,
+                        resend,
+                    });
                 }
-                StateProj::Forwarded { future, pending } => {
+                // Forwarded => (done | Resending)
+                StateProj::Forwarded {
+                    future,
+                    pending,
+                    resend,
+                } => {
                     let result = ready!(future.poll(cx));
-                    let output = pending
+                    let completion = pending
                         .as_mut()
                         .expect("a forwarded response future completes once")
-                        .complete(result);
-                    *pending = None;
-                    return Poll::Ready(output);
+                        .complete(result, resend.is_some());
+                    match completion {
+                        Completion::Done(output) => {
+                            *pending = None;
+                            return Poll::Ready(output);
+                        }
+                        Completion::Resend => {
+                            let resend = resend.take();
+                            let pending = pending.take();
+                            state.set(State::Resending { resend, pending });
+                        }
+                    }
+                }
+                // Resending => Forwarded, with nothing to resend: never more than once.
+                StateProj::Resending { resend, pending } => {
+                    let inner = &mut resend.as_mut().expect("a request is sent again once").inner;
+                    ready!(inner.poll_ready(cx))?;
+                    let resend = resend.take().expect("a request is sent again once");
+                    let Some(Pending::Lookup(lookup)) = pending.take() else {
+                        unreachable!("only a lookup asks for the request to be sent again")
+                    };
+                    let (mut inner, request) = resend.request(&lookup);
+                    let future = inner.call(request);
+                    state.set(State::Forwarded {
+                        future,
+                        pending: Some(Pending::Lookup(lookup)),
+                        resend: None,
+                    });
                 }
             }
         }

@@ -88,8 +88,14 @@
 //!   without `Date` is aged from when it arrived, not by the stored `Date`), and
 //!   the entry is updated, if it is still stored (one invalidated or replaced while the
 //!   revalidation was in flight stays gone). Entity tags are compared on their bytes, obs-text
-//!   included. A 304 that selects nothing updates nothing and is passed through as
-//!   it came, marked `Miss`: the stored body is not the representation it speaks of.
+//!   included. A 304 that selects nothing updates nothing, and the stored body is not the
+//!   representation it speaks of; nor is the 304 an answer to a caller who asked no
+//!   conditional question. The cache sends the GET or HEAD once more, without the validators
+//!   it added (with a copy of its body, see [`EtagCache`], and the caller's extensions, its
+//!   [`Deadline`](courier_core::Deadline) among them, so that the layers below bound it as
+//!   they bound the first), and answers with that, marked `Miss`; a 304 to that one is passed
+//!   through. A request whose body cannot be copied is not made conditional. Callers waiting
+//!   on the revalidation (see **Concurrency**) ask on their own.
 //! - When the caller set conditionals itself, the cache adds none and the server's 304 is passed
 //!   through untouched.
 //! - **Stale**: on a transport error or a 5xx, an entry within its `stale-if-error` window (or

@@ -3,7 +3,7 @@ use crate::entry::{
     Entry, EntryList, Fields, MAX_VARIANTS, Timing, Variants, normalized, vary_names,
 };
 use crate::flight::{FlightGuard, Role};
-use crate::future::{Follower, ResponseFuture};
+use crate::future::{Follower, Resend, ResponseFuture};
 use crate::key::{KeyText, Parts, UriKey, loggable};
 use crate::layer::{EtagCacheLayer, Shared};
 use crate::store::CacheStore;
@@ -11,6 +11,7 @@ use bytes::Bytes;
 use courier_core::Deadline;
 use courier_core::cache_control::CacheControl;
 use courier_core::extensions::CacheStatus;
+use courier_retry::RetryBody;
 use http::header::{self, HeaderName};
 use http::{Extensions, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
@@ -29,6 +30,13 @@ const TARGET: &str = "courier::cache";
 ///
 /// See the [crate docs](crate) for what is stored, when it is served and when it is
 /// revalidated. Every response carries a [`CacheStatus`] extension.
+///
+/// # Request body
+///
+/// The request body is a [`RetryBody`] (every `Clone` body, and
+/// [`ReplayBody`](courier_retry::ReplayBody)): when a 304 to a revalidation the cache made
+/// selects no stored response, the GET or HEAD is sent once more, with a copy of its body. A
+/// request whose body declines to be copied is not made conditional.
 ///
 /// # Clone
 ///
@@ -97,6 +105,7 @@ impl<S: fmt::Debug> fmt::Debug for EtagCache<S> {
 impl<S, B, RB> Service<Request<B>> for EtagCache<S>
 where
     S: Service<Request<B>, Response = Response<RB>> + Clone,
+    B: RetryBody,
     RB: Body,
 {
     type Response = Response<CacheBody<RB>>;
@@ -146,6 +155,8 @@ where
             |req: &Request<B>| (!head && !req.headers().is_empty()).then(|| req.headers().clone());
         let mut request_headers = None;
         let mut added_conditionals = false;
+        // What it takes to ask again without the conditionals, should the 304 select nothing.
+        let mut resend = None;
         if let Some(entry) = entry.as_ref().filter(|_| !fields.conditional) {
             let age = entry.current_age(now);
             let request_allows = !req_cc.no_cache
@@ -167,16 +178,29 @@ where
             }
             request_headers = Some(caller_headers(&req));
             // The stored field as it came (it parsed as an entity tag), not a re-rendering.
-            if entry.etag.is_some()
-                && let Some(value) = &entry.etag_value
+            let etag = entry.etag_value.as_ref().filter(|_| entry.etag.is_some());
+            // Made conditional only when it can be sent again without the conditionals: a 304
+            // that selects nothing is no answer to a caller who asked no conditional question.
+            if (etag.is_some() || entry.last_modified.is_some())
+                && let Some(body) = req.body().try_clone_body()
             {
-                req.headers_mut()
-                    .insert(header::IF_NONE_MATCH, value.clone());
-                added_conditionals = true;
-            }
-            if let Some(lm) = &entry.last_modified {
-                req.headers_mut()
-                    .insert(header::IF_MODIFIED_SINCE, lm.clone());
+                resend = Some(Box::new(Resend {
+                    inner: self.inner.clone(),
+                    version: req.version(),
+                    uri: req.uri().clone(),
+                    // HEAD keeps no copy of the caller's fields (for `Vary`): one to send.
+                    headers: head.then(|| req.headers().clone()),
+                    extensions: req.extensions().clone(),
+                    body,
+                }));
+                if let Some(value) = etag {
+                    req.headers_mut()
+                        .insert(header::IF_NONE_MATCH, value.clone());
+                }
+                if let Some(lm) = &entry.last_modified {
+                    req.headers_mut()
+                        .insert(header::IF_MODIFIED_SINCE, lm.clone());
+                }
                 added_conditionals = true;
             }
         }
@@ -220,13 +244,14 @@ where
                     inner,
                     request: Some(req),
                     pending: Some(lookup),
+                    resend,
                 })
             }
             Some((Role::Leader(guard), _)) => {
                 lookup.flight = Some(guard);
-                ResponseFuture::forwarded(self.forward(req), Pending::Lookup(lookup))
+                ResponseFuture::resendable(self.forward(req), Pending::Lookup(lookup), resend)
             }
-            None => ResponseFuture::forwarded(self.forward(req), Pending::Lookup(lookup)),
+            None => ResponseFuture::resendable(self.forward(req), Pending::Lookup(lookup), resend),
         }
     }
 }
@@ -605,24 +630,34 @@ impl fmt::Debug for Lookup {
     }
 }
 
+/// What becomes of the upstream's answer.
+pub(crate) enum Completion<T> {
+    /// The answer to the caller.
+    Done(T),
+    /// A 304 that selects no stored response answered a request that was conditional only
+    /// because the cache made it so: send it again without the conditionals.
+    Resend,
+}
+
 impl Pending {
     /// The answer to the caller, made from the upstream's; called once, in place (the future
-    /// drops `self` afterwards).
+    /// drops `self` afterwards), unless it asks for the request to be sent again (`resendable`
+    /// says whether it may), after which it is called once more with the new answer.
     pub(crate) fn complete<RB: Body, E>(
         &mut self,
         result: Result<Response<RB>, E>,
-    ) -> Result<Response<CacheBody<RB>>, E> {
+        resendable: bool,
+    ) -> Completion<Result<Response<CacheBody<RB>>, E>> {
         match self {
-            Self::Bypass => result.map(|r| pass(r, CacheStatus::Bypass)),
-            Self::Invalidate { shared, key } => {
-                let response = result?;
+            Self::Bypass => Completion::Done(result.map(|r| pass(r, CacheStatus::Bypass))),
+            Self::Invalidate { shared, key } => Completion::Done(result.map(|response| {
                 let status = response.status();
                 if status.is_success() || status.is_redirection() {
                     invalidate(shared, key, response.headers());
                 }
-                Ok(pass(response, CacheStatus::Bypass))
-            }
-            Self::Lookup(lookup) => lookup.complete(result),
+                pass(response, CacheStatus::Bypass)
+            })),
+            Self::Lookup(lookup) => lookup.complete(result, resendable),
         }
     }
 }
@@ -679,15 +714,24 @@ impl Lookup {
     fn complete<RB: Body, E>(
         &mut self,
         result: Result<Response<RB>, E>,
-    ) -> Result<Response<CacheBody<RB>>, E> {
+        resendable: bool,
+    ) -> Completion<Result<Response<CacheBody<RB>>, E>> {
         let response = match result {
             Ok(response) if !response.status().is_server_error() => response,
-            failed => return self.failed(failed),
+            failed => return Completion::Done(self.failed(failed)),
         };
-        let status = response.status();
-        if status == StatusCode::NOT_MODIFIED {
-            return Ok(self.not_modified(response));
+        if response.status() == StatusCode::NOT_MODIFIED {
+            return match self.not_modified(response, resendable) {
+                Some(response) => Completion::Done(Ok(response)),
+                None => Completion::Resend,
+            };
         }
+        Completion::Done(Ok(self.full(response)))
+    }
+
+    /// The request's (or HEAD's) full answer: stored when it may be.
+    fn full<RB: Body>(&mut self, response: Response<RB>) -> Response<CacheBody<RB>> {
+        let status = response.status();
 
         if self.head {
             // RFC 9111 section 4.3.5: a HEAD answer naming another representation outdates the
@@ -701,7 +745,7 @@ impl Lookup {
                     self.shared.remove_entry(&self.key, self.key_hash, entry);
                 }
             }
-            return Ok(pass(response, CacheStatus::Miss));
+            return pass(response, CacheStatus::Miss);
         }
 
         if let Some(entry) = self.entry.as_ref().filter(|_| status.is_success()) {
@@ -710,25 +754,25 @@ impl Lookup {
         }
         if response.headers().is_empty() {
             // Neither a validator, nor a freshness lifetime, nor `no-store`: nothing to do.
-            return Ok(pass(response, CacheStatus::Miss));
+            return pass(response, CacheStatus::Miss);
         }
         let cc = CacheControl::from_headers(response.headers());
         if cc.no_store {
             if self.shared.store.remove(self.key.text().as_str()) {
                 tracing::debug!(target: TARGET, event = "remove", uri = %self.key.loggable(), "no-store removed the stored entries");
             }
-            return Ok(pass(response, CacheStatus::Miss));
+            return pass(response, CacheStatus::Miss);
         }
         if self.forbidden_when_shared(&cc) {
-            return Ok(pass(response, CacheStatus::Miss));
+            return pass(response, CacheStatus::Miss);
         }
         let Some((len, exact)) =
             self.storable_len(status, response.headers(), &cc, response.body())
         else {
-            return Ok(pass(response, CacheStatus::Miss));
+            return pass(response, CacheStatus::Miss);
         };
         let Some(vary) = vary_names(response.headers()) else {
-            return Ok(pass(response, CacheStatus::Miss));
+            return pass(response, CacheStatus::Miss);
         };
         let request_headers = self.sent_headers();
         let vary = vary
@@ -758,9 +802,9 @@ impl Lookup {
         response.extensions_mut().insert(CacheStatus::Miss);
         if len == 0 && response.body().is_end_stream() {
             storing.finish(Bytes::new());
-            return Ok(response.map(CacheBody::upstream));
+            return response.map(CacheBody::upstream);
         }
-        Ok(response.map(|body| CacheBody::teed(body, len, exact, max, storing)))
+        response.map(|body| CacheBody::teed(body, len, exact, max, storing))
     }
 
     /// The request's headers as they were sent: the caller's, with the conditionals the cache
@@ -824,22 +868,38 @@ impl Lookup {
         failed.map(|r| pass(r, CacheStatus::Miss))
     }
 
-    /// A 304: answered with the stored entry it selects, which it updates.
-    fn not_modified<RB: Body>(&mut self, response: Response<RB>) -> Response<CacheBody<RB>> {
+    /// A 304: answered with the stored entry it selects, which it updates. `None` when it
+    /// selects nothing and the request is to be sent again without the cache's conditionals
+    /// (`resendable`: it may be).
+    fn not_modified<RB: Body>(
+        &mut self,
+        response: Response<RB>,
+        resendable: bool,
+    ) -> Option<Response<CacheBody<RB>>> {
         let Some(entry) = self.entry.as_ref().filter(|_| self.added_conditionals) else {
-            return pass(response, CacheStatus::Miss);
+            // The caller's own question (or no question at all): the 304 is its answer.
+            return Some(pass(response, CacheStatus::Miss));
         };
         let fields = Fields::scan(response.headers());
         if !entry.selected_by(&fields) {
             // RFC 9111 section 4.3.4: no stored response is selected, so nothing is
-            // updated, and the stored body is not ours to serve for it.
+            // updated, and the stored body is not ours to serve for it. Nor is the 304 an
+            // answer to the caller, who asked no conditional question: ask again, once.
             tracing::debug!(
                 target: TARGET,
                 event = "validator_mismatch",
                 uri = %self.key.loggable(),
-                "304 names a representation the cache does not hold; passed through"
+                resent = resendable,
+                "304 names a representation the cache does not hold"
             );
-            return pass(response, CacheStatus::Miss);
+            if !resendable {
+                return Some(pass(response, CacheStatus::Miss));
+            }
+            // The callers waiting on this revalidation ask on their own.
+            drop(self.flight.take());
+            self.added_conditionals = false;
+            self.request_time = Instant::now();
+            return None;
         }
         // The updated entry's `Cache-Control` is the 304's when it has one.
         let has_cache_control = fields.has_cache_control();
@@ -875,7 +935,17 @@ impl Lookup {
             None,
             Some(parts.extensions),
         );
-        response.map(CacheBody::stored)
+        Some(response.map(CacheBody::stored))
+    }
+
+    /// Whether the request is a HEAD.
+    pub(crate) fn is_head(&self) -> bool {
+        self.head
+    }
+
+    /// The caller's fields, to send a GET again with (`None` when it had none).
+    pub(crate) fn caller_headers(&self) -> Option<HeaderMap> {
+        self.request_headers.clone()
     }
 
     /// Whether a response with these directives must not be stored because, for this request,

@@ -100,22 +100,34 @@ proptest! {
 
             tokio::time::advance(Duration::from_secs(wait)).await;
             mock.push(build_response(&second, second_status, if second_status == 304 { "" } else { "second" }));
+            // The answer to the request sent again when the 304 selects nothing.
+            mock.push(build_response(&[], 200, "again"));
             let calls = mock.calls();
             let got = send(&mut svc, build_request(&request, Method::GET)).await.unwrap();
+            let sent = mock.calls() - calls;
             match got.cache {
                 CacheStatus::Hit => {
-                    assert_eq!(mock.calls(), calls, "a hit sends nothing");
+                    assert_eq!(sent, 0, "a hit sends nothing");
                     assert_eq!(got.body, "first");
                 }
-                CacheStatus::Revalidated | CacheStatus::Stale => assert_eq!(got.body, "first"),
+                CacheStatus::Revalidated | CacheStatus::Stale => {
+                    assert_eq!(sent, 1);
+                    assert_eq!(got.body, "first");
+                }
+                CacheStatus::Miss | CacheStatus::Bypass if sent == 2 => {
+                    assert_eq!(second_status, 304, "only a 304 is asked again");
+                    assert!(mock.last().headers.get("if-none-match").is_none());
+                    assert_eq!(got.body, "again");
+                }
                 CacheStatus::Miss | CacheStatus::Bypass => {
-                    assert_eq!(mock.calls(), calls + 1);
+                    assert_eq!(sent, 1);
                     if second_status != 304 {
                         assert_eq!(got.body, "second");
                     }
                 }
                 other => panic!("unexpected status {other:?}"),
             }
+            mock.discard_answers();
             // HEAD afterwards never fails either.
             mock.push(build_response(&second, 200, ""));
             let head = send(&mut svc, build_request(&request, Method::HEAD)).await.unwrap();

@@ -158,22 +158,37 @@ async fn an_unparsable_entity_tag_is_no_validator_but_last_modified_still_is() {
     assert_eq!(got.cache, CacheStatus::Revalidated);
     assert_eq!(got.headers["etag"], "unquoted");
 
+    // Another date selects nothing: the request is sent again, its full answer the caller's.
+    let stored = || {
+        ok(
+            &[
+                ("etag", "unquoted"),
+                ("last-modified", LM),
+                ("cache-control", "no-cache"),
+            ],
+            "a",
+        )
+    };
     mock.push(not_modified(&[
         ("etag", "unquoted"),
         ("last-modified", "Tue, 14 Nov 2023 23:00:00 GMT"),
     ]));
+    mock.push(stored());
     let got = send(&mut svc, get(URL)).await.unwrap();
     assert_eq!(
-        (got.status, got.cache),
-        (StatusCode::NOT_MODIFIED, CacheStatus::Miss)
+        (got.status, got.cache, &got.body[..]),
+        (StatusCode::OK, CacheStatus::Miss, &b"a"[..])
     );
+    assert_eq!(mock.calls(), 4);
 
     // A valid tag never matches a stored entry without one.
     mock.push(not_modified(&[("etag", "\"x\""), ("last-modified", LM)]));
+    mock.push(stored());
     let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(mock.nth(4).headers["if-modified-since"], LM);
     assert_eq!(
-        (got.status, got.cache),
-        (StatusCode::NOT_MODIFIED, CacheStatus::Miss)
+        (got.status, got.cache, mock.calls()),
+        (StatusCode::OK, CacheStatus::Miss, 6)
     );
 }
 
@@ -195,12 +210,14 @@ async fn a_304_with_a_new_tag_for_the_same_representation_updates_the_validator(
     let got = send(&mut svc, get(URL)).await.unwrap();
     assert_eq!(mock.last().headers["if-none-match"], "W/\"v1\"");
     assert_eq!(got.cache, CacheStatus::Revalidated);
-    // Now stored weak: a strong 304 for the same tag no longer selects it.
+    // Now stored weak: a strong 304 for the same tag no longer selects it (the request is
+    // sent again without the validator, and its full answer is the caller's).
     mock.push(not_modified(&[("etag", "\"v1\"")]));
+    mock.push(ok(&[("etag", "\"v1\"")], "b"));
     let got = send(&mut svc, get(URL)).await.unwrap();
     assert_eq!(
-        (got.status, got.cache),
-        (StatusCode::NOT_MODIFIED, CacheStatus::Miss)
+        (got.status, got.cache, &got.body[..]),
+        (StatusCode::OK, CacheStatus::Miss, &b"b"[..])
     );
 }
 

@@ -256,9 +256,13 @@ async fn a_304_naming_another_obs_text_tag_does_not_answer_with_the_stored_body(
         .headers_mut()
         .insert("etag", HeaderValue::from_bytes(b"\"caf\xe8\"").unwrap());
     mock.push(Ok(other));
+    // It selects nothing: the request is sent again, and its answer is the caller's.
+    mock.push(ok(&[], "y"));
     let got = send(&mut svc, get(URL)).await.unwrap();
-    assert_eq!((got.status.as_u16(), got.cache), (304, CacheStatus::Miss));
-    assert!(got.body.is_empty());
+    assert_eq!(
+        (got.status.as_u16(), got.cache, &got.body[..]),
+        (200, CacheStatus::Miss, &b"y"[..])
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -443,4 +447,229 @@ impl courier_cache::CacheStore for TextStore {
     fn len(&self) -> usize {
         self.0.lock().unwrap().len()
     }
+}
+
+/// RFC 9111 sections 4.3.3 and 4.3.4: a 304 that selects no stored response cannot answer a
+/// caller who asked no conditional question. The cache sends the request once more, without
+/// the validators it added, and answers with that; never a bodiless 304, and never a loop.
+#[tokio::test(start_paused = true)]
+async fn a_304_selecting_nothing_is_not_the_answer_to_an_unconditional_request() {
+    for method in [Method::GET, Method::HEAD] {
+        let mock = Mock::new();
+        let mut svc = layer().layer(mock.service());
+        mock.push(ok(
+            &[
+                ("etag", "\"a\""),
+                ("last-modified", "Tue, 14 Nov 2023 22:00:00 GMT"),
+            ],
+            "old",
+        ));
+        send(&mut svc, get(URL)).await.unwrap();
+        mock.push(not_modified(&[("etag", "\"b\"")]));
+        // (The upstream sends no body for a HEAD.)
+        let body = if method == Method::GET { "new" } else { "" };
+        mock.push(ok(&[("etag", "\"b\""), ("x-from", "again")], body));
+        let got = send(&mut svc, req(method.clone(), URL, &[("x-mine", "1")]))
+            .await
+            .unwrap();
+        assert_eq!(
+            (got.status.as_u16(), got.cache),
+            (200, CacheStatus::Miss),
+            "{method}: the caller got the unselecting 304"
+        );
+        assert_eq!(got.headers["x-from"], "again", "{method}");
+        assert_eq!(got.body, body, "{method}");
+        assert_eq!(mock.calls(), 3, "{method}: sent once more");
+        let again = mock.last();
+        assert_eq!(again.method, method);
+        assert_eq!(
+            again.headers["x-mine"], "1",
+            "{method}: the caller's fields"
+        );
+        assert!(
+            again.headers.get("if-none-match").is_none()
+                && again.headers.get("if-modified-since").is_none(),
+            "{method}: the validators the cache added were sent again"
+        );
+        if method == Method::GET {
+            // The full answer replaced the entry: the next revalidation names it.
+            mock.push(not_modified(&[("etag", "\"b\"")]));
+            let got = send(&mut svc, get(URL)).await.unwrap();
+            assert_eq!(mock.last().headers["if-none-match"], "\"b\"");
+            assert_eq!(
+                (got.cache, &got.body[..]),
+                (CacheStatus::Revalidated, &b"new"[..])
+            );
+        }
+    }
+
+    // Bounded: an upstream that answers the request sent again with a 304 too is asked no more.
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(&[("etag", "\"a\"")], "old"));
+    send(&mut svc, get(URL)).await.unwrap();
+    mock.push(not_modified(&[("etag", "\"b\"")]));
+    mock.push(not_modified(&[("etag", "\"c\"")]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(mock.calls(), 3, "one more request, not a loop");
+    assert_eq!((got.status.as_u16(), got.cache), (304, CacheStatus::Miss));
+    assert!(mock.last().headers.get("if-none-match").is_none());
+}
+
+/// The request sent again carries the caller's extensions, its `Deadline` among them, so the
+/// layers below end it by the deadline as they end the first one.
+#[tokio::test(start_paused = true)]
+async fn the_request_sent_again_is_bounded_by_the_callers_deadline() {
+    use courier_core::{BoxError, Deadline};
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use tower::{Service, ServiceExt};
+
+    let mock = Mock::new();
+    let with_deadline = Arc::new(AtomicUsize::new(0));
+    let seen = with_deadline.clone();
+    let upstream = mock.service();
+    // An attempt timeout: the deadline the request carries ends it.
+    let bounded = tower::service_fn(move |req: Request<()>| {
+        let deadline = Deadline::get(req.extensions());
+        seen.fetch_add(usize::from(deadline.is_some()), Ordering::SeqCst);
+        let mut upstream = upstream.clone();
+        async move {
+            let call = upstream.ready().await?.call(req);
+            match deadline {
+                Some(d) => tokio::time::timeout_at(d.instant(), call)
+                    .await
+                    .map_err(|_| BoxError::from("deadline exceeded"))?,
+                None => call.await,
+            }
+        }
+    });
+    let mut svc = layer().layer(bounded);
+    mock.push(ok(&[("etag", "\"a\"")], "old"));
+    send(&mut svc, get(URL)).await.unwrap();
+
+    mock.push_delayed(Duration::from_secs(1), not_modified(&[("etag", "\"b\"")]));
+    mock.push_delayed(Duration::from_secs(60), ok(&[("etag", "\"b\"")], "late"));
+    let mut request = get(URL);
+    request
+        .extensions_mut()
+        .insert(Deadline::after(Duration::from_secs(3)));
+    let start = tokio::time::Instant::now();
+    let got = send(&mut svc, request).await;
+    assert!(got.is_err(), "the deadline ended the request sent again");
+    assert_eq!(start.elapsed(), Duration::from_secs(3));
+    assert_eq!(mock.calls(), 3);
+    assert_eq!(
+        with_deadline.load(Ordering::SeqCst),
+        2,
+        "both carried the deadline"
+    );
+}
+
+/// A revalidation whose 304 selects nothing lets the callers waiting on it go on their own
+/// while it asks again: nobody gets the 304, nobody waits for the single-flight bound.
+#[tokio::test(start_paused = true)]
+async fn waiters_on_a_304_that_selects_nothing_are_not_stranded() {
+    use tower::{Service, ServiceExt};
+
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(&[("etag", "\"a\"")], "old"));
+    send(&mut svc, get(URL)).await.unwrap();
+
+    mock.push_delayed(Duration::from_secs(1), not_modified(&[("etag", "\"b\"")]));
+    mock.push(ok(&[("etag", "\"b\"")], "new"));
+    mock.push(ok(&[("etag", "\"b\"")], "new"));
+    let start = tokio::time::Instant::now();
+    let leader = svc.ready().await.unwrap().call(get(URL));
+    let follower = svc.ready().await.unwrap().call(get(URL));
+    let (leader, follower) = tokio::join!(
+        async { read(leader.await.unwrap()).await.unwrap() },
+        async { read(follower.await.unwrap()).await.unwrap() }
+    );
+    for got in [&leader, &follower] {
+        assert_eq!((got.status.as_u16(), &got.body[..]), (200, &b"new"[..]));
+    }
+    assert_eq!(
+        mock.calls(),
+        4,
+        "the first, the leader's two, the follower's own"
+    );
+    assert_eq!(
+        start.elapsed(),
+        Duration::from_secs(1),
+        "nobody waited for the bound"
+    );
+}
+
+/// The request sent again carries a copy of the caller's body; a request whose body declines
+/// to be copied is not made conditional at all, so its answer is always a full one.
+#[tokio::test(start_paused = true)]
+async fn the_request_sent_again_carries_its_body_or_is_never_made_conditional() {
+    use courier_retry::ReplayBody;
+    use http_body_util::Full;
+    use std::sync::{Arc, Mutex};
+
+    type Sent = Arc<Mutex<Vec<(bool, Bytes)>>>;
+    let upstream = |sent: Sent, answers: Arc<Mutex<VecDeque<support::Answer>>>| {
+        tower::service_fn(move |req: Request<ReplayBody<Full<Bytes>>>| {
+            let (sent, answers) = (sent.clone(), answers.clone());
+            async move {
+                let conditional = req.headers().contains_key("if-none-match");
+                let body = req.into_body().collect().await?.to_bytes();
+                sent.lock().unwrap().push((conditional, body));
+                answers.lock().unwrap().pop_front().expect("scripted")
+            }
+        })
+    };
+    let body = |cap: usize| ReplayBody::with_cap(Full::new(Bytes::from_static(b"query")), cap);
+    let get_with = |cap: usize| Request::get(URL).body(body(cap)).unwrap();
+
+    // Copyable: the request sent again carries the same body.
+    let sent = Sent::default();
+    let answers = Arc::new(Mutex::new(VecDeque::from([
+        ok(&[("etag", "\"a\"")], "old"),
+        not_modified(&[("etag", "\"b\"")]),
+        ok(&[("etag", "\"b\"")], "new"),
+    ])));
+    let mut svc = layer().layer(upstream(sent.clone(), answers));
+    for _ in 0..2 {
+        let response = tower::ServiceExt::oneshot(&mut svc, get_with(1024))
+            .await
+            .unwrap();
+        read(response).await.unwrap();
+    }
+    let query = Bytes::from_static(b"query");
+    assert_eq!(
+        *sent.lock().unwrap(),
+        [
+            (false, query.clone()),
+            (true, query.clone()),
+            (false, query.clone())
+        ]
+    );
+
+    // Over its cap the body cannot be copied: no conditional, a full answer.
+    let sent = Sent::default();
+    let answers = Arc::new(Mutex::new(VecDeque::from([
+        ok(&[("etag", "\"a\"")], "old"),
+        ok(&[("etag", "\"a\"")], "again"),
+    ])));
+    let mut svc = layer().layer(upstream(sent.clone(), answers));
+    let mut got = Vec::new();
+    for _ in 0..2 {
+        let response = tower::ServiceExt::oneshot(&mut svc, get_with(1))
+            .await
+            .unwrap();
+        got.push(read(response).await.unwrap());
+    }
+    assert_eq!(
+        *sent.lock().unwrap(),
+        [(false, query.clone()), (false, query)],
+        "a request that cannot be sent again was made conditional"
+    );
+    assert_eq!(
+        (got[1].cache, &got[1].body[..]),
+        (CacheStatus::Miss, &b"again"[..])
+    );
 }

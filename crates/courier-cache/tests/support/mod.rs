@@ -149,6 +149,16 @@ impl Mock {
         self.seen.lock().unwrap().len()
     }
 
+    /// Drops the answers no request took.
+    pub fn discard_answers(&self) {
+        self.queue.lock().unwrap().clear();
+    }
+
+    /// The `n`th request (from 0).
+    pub fn nth(&self, n: usize) -> Seen {
+        self.seen.lock().unwrap()[n].clone()
+    }
+
     pub fn last(&self) -> Seen {
         self.seen
             .lock()
