@@ -205,12 +205,19 @@ mod reqwest_impl {
     }
 
     /// A `reqwest::ClientBuilder` with courier's transport defaults: connect timeout 3.05 s,
-    /// `TCP_NODELAY`, and reqwest's own retries off.
+    /// `TCP_NODELAY`, reqwest's own retries off, and redirects not followed.
+    ///
+    /// A redirect comes back to the caller as the 3xx it is, as over hyper: followed inside the
+    /// transport, it would be unseen by the layers above, which key their breakers, buckets
+    /// and cache entries by the host asked, and by pagination, which checks the origin of every
+    /// page it is sent to. Set a `reqwest::redirect::Policy` on the builder to follow them
+    /// anyway.
     pub fn reqwest_client_builder() -> reqwest::ClientBuilder {
         reqwest::Client::builder()
             .connect_timeout(super::CONNECT_TIMEOUT)
             .tcp_nodelay(true)
             .retry(reqwest::retry::never())
+            .redirect(reqwest::redirect::Policy::none())
     }
 
     impl<B> tower_service::Service<http::Request<B>> for ReqwestService<B>

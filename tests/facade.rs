@@ -628,3 +628,30 @@ async fn a_stale_answer_at_the_deadline_is_not_a_response_with_an_unreadable_bod
         }
     }
 }
+
+/// A redirect is an answer the stack sees, over either transport: the breaker, the rate limiter
+/// and the cache key by the server that answered, and pagination checks every origin it is sent
+/// to. reqwest would otherwise follow it inside the transport, unseen.
+#[tokio::test]
+async fn a_redirect_comes_back_to_the_caller_over_either_transport() {
+    let server = FaultServer::start().await.unwrap();
+    for transport in TRANSPORTS {
+        server.clear("moved");
+        server.clear("target");
+        server.set_plan(
+            "moved",
+            vec![Step::status(302).header("location", server.url_for("/s/target"))],
+        );
+        server.set_plan("target", vec![Step::ok().body("here")]);
+        let client = over(transport, &CourierLayer::new());
+        let resp = bounded(client.oneshot(get(&server.url_for("/s/moved"))))
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), 302, "{transport:?}");
+        assert_eq!(server.hits("moved").len(), 1, "{transport:?}");
+        assert!(
+            server.hits("target").is_empty(),
+            "{transport:?} followed it"
+        );
+    }
+}
