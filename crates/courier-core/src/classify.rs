@@ -63,9 +63,9 @@ pub enum FailureKind {
     /// The TLS handshake or certificate check failed. Retrying will not help.
     Tls,
     /// A failure on our side: one of our own refusals (open circuit, rate limited, deadline
-    /// spent), or the request's own body failing while it was written (hyper's "body write
-    /// aborted": a body that errs or ends short of its length). Never retried, and no mark
-    /// against the host.
+    /// spent), or a request hyper reports as the caller's own: its body failing while it was
+    /// written (a body that errs or ends short of its length), whatever the body's own error
+    /// says, or a request hyper cannot send. Never retried, and no mark against the host.
     Local,
     /// Anything else.
     Other,
@@ -163,13 +163,11 @@ fn classify_one(e: &(dyn Error + 'static)) -> Option<FailureKind> {
         return None;
     }
     if let Some(err) = e.downcast_ref::<hyper::Error>() {
+        if is_callers_own(err) {
+            return Some(FailureKind::Local);
+        }
         if err.is_timeout() {
             return Some(FailureKind::Timeout);
-        }
-        // The request's own body failed: the caller's fault, not the host's, and sending it
-        // again fails the same way.
-        if err.is_body_write_aborted() {
-            return Some(FailureKind::Local);
         }
         if err.is_incomplete_message() || err.is_canceled() || err.is_closed() || err.is_parse() {
             return Some(FailureKind::Read);
@@ -178,7 +176,9 @@ fn classify_one(e: &(dyn Error + 'static)) -> Option<FailureKind> {
     }
     #[cfg(feature = "reqwest")]
     if let Some(err) = e.downcast_ref::<reqwest::Error>() {
-        if err.is_builder() {
+        // reqwest's `is_timeout` looks through the whole chain, down to the error of a
+        // request body that failed: the body's own failure decides first.
+        if err.is_builder() || chain_has_callers_own(e) {
             return Some(FailureKind::Local);
         }
         if err.is_connect() {
@@ -217,6 +217,25 @@ fn classify_io(err: &io::Error) -> Option<FailureKind> {
         ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => Some(FailureKind::Read),
         _ => None,
     }
+}
+
+/// The caller's side of a request failed, not the host: the request's own body erred
+/// (`User::Body`) or ended short of its length ("body write aborted"), or the request was one
+/// hyper cannot send. Sending it again fails the same way.
+fn is_callers_own(err: &hyper::Error) -> bool {
+    err.is_user() || err.is_body_write_aborted()
+}
+
+#[cfg(feature = "reqwest")]
+fn chain_has_callers_own(err: &(dyn Error + 'static)) -> bool {
+    let mut next: Option<&(dyn Error + 'static)> = Some(err);
+    while let Some(e) = next {
+        if e.downcast_ref::<hyper::Error>().is_some_and(is_callers_own) {
+            return true;
+        }
+        next = crate::error::next_cause(e);
+    }
+    false
 }
 
 fn chain_has_tls(err: &(dyn Error + 'static)) -> bool {

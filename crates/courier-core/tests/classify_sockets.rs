@@ -69,3 +69,78 @@ async fn no_answer_in_time_is_timeout() {
     assert_eq!(classify_error(&err), FailureKind::Timeout);
     server.abort();
 }
+
+/// A request body that sends one chunk, then fails with `err`.
+struct FailingBody {
+    sent: bool,
+    err: Option<std::io::Error>,
+}
+
+impl hyper::body::Body for FailingBody {
+    type Data = Bytes;
+    type Error = std::io::Error;
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
+        if !self.sent {
+            self.sent = true;
+            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(
+                b"part",
+            )))));
+        }
+        std::task::Poll::Ready(self.err.take().map(Err))
+    }
+}
+
+/// The request's own body failing while it is written is the caller's: `Local`, whatever the
+/// body's error says (an `io::Error` from a file or an upstream socket, a timeout of its own).
+/// hyper reports a body that errs as a user error, not as "body write aborted".
+#[tokio::test]
+async fn request_body_that_errs_is_local() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        // One connection per request (hyper closes one whose body failed). Read whatever comes
+        // and never answer: the failure is the body's alone. Bounded by the test's requests.
+        for _ in 0..8 {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = [0u8; 1024];
+                while let Ok(n) = sock.read(&mut buf).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    let client = Client::builder(TokioExecutor::new())
+        .retry_canceled_requests(false)
+        .build_http::<FailingBody>();
+    for kind in [
+        std::io::ErrorKind::BrokenPipe,
+        std::io::ErrorKind::ConnectionReset,
+        std::io::ErrorKind::UnexpectedEof,
+        std::io::ErrorKind::TimedOut,
+    ] {
+        let req = http::Request::put(format!("http://{addr}/"))
+            .body(FailingBody {
+                sent: false,
+                err: Some(std::io::Error::from(kind)),
+            })
+            .unwrap();
+        let err = tokio::time::timeout(Duration::from_secs(5), client.request(req))
+            .await
+            .expect("the client reports the body's failure")
+            .unwrap_err();
+        assert_eq!(
+            classify_error(&err),
+            FailureKind::Local,
+            "{kind:?}: {err:?}"
+        );
+    }
+    server.abort();
+}
