@@ -223,7 +223,7 @@ mod reqwest_impl {
     impl<B> tower_service::Service<http::Request<B>> for ReqwestService<B>
     where
         B: http_body::Body<Data = bytes::Bytes> + Send + Sync + 'static,
-        B::Error: std::error::Error + Send + Sync + 'static,
+        B::Error: Into<BoxError>,
     {
         type Response = http::Response<reqwest::Body>;
         type Error = BoxError;
