@@ -17,11 +17,14 @@ pub fn is_idempotent(method: &Method) -> bool {
     )
 }
 
-/// Whether the headers carry a usable (non-empty) `Idempotency-Key`.
+/// Whether the headers carry a usable (non-empty) `Idempotency-Key`: neither blank nor the
+/// empty string `""` (the field is a structured-field string), which tells a server nothing
+/// to tell one request from another by.
 pub fn has_idempotency_key(headers: &HeaderMap) -> bool {
-    headers
-        .get(&IDEMPOTENCY_KEY)
-        .is_some_and(|v| !v.as_bytes().iter().all(u8::is_ascii_whitespace))
+    headers.get(&IDEMPOTENCY_KEY).is_some_and(|v| {
+        let key = v.as_bytes().trim_ascii();
+        !key.is_empty() && key != b"\"\""
+    })
 }
 
 /// Whether a request may be repeated after it may have reached the server: its method is
@@ -42,6 +45,18 @@ mod tests {
         for m in ["POST", "PATCH", "CONNECT", "PURGE"] {
             assert!(!is_idempotent(&m.parse().unwrap()), "{m}");
         }
+    }
+
+    #[test]
+    fn a_blank_or_empty_key_does_not_make_post_safe() {
+        for blank in ["", "   ", "\"\"", " \"\" "] {
+            let mut h = HeaderMap::new();
+            h.insert(IDEMPOTENCY_KEY, blank.parse().unwrap());
+            assert!(!is_retry_safe(&Method::POST, &h), "{blank:?}");
+        }
+        let mut h = HeaderMap::new();
+        h.insert(IDEMPOTENCY_KEY, "\" \"".parse().unwrap());
+        assert!(is_retry_safe(&Method::POST, &h), "a space is a key");
     }
 
     #[test]
