@@ -22,8 +22,9 @@ pin_project! {
     /// calls the inner service (unless the service did) and reads the server's hints off its
     /// response.
     ///
-    /// Dropping the future while it waits for its slot hands the slot back to the store (see
-    /// [`RateLimitStore::cancel`]); nobody else waits longer because of it.
+    /// Dropping the future before it called the inner service hands its slot back to the store
+    /// (see [`RateLimitStore::cancel`]), and so does a refusal after the wait; nobody else waits
+    /// longer because of it.
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<S, B, KF, St>
     where
@@ -48,7 +49,7 @@ pin_project! {
     {
         fn drop(this: Pin<&mut Self>) {
             let this = this.project();
-            // Dropped before its slot came: give the slot back.
+            // Dropped before the call started: give the slot back.
             let grant = match this.state.project() {
                 StateProj::Sleeping { grant, .. } => grant,
                 StateProj::Decided { decision: Decision::Admit(grant) } => grant,
@@ -68,8 +69,8 @@ pin_project! {
     enum State<A, F> {
         Acquire { #[pin] fut: BeforeDeadline<A> },
         Decided { decision: Decision },
-        // The slot reserved, to give back if the caller drops us; the timer is boxed, as only
-        // a waiting request needs one.
+        // The slot reserved, to give back if the request is never sent; the timer is boxed, as
+        // only a waiting request needs one.
         Sleeping { sleep: Pin<Box<Sleep>>, grant: Grant },
         Calling { #[pin] fut: F },
         Done,
@@ -208,14 +209,10 @@ where
                     }
                 },
                 StateProj::Decided { decision } => *decision,
-                StateProj::Sleeping { sleep, .. } => {
+                StateProj::Sleeping { sleep, grant } => {
                     ready!(sleep.as_mut().poll(cx));
                     let now = Instant::now();
-                    let deadline = this
-                        .pending
-                        .as_deref()
-                        .and_then(|(_, req)| courier_core::Deadline::get(req.extensions()))
-                        .map(|d| d.instant());
+                    let deadline = deadline_of(this.pending);
                     let shared = &**this.shared;
                     // A park that came while this request waited (a 429 to one ahead of it)
                     // holds it too, within what it accepts to wait.
@@ -225,34 +222,36 @@ where
                             .parked_until(this.key.get())
                             .filter(|&until| until > now)
                     };
-                    match deadline {
+                    let grant = *grant;
+                    let refusal = match deadline {
                         // tokio's timer wakes on whole milliseconds, up to one after the slot:
                         // a slot just before the deadline can wake just after it. Never sent
                         // then.
-                        Some(deadline) if now > deadline => {
-                            Decision::Deny(Denial::new(Duration::ZERO))
-                        }
+                        Some(deadline) if now > deadline => Denial::new(Duration::ZERO),
                         _ => match parked() {
                             Some(until)
                                 if until - now > shared.config.max_wait
                                     || deadline.is_some_and(|d| until > d) =>
                             {
-                                Decision::Deny(Denial::new(until - now).parked(true))
+                                Denial::new(until - now).parked(true)
                             }
                             Some(until) => {
                                 sleep.as_mut().reset(until);
                                 continue;
                             }
-                            // The slot has come: from here on it is spent (leaving Sleeping
-                            // drops the grant).
+                            // The slot has come: from here on it is spent.
                             None => {
+                                this.state.set(State::Done);
                                 this.state.set(State::Calling {
                                     fut: start(this.pending),
                                 });
                                 continue;
                             }
                         },
-                    }
+                    };
+                    // Never sent: the slot goes back (once: the state leaves Sleeping).
+                    this.state.set(State::Done);
+                    Decision::Deny(give_back(shared, this.key.get(), &grant, refusal))
                 }
                 StateProj::Done => panic!("ResponseFuture polled after it completed"),
             };
@@ -264,6 +263,17 @@ where
                 }
                 Decision::Admit(grant) => {
                     let now = Instant::now();
+                    if let Some(deadline) = deadline_of(this.pending)
+                        && grant.at().max(now) > deadline
+                    {
+                        // A slot past the deadline (a store's answer that came late): never
+                        // sent, so the slot goes back, and the caller hears when it was.
+                        this.state.set(State::Done);
+                        let refusal = Denial::new(grant.at().saturating_duration_since(now));
+                        let denial = give_back(this.shared, this.key.get(), &grant, refusal);
+                        refused(this.key.get(), denial);
+                        return Poll::Ready(Err(Box::new(RateLimited::new(denial.retry_in()))));
+                    }
                     if grant.at() > now {
                         let wait = grant.at() - now;
                         if wait > this.shared.config.log_waits_over {
@@ -279,6 +289,8 @@ where
                         });
                         continue;
                     }
+                    // Out of Decided first: from the call on, the slot is spent.
+                    this.state.set(State::Done);
                     this.state.set(State::Calling {
                         fut: start(this.pending),
                     });
@@ -286,6 +298,31 @@ where
             }
         }
     }
+}
+
+/// The deadline of the request held while its slot is pending.
+fn deadline_of<S, B>(pending: &Option<Box<(S, Request<B>)>>) -> Option<Instant> {
+    pending
+        .as_deref()
+        .and_then(|(_, req)| courier_core::Deadline::get(req.extensions()))
+        .map(|d| d.instant())
+}
+
+/// Gives back the slot of a request refused after all (it was never sent), and returns the
+/// refusal.
+#[cold]
+fn give_back<KF, St>(
+    shared: &Shared<KF, St>,
+    key: &KF::Key,
+    grant: &Grant,
+    refusal: Denial,
+) -> Denial
+where
+    KF: KeyFn,
+    St: RateLimitStore<KF::Key>,
+{
+    shared.store.cancel(key, shared.config.quota, grant);
+    refusal
 }
 
 #[cold]

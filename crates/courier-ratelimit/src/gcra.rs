@@ -226,6 +226,61 @@ mod tests {
     }
 
     proptest! {
+        #![proptest_config(ProptestConfig::with_cases(256))]
+
+        /// Reservations that are never used are given back at any later moment, before or
+        /// after their start, each at most once; the requests that were sent still never
+        /// exceed `burst + rate * d` in any window of length `d`.
+        #[test]
+        fn giving_back_unsent_slots_keeps_every_window_bound(
+            interval_ms in 1u64..2_000,
+            burst in 1u32..6,
+            ops in proptest::collection::vec(
+                (prop_oneof![Just(0u64), 0u64..3_000], 0u64..10_000, 0u8..4, 0usize..8),
+                1..80,
+            ),
+        ) {
+            let t = interval_ms * 1_000_000;
+            let tau = u64::from(burst - 1) * t;
+            let cell = Cell::new();
+            let (mut now, mut sent, mut unsent) = (0u64, Vec::new(), Vec::new());
+            for (gap_ms, max_wait_ms, what, pick) in ops {
+                now += gap_ms * 1_000_000;
+                match what {
+                    // Give back one of the slots that will never be used.
+                    0 if !unsent.is_empty() => {
+                        let ticket: u64 = unsent.swap_remove(pick % unsent.len());
+                        cell.give_back(ticket, t);
+                    }
+                    _ => match cell.reserve(now, t, tau, max_wait_ms * 1_000_000) {
+                        Outcome::Admit { start, ticket } if what == 1 => {
+                            prop_assert!(start >= now);
+                            unsent.push(ticket);
+                        }
+                        Outcome::Admit { start, .. } => {
+                            prop_assert!(start >= now);
+                            sent.push(start);
+                        }
+                        Outcome::Deny { .. } => {}
+                        Outcome::Evicted => unreachable!("nothing evicts here"),
+                    },
+                }
+            }
+            sent.sort_unstable();
+            for i in 0..sent.len() {
+                for j in i..sent.len() {
+                    let n = (j - i + 1) as u64;
+                    let d = sent[j] - sent[i];
+                    prop_assert!(
+                        n <= u64::from(burst) + d / t,
+                        "{n} starts in a window of {d} ns (burst {burst}, interval {t} ns)"
+                    );
+                }
+            }
+        }
+    }
+
+    proptest! {
         #![proptest_config(ProptestConfig::with_cases(48))]
 
         /// Several threads reserve on one cell with their own synthetic clocks (arrival times

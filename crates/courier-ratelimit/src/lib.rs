@@ -54,11 +54,14 @@
 //!
 //! # Cancellation
 //!
-//! A future dropped while it waits for its slot gives the slot back when no later request
-//! reserved a slot after it (the bucket is then exactly as if the request never came); when a
-//! later one did, its slot stays spent, which only lowers the rate for a moment. Either way no
-//! other request waits longer because of it. Once the inner service was called, the slot is
-//! spent.
+//! A slot reserved for a request that is never sent goes back to the bucket: when the caller
+//! drops the future before it called the inner service (even once the slot's moment has come),
+//! and when the request is refused after its wait (it woke past its deadline, by one timer
+//! tick, or a server's park that came meanwhile lasts longer than it accepts to wait). The slot
+//! goes back when no later request reserved a slot after it (the bucket is then exactly as if
+//! the request never came); when a later one did, its slot stays spent, which only lowers the
+//! rate for a moment. Either way no other request waits longer because of it. A slot goes back
+//! at most once, and never once the inner service was called: from then on it is spent.
 //!
 //! # Clone
 //!

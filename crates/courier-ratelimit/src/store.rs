@@ -2,8 +2,8 @@
 //!
 //! The layer asks its store one question per request, "may a request for this key start, and
 //! when?", as one future ([`RateLimitStore::acquire`]); it tells the store when the server parks
-//! a key ([`RateLimitStore::park`]); and it gives a reserved slot back when the caller drops the
-//! request before the slot came ([`RateLimitStore::cancel`]). Nothing else crosses the seam, so a
+//! a key ([`RateLimitStore::park`]); and it gives a reserved slot back when the request it was
+//! reserved for is never sent ([`RateLimitStore::cancel`]). Nothing else crosses the seam, so a
 //! store shared between processes fits behind it unchanged:
 //!
 //! - **one decision, one round trip**: `acquire` returns the store's own future type. The
@@ -59,8 +59,12 @@ pub trait RateLimitStore<K>: Send + Sync + 'static {
     /// shortens an earlier, longer one.
     fn park(&self, key: &K, wait: Duration);
 
-    /// The caller dropped a request that held `grant` before its slot came. A store may give the
-    /// slot back; the default keeps it spent, which is also correct: it only lowers the rate.
+    /// The request that held `grant` will never be sent: its caller dropped it before it
+    /// started, or it was refused after its wait (it woke past its deadline, a park came
+    /// meanwhile, or the grant named a moment past its deadline). Its slot's moment may have
+    /// come already. The layer calls this at most once per grant, and never for a request it
+    /// sent. A store may give the slot back; the default keeps it spent, which is also correct:
+    /// it only lowers the rate.
     fn cancel(&self, key: &K, quota: Quota, grant: &Grant) {
         let _ = (key, quota, grant);
     }
@@ -418,12 +422,10 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> RateLimitStore<K> for InMemor
         self.park_ns(&map, key.clone(), until);
     }
 
-    /// Gives the slot back when no later reservation was stacked on it and its start has not
-    /// come yet; otherwise it stays spent. Either way, nobody else waits longer because of it.
+    /// Gives the slot back when no later reservation was stacked on it, whether or not its
+    /// start has come (the request was not sent); otherwise it stays spent. Either way, nobody
+    /// else waits longer because of it.
     fn cancel(&self, key: &K, quota: Quota, grant: &Grant) {
-        if Instant::now() >= grant.at() {
-            return;
-        }
         if let Some(entry) = self.inner.map.pin().get(key) {
             entry.cell.give_back(grant.ticket(), quota.interval_nanos());
         }
