@@ -309,7 +309,9 @@ fn deadline_of<S, B>(pending: &Option<Box<(S, Request<B>)>>) -> Option<Instant> 
 }
 
 /// Gives back the slot of a request refused after all (it was never sent), and returns the
-/// refusal.
+/// refusal, naming when a slot is free now that this one went back (or did not: a later
+/// reservation may be stacked on it). An in-process store is asked; any other store cannot be
+/// asked without reserving, and `refusal` stands.
 #[cold]
 fn give_back<KF, St>(
     shared: &Shared<KF, St>,
@@ -321,8 +323,12 @@ where
     KF: KeyFn,
     St: RateLimitStore<KF::Key>,
 {
-    shared.store.cancel(key, shared.config.quota, grant);
-    refusal
+    let quota = shared.config.quota;
+    shared.store.cancel(key, quota, grant);
+    match shared.store.in_process() {
+        Some(store) => store.next_slot(key, quota),
+        None => refusal,
+    }
 }
 
 #[cold]

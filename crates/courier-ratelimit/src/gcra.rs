@@ -101,6 +101,22 @@ impl Cell {
         }
     }
 
+    /// When a request arriving at `now` could start, without reserving anything: the wait, and
+    /// whether the server's park is what holds it. `None` when the cell was evicted (a fresh
+    /// one starts full).
+    pub(crate) fn next_start(&self, now: u64, tau: u64) -> Option<(u64, bool)> {
+        let parked = self.parked_until.load(Ordering::Acquire);
+        let tat = self.tat.load(Ordering::Acquire);
+        if tat == EVICTED {
+            return None;
+        }
+        let start = now.max(parked).max(tat.saturating_sub(tau));
+        Some((
+            start - now,
+            parked > now && parked >= tat.saturating_sub(tau),
+        ))
+    }
+
     /// Gives back the slot that wrote `ticket`, if no later reservation was stacked on it.
     /// Returns whether it was given back.
     pub(crate) fn give_back(&self, ticket: u64, t: u64) -> bool {

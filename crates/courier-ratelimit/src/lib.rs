@@ -36,7 +36,14 @@
 //!   it, then calls the inner service. Reservation means concurrent callers get slots one
 //!   interval apart: a burst of callers is spread out, not woken together. A wait longer than
 //!   `max_wait` (default 60 s), or one that would end past the request's
-//!   [`Deadline`](courier_core::Deadline), fails at once with [`RateLimited`] and takes no slot.
+//!   [`Deadline`](courier_core::Deadline), fails at once with [`RateLimited`] and takes no slot;
+//!   its `retry_in` is the wait it would have had (when a slot is free), not the time left to
+//!   the deadline. A request whose timer wakes it just past its deadline (tokio's timer ticks
+//!   in whole milliseconds) is not sent either: it fails with [`RateLimited`], gives its slot
+//!   back, and `retry_in` says when a slot is free after that (zero when its own slot went
+//!   back). A store that answers through a future (not [`InMemoryStore`]) cannot be asked that
+//!   without reserving a slot: with one, `retry_in` is zero there, as it is when such a store
+//!   has not answered by the deadline: nothing is known then of when a slot is free.
 //! - [`Mode::Reject`]: a request without a free slot now fails at once with
 //!   `RateLimited { retry_in }`.
 //!

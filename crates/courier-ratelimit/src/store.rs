@@ -282,6 +282,22 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
         (until > now).then(|| self.instant(until))
     }
 
+    /// When a request for `key` could start now, as a refusal naming that wait; nothing is
+    /// reserved.
+    pub(crate) fn next_slot(&self, key: &K, quota: Quota) -> Denial {
+        let now = self.now_ns();
+        let next = self
+            .inner
+            .map
+            .pin()
+            .get(key)
+            .and_then(|entry| entry.cell.next_start(now, quota.tolerance_nanos()));
+        match next {
+            Some((wait, parked)) => Denial::new(Duration::from_nanos(wait)).parked(parked),
+            None => Denial::new(Duration::ZERO), // a fresh bucket starts full
+        }
+    }
+
     /// Now, in nanoseconds from the store's base instant.
     #[inline]
     pub(crate) fn now_ns(&self) -> u64 {
