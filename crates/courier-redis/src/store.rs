@@ -440,13 +440,14 @@ where
     }
 
     /// A slot reserved in Redis is given back (in a spawned task) when no later reservation
-    /// was stacked on it; one from the fallback goes back to the fallback.
+    /// was stacked on it, before or after its moment (a request refused on waking, or dropped
+    /// after its slot came, was never sent); one from the fallback goes back to the fallback.
     fn cancel(&self, key: &K, quota: Quota, grant: &Grant) {
         if grant.ticket() & REDIS_TICKET == 0 {
             self.fallback.cancel(key, self.fallback_quota(quota), grant);
             return;
         }
-        if Instant::now() >= grant.at() || self.is_degraded() {
+        if self.is_degraded() {
             return;
         }
         let call = GcraCall::new(self.key_names(key), quota, Duration::ZERO, Duration::ZERO);

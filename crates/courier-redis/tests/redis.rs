@@ -577,3 +577,36 @@ async fn a_give_back_never_leaves_a_key_without_expiry() {
     );
     assert_eq!(s.outages(), 0);
 }
+
+/// A slot whose moment has come goes back too when its request is never sent (refused on
+/// waking, or dropped after its slot came): the next request takes it at once.
+#[tokio::test]
+async fn a_slot_given_back_after_its_moment_goes_back() {
+    let Some(redis) = redis("a_slot_given_back_after_its_moment_goes_back").await else {
+        return;
+    };
+    let url = redis.url();
+    let prefix = unique_prefix("late-giveback");
+    let s = store(&url, &prefix).await;
+    // One at a time, one per 10 s: only a slot given back lets a second request in now.
+    let q = quota(0.1, 1);
+    let Decision::Admit(grant) = decide(&s, q, Duration::ZERO).await else {
+        panic!("the bucket starts full")
+    };
+    assert!(grant.at() <= Instant::now(), "a slot for now");
+    let Decision::Deny(_) = decide(&s, q, Duration::ZERO).await else {
+        panic!("the one slot is taken")
+    };
+    s.cancel(&host(), q, &grant);
+    // The give-back runs in a spawned task: bounded polling for its effect.
+    let mut admitted = false;
+    for _ in 0..100 {
+        if let Decision::Admit(g) = decide(&s, q, Duration::ZERO).await {
+            assert!(g.at() <= Instant::now());
+            admitted = true;
+            break;
+        }
+        tokio::time::sleep(10 * MS).await;
+    }
+    assert!(admitted, "the slot given back was taken again");
+}
