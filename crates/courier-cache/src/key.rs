@@ -121,10 +121,9 @@ impl<'a> Parts<'a> {
             true => authority.rsplit_once('@').map_or(authority, |(_, h)| h),
             false => authority,
         };
-        let scheme = uri.scheme_str();
         Self {
-            scheme,
-            host: without_default_port(scheme, host),
+            scheme: uri.scheme_str(),
+            host: without_default_port(uri.scheme_str(), host),
             path: uri.path_and_query().map_or("/", |pq| pq.as_str()),
             userinfo,
         }
@@ -195,33 +194,28 @@ impl<'a> Parts<'a> {
 /// `host` without its port when that is the default port of `scheme` (80 for `http`, 443 for
 /// `https`, leading zeros allowed) or empty (RFC 9110 section 4.2.3, RFC 3986 section 6.2.3).
 ///
-/// Only the standard schemes are known: `http` parses them into lowercase names of their own,
-/// so comparing with the lowercase name decides them in any case.
+/// Only the standard schemes have one: `http` parses them, in any case, into lowercase names
+/// of their own.
 #[inline]
 fn without_default_port<'a>(scheme: Option<&str>, host: &'a str) -> &'a str {
-    let default: &[u8] = match scheme {
-        Some("http") => b"80",
-        Some("https") => b"443",
-        _ => return host,
-    };
     let bytes = host.as_bytes();
-    // The port: the digits after the last `:` (an IPv6 literal's colons are inside brackets,
-    // which end it with `]`).
-    let digits = bytes
-        .iter()
-        .rev()
-        .take_while(|b| b.is_ascii_digit())
-        .count();
-    let colon = bytes.len() - digits;
-    if colon == 0 || bytes[colon - 1] != b':' {
+    // Read from the end, so that a host without a port is decided by its last byte: the port
+    // is the digits after the last `:` (an IPv6 literal's colons are inside brackets, which end
+    // it with `]`).
+    let rest = match (bytes.last(), scheme.map(str::as_bytes)) {
+        (Some(b':'), Some(b"http" | b"https")) => return &host[..bytes.len() - 1],
+        (Some(b'0'), Some(b"http")) => bytes.strip_suffix(b"80"),
+        (Some(b'3'), Some(b"https")) => bytes.strip_suffix(b"443"),
+        _ => None,
+    };
+    let Some(rest) = rest else {
         return host;
-    }
-    let port = &bytes[colon..];
-    let significant = &port[port.iter().take_while(|&&b| b == b'0').count()..];
-    if port.is_empty() || significant == default {
-        &host[..colon - 1]
-    } else {
-        host
+    };
+    // Leading zeros before the default port's digits, then the colon.
+    let zeros = rest.iter().rev().take_while(|&&b| b == b'0').count();
+    match rest[..rest.len() - zeros].strip_suffix(b":") {
+        Some(name) => &host[..name.len()],
+        None => host,
     }
 }
 
@@ -603,6 +597,38 @@ mod tests {
     }
 
     proptest! {
+        #[test]
+        fn a_default_port_is_dropped_as_its_value_says(
+            scheme in prop_oneof![Just("http"), Just("HTTPS"), Just("https"), Just("x-other")],
+            name in prop_oneof![
+                Just("h.example"), Just("[::1]"), Just("[::80]"), Just("1.2.3.80"), Just("a80"),
+                Just("0"), Just(""),
+            ],
+            port in prop::option::of(prop_oneof![
+                Just(String::new()), Just("80".to_owned()), Just("443".to_owned()),
+                "0{0,3}(80|443|8|0|1443|8080|800|44)", "[0-9]{1,6}",
+            ]),
+        ) {
+            let host = match &port {
+                Some(port) => format!("{name}:{port}"),
+                None => name.to_owned(),
+            };
+            let uri: Uri = format!("{scheme}://h.example/").parse().unwrap();
+            let default = match scheme.to_ascii_lowercase().as_str() {
+                "http" => Some(80),
+                "https" => Some(443),
+                _ => None,
+            };
+            // By the port's value: empty, or numerically the scheme's default.
+            let want = match (default, &port) {
+                (Some(default), Some(port))
+                    if port.is_empty() || port.parse::<u64>().ok() == Some(default) => name,
+                _ => host.as_str(),
+            };
+            // The scheme as `http` parses it, lowercase for the standard ones.
+            prop_assert_eq!(without_default_port(uri.scheme_str(), &host), want);
+        }
+
         #[test]
         fn word_helpers_match_the_plain_ones(bytes in prop::collection::vec(any::<u8>(), 0..40)) {
             let mut lowered = vec![0; bytes.len()];
