@@ -9,9 +9,9 @@ use crate::layer::{EtagCacheLayer, Shared};
 use crate::store::CacheStore;
 use bytes::Bytes;
 use courier_core::Deadline;
+use courier_core::body::RetryBody;
 use courier_core::cache_control::CacheControl;
 use courier_core::extensions::CacheStatus;
-use courier_retry::RetryBody;
 use http::header::{self, HeaderName};
 use http::{Extensions, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
@@ -34,7 +34,7 @@ const TARGET: &str = "courier::cache";
 /// # Request body
 ///
 /// The request body is a [`RetryBody`] (every `Clone` body, and
-/// [`ReplayBody`](courier_retry::ReplayBody)): when a 304 to a revalidation the cache made
+/// `courier_retry::ReplayBody`): when a 304 to a revalidation the cache made
 /// selects no stored response, the GET or HEAD is sent once more, with a copy of its body. A
 /// request whose body declines to be copied is not made conditional.
 ///

@@ -9,6 +9,8 @@
 //!   chain is (connect, timeout, read, tls, local, other).
 //! - [`idempotency`]: which requests may be sent again.
 //! - [`link`]: an RFC 8288 `Link` parser for pagination.
+//! - [`body`]: request bodies a layer can send again ([`RetryBody`](body::RetryBody)), for
+//!   retry and for the cache's second request.
 //! - [`cache_control`]: `Cache-Control` directives and entity tags.
 //! - [`extensions`]: the request and response extensions layers pass to each other: the
 //!   [`Deadline`], the attempt records and the cache status.
@@ -21,6 +23,7 @@
 //! Nothing here panics on header input: garbage counts as absent.
 
 pub mod ascii;
+pub mod body;
 pub mod cache_control;
 pub mod classify;
 pub mod clock;

@@ -35,33 +35,7 @@ use crate::error::ReplayCapExceeded;
 /// The default replay cap of [`ReplayBody`]: 64 KiB.
 pub const DEFAULT_REPLAY_CAP: usize = 64 * 1024;
 
-/// A request body the retry layer can send again.
-///
-/// Implemented for every `Clone` type, and for [`ReplayBody`].
-pub trait RetryBody: Sized {
-    /// A copy to send on another attempt, or `None` when the body cannot be sent again whole.
-    fn try_clone_body(&self) -> Option<Self>;
-
-    /// Whether a copy made now by [`try_clone_body`](Self::try_clone_body) would be whole,
-    /// once no earlier attempt can still read the body.
-    ///
-    /// `Ready(true)`: a copy made now is whole. `Ready(false)`: it can no longer be (the body
-    /// outgrew what it keeps, or failed). `Pending`: another copy may still be read, which may
-    /// change the answer; the waker is woken when it has let go or the answer is known.
-    ///
-    /// The retry layer calls it on the copy it keeps aside, before it sends each retry. The
-    /// default says `Ready(true)`: right for every `Clone` body.
-    fn poll_replayable(&self, cx: &mut Context<'_>) -> Poll<bool> {
-        let _ = cx;
-        Poll::Ready(true)
-    }
-}
-
-impl<T: Clone> RetryBody for T {
-    fn try_clone_body(&self) -> Option<Self> {
-        Some(self.clone())
-    }
-}
+pub use courier_core::body::RetryBody;
 
 /// Makes a streaming body replayable, up to a byte cap.
 ///
