@@ -235,8 +235,11 @@ impl<B> RetryBody for ReplayBody<B> {
 
     /// `Ready(false)` as soon as the body is over the cap or failed; else `Ready(true)` once
     /// every other instance has let go of the body (see [Letting go](ReplayBody#letting-go)),
-    /// `Pending` until then.
+    /// `Pending` until then. An empty body is always whole: `Ready(true)` at once.
     fn poll_replayable(&self, cx: &mut Context<'_>) -> Poll<bool> {
+        if self.shared.empty {
+            return Poll::Ready(true);
+        }
         if self.is_capped() {
             return Poll::Ready(false);
         }
@@ -532,6 +535,20 @@ mod tests {
             String::from("x").poll_replayable(&mut cx),
             Poll::Ready(true)
         );
+    }
+
+    #[tokio::test]
+    async fn an_empty_body_is_replayable_while_another_copy_is_held() {
+        // A GET's empty body, with a copy kept aside (by the cache, for a request it may send
+        // again) while an attempt holds another: nothing of it can be missing.
+        let mut cx = Context::from_waker(Waker::noop());
+        let body = ReplayBody::new(http_body_util::Empty::<Bytes>::new());
+        let kept = body.try_clone_body().unwrap();
+        let template = body.try_clone_body().unwrap();
+        assert_eq!(template.poll_replayable(&mut cx), Poll::Ready(true));
+        let replay = template.try_clone_body().unwrap();
+        assert_eq!(collect(replay).await.unwrap(), "");
+        drop((body, kept));
     }
 
     #[tokio::test]
