@@ -1,38 +1,15 @@
 //! Which requests share a stored entry: the URI key (scheme and host in any case, the port as
-//! written unless it is the scheme's default, path and query exactly), `Vary` and the credentials, through the in-memory store
-//! (looked up by the URI's parts) and through any other store (looked up by the key text).
+//! written unless it is the scheme's default, path and query exactly), `Vary` and the
+//! credentials, through the in-memory store (looked up by the URI's parts) and through any
+//! other store (looked up by the key text).
 
 mod support;
 
-use courier_cache::{CacheStore, EtagCacheLayer, MemoryStore};
+use courier_cache::{EtagCacheLayer, MemoryStore};
 use courier_core::CacheStatus;
 use http::Method;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
 use support::*;
 use tower::Layer;
-
-/// A store by key text only: the path every store but the in-memory one takes.
-#[derive(Debug, Default, Clone)]
-struct TextStore(Arc<Mutex<HashMap<String, Arc<courier_cache::Variants>>>>);
-
-impl CacheStore for TextStore {
-    fn get(&self, key: &str) -> Option<Arc<courier_cache::Variants>> {
-        self.0.lock().unwrap().get(key).cloned()
-    }
-    fn insert(&self, key: String, variants: Arc<courier_cache::Variants>) {
-        self.0.lock().unwrap().insert(key, variants);
-    }
-    fn remove(&self, key: &str) -> bool {
-        self.0.lock().unwrap().remove(key).is_some()
-    }
-    fn weight(&self) -> u64 {
-        0
-    }
-    fn len(&self) -> usize {
-        self.0.lock().unwrap().len()
-    }
-}
 
 fn fresh(body: &str) -> Answer {
     ok(&[("cache-control", "max-age=60"), ("etag", "\"k\"")], body)

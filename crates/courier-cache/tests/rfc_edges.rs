@@ -421,34 +421,6 @@ async fn an_explicit_default_port_names_the_same_resource() {
     }
 }
 
-/// A store by key text only: the path every store but the in-memory one takes.
-#[derive(Debug, Default, Clone)]
-struct TextStore(
-    std::sync::Arc<
-        std::sync::Mutex<
-            std::collections::HashMap<String, std::sync::Arc<courier_cache::Variants>>,
-        >,
-    >,
-);
-
-impl courier_cache::CacheStore for TextStore {
-    fn get(&self, key: &str) -> Option<std::sync::Arc<courier_cache::Variants>> {
-        self.0.lock().unwrap().get(key).cloned()
-    }
-    fn insert(&self, key: String, variants: std::sync::Arc<courier_cache::Variants>) {
-        self.0.lock().unwrap().insert(key, variants);
-    }
-    fn remove(&self, key: &str) -> bool {
-        self.0.lock().unwrap().remove(key).is_some()
-    }
-    fn weight(&self) -> u64 {
-        0
-    }
-    fn len(&self) -> usize {
-        self.0.lock().unwrap().len()
-    }
-}
-
 /// RFC 9111 sections 4.3.3 and 4.3.4: a 304 that selects no stored response cannot answer a
 /// caller who asked no conditional question. The cache sends the request once more, without
 /// the validators it added, and answers with that; never a bodiless 304, and never a loop.

@@ -18,6 +18,28 @@ use tower::{Service, ServiceExt};
 
 pub type TestBody = BoxBody<Bytes, BoxError>;
 
+/// A store by key text only, in a map: the path every store but the in-memory one takes.
+#[derive(Debug, Default, Clone)]
+pub struct TextStore(Arc<Mutex<std::collections::HashMap<String, Arc<courier_cache::Variants>>>>);
+
+impl courier_cache::CacheStore for TextStore {
+    fn get(&self, key: &str) -> Option<Arc<courier_cache::Variants>> {
+        self.0.lock().unwrap().get(key).cloned()
+    }
+    fn insert(&self, key: String, variants: Arc<courier_cache::Variants>) {
+        self.0.lock().unwrap().insert(key, variants);
+    }
+    fn remove(&self, key: &str) -> bool {
+        self.0.lock().unwrap().remove(key).is_some()
+    }
+    fn weight(&self) -> u64 {
+        self.0.lock().unwrap().values().map(|v| v.weight()).sum()
+    }
+    fn len(&self) -> usize {
+        self.0.lock().unwrap().len()
+    }
+}
+
 /// One scripted answer.
 pub type Answer = Result<Response<TestBody>, BoxError>;
 
