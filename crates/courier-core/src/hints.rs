@@ -10,8 +10,8 @@
 //!   `"default";r=0;t=10` means no quota is left for ten seconds. The older dictionary form
 //!   `limit=10, remaining=0, reset=10` and the `RateLimit-Remaining` / `RateLimit-Reset` pair of
 //!   early drafts are read too.
-//! - GitHub-style `x-ratelimit-remaining: 0` with `x-ratelimit-reset`, as epoch seconds or as a
-//!   delta ([`ResetFormat`]).
+//! - GitHub-style `x-ratelimit-remaining: 0` with `x-ratelimit-reset`, as epoch seconds, epoch
+//!   milliseconds or a delta ([`ResetFormat`]).
 //!
 //! When several are present, `Retry-After` wins, then `RateLimit`, then `x-ratelimit-*`. Of a
 //! duplicated field, the first is read, except `RateLimit` and `RateLimit-Policy`: structured
@@ -49,6 +49,11 @@ pub const MAX_HINT: Duration = Duration::from_secs(365 * 24 * 3600);
 /// (1e9 is September 2001; no real quota window is 31 years long).
 pub const AUTO_EPOCH_THRESHOLD: u64 = 1_000_000_000;
 
+/// Values of `x-ratelimit-reset` at or above this are epoch milliseconds under
+/// [`ResetFormat::Auto`] (1e12 ms is September 2001; as epoch seconds it would be the year
+/// 33658).
+pub const AUTO_EPOCH_MILLIS_THRESHOLD: u64 = 1_000_000_000_000;
+
 const X_RATELIMIT_REMAINING: HeaderName = HeaderName::from_static("x-ratelimit-remaining");
 const X_RATELIMIT_RESET: HeaderName = HeaderName::from_static("x-ratelimit-reset");
 const RATELIMIT: HeaderName = HeaderName::from_static("ratelimit");
@@ -63,7 +68,8 @@ pub enum ResetFormat {
     EpochSeconds,
     /// Seconds from now (many others).
     DeltaSeconds,
-    /// Epoch seconds when the value is at least [`AUTO_EPOCH_THRESHOLD`], else a delta.
+    /// Epoch milliseconds when the value is at least [`AUTO_EPOCH_MILLIS_THRESHOLD`], epoch
+    /// seconds when it is at least [`AUTO_EPOCH_THRESHOLD`], else a delta.
     #[default]
     Auto,
 }
@@ -206,17 +212,20 @@ pub fn parse_x_ratelimit(
     }
     let reset = digits_header(headers, &X_RATELIMIT_RESET)?;
     let epoch = match format {
-        ResetFormat::EpochSeconds => true,
-        ResetFormat::DeltaSeconds => false,
-        ResetFormat::Auto => reset >= AUTO_EPOCH_THRESHOLD,
+        ResetFormat::EpochSeconds => Some(Duration::from_secs(reset)),
+        ResetFormat::DeltaSeconds => None,
+        ResetFormat::Auto if reset >= AUTO_EPOCH_MILLIS_THRESHOLD => {
+            Some(Duration::from_millis(reset))
+        }
+        ResetFormat::Auto if reset >= AUTO_EPOCH_THRESHOLD => Some(Duration::from_secs(reset)),
+        ResetFormat::Auto => None,
     };
-    Some(if epoch {
-        match UNIX_EPOCH.checked_add(Duration::from_secs(reset)) {
+    Some(match epoch {
+        Some(since_epoch) => match UNIX_EPOCH.checked_add(since_epoch) {
             Some(at) => until(at, now),
             None => MAX_HINT,
-        }
-    } else {
-        Duration::from_secs(reset).min(MAX_HINT)
+        },
+        None => Duration::from_secs(reset).min(MAX_HINT),
     })
 }
 
@@ -583,6 +592,22 @@ mod tests {
             ("x-ratelimit-reset", "1700000042"),
         ]);
         assert_eq!(delta.parse(&h).unwrap().wait(), MAX_HINT);
+    }
+
+    #[test]
+    fn x_ratelimit_reset_in_epoch_milliseconds_under_auto() {
+        let now = 1_700_000_000;
+        let h = headers(&[
+            ("x-ratelimit-remaining", "0"),
+            ("x-ratelimit-reset", "1700000042500"),
+        ]);
+        assert_eq!(
+            config_at(now).parse(&h).unwrap().wait(),
+            Duration::from_millis(42_500)
+        );
+        // Said to be seconds, it is a moment far ahead: capped.
+        let epoch = config_at(now).reset_format(ResetFormat::EpochSeconds);
+        assert_eq!(epoch.parse(&h).unwrap().wait(), MAX_HINT);
     }
 
     #[test]
