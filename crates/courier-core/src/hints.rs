@@ -15,8 +15,10 @@
 //!
 //! When several are present, `Retry-After` wins, then `RateLimit`, then `x-ratelimit-*`. Of a
 //! duplicated field, the first is read, except `RateLimit` and `RateLimit-Policy`: structured
-//! lists, whose lines are joined into one (RFC 9651 section 4.2). Garbage, negative and fractional values count as absent;
-//! huge values saturate and are capped at [`MAX_HINT`]; a moment in the past is a zero wait.
+//! lists, whose lines are joined into one (RFC 9651 section 4.2). Garbage, negative and
+//! fractional values count as absent; huge values saturate and are capped at [`MAX_HINT`] (but a
+//! structured field's integer has at most 15 digits: a longer one makes that field invalid, as
+//! RFC 9651 says, and so absent); a moment in the past is a zero wait.
 //! Nothing here panics or wraps, whatever the bytes.
 //!
 //! ```
