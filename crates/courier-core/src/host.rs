@@ -9,7 +9,9 @@ use std::hash::{Hash, Hasher};
 /// Scheme and authority of a request: `https://api.example.com:8443`.
 ///
 /// Comparison and hashing ignore ASCII case, as URIs do for these parts: a key keeps both in
-/// lowercase, so that hashing and comparing are plain byte work. Building one from a request
+/// lowercase, so that hashing and comparing are plain byte work. A port that is the scheme's
+/// default (`:80` for `http`, `:443` for `https`) or empty is left out: `http://api:80` and
+/// `http://api` are one host (RFC 9110 section 4.2.3). Building one from a request
 /// whose host is in lowercase (the usual case) copies no bytes: `http`'s URI parts are
 /// reference counted.
 #[derive(Clone)]
@@ -37,17 +39,24 @@ impl HostKey {
 
     /// A key for a scheme and authority.
     pub fn new(scheme: Option<Scheme>, authority: Option<Authority>) -> Self {
-        Self {
-            // `http` and `https` are kept as constants, in lowercase already.
-            scheme: scheme.map(|s| {
-                if s == Scheme::HTTP || s == Scheme::HTTPS {
-                    s
-                } else {
-                    lowercase(s, Scheme::as_str)
-                }
-            }),
-            authority: authority.map(|a| lowercase(a, Authority::as_str)),
-        }
+        // `http` and `https` are kept as constants, in lowercase already.
+        let scheme = scheme.map(|s| {
+            if s == Scheme::HTTP || s == Scheme::HTTPS {
+                s
+            } else {
+                lowercase(s, Scheme::as_str)
+            }
+        });
+        let authority = authority.map(|a| {
+            let a = lowercase(a, Authority::as_str);
+            let text = without_default_port(scheme.as_ref().map(Scheme::as_str), a.as_str());
+            if text.len() == a.as_str().len() {
+                a
+            } else {
+                text.parse().unwrap_or(a)
+            }
+        });
+        Self { scheme, authority }
     }
 
     /// The scheme, when the request had one (in lowercase).
@@ -68,9 +77,13 @@ impl HostKey {
         let authority = uri.authority()?.as_str();
         // The same bytes first (a clone of one URI), then equal bytes, then equal but for case:
         // each check is cheaper than the next, and the first decides the usual case.
+        // Last, a port that is the scheme's default, which the key leaves out.
         let same_authority = self.authority.as_ref().is_some_and(|a| {
             let a = a.as_str();
-            std::ptr::eq(a, authority) || a == authority || a.eq_ignore_ascii_case(authority)
+            std::ptr::eq(a, authority)
+                || a == authority
+                || a.eq_ignore_ascii_case(authority)
+                || a.eq_ignore_ascii_case(without_default_port(uri.scheme_str(), authority))
         });
         Some(same_authority && same_scheme(self.scheme.as_ref(), uri.scheme()))
     }
@@ -92,6 +105,29 @@ fn same_scheme(key: Option<&Scheme>, uri: Option<&Scheme>) -> bool {
         (None, None) => true,
         (Some(a), Some(b)) => a == b || a.as_str().eq_ignore_ascii_case(b.as_str()),
         _ => false,
+    }
+}
+
+/// `authority` without its port when that port is `scheme`'s default (80 for `http`, 443 for
+/// `https`, leading zeros allowed) or empty.
+fn without_default_port<'a>(scheme: Option<&str>, authority: &'a str) -> &'a str {
+    let default = match scheme {
+        Some(s) if s.eq_ignore_ascii_case("http") => 80,
+        Some(s) if s.eq_ignore_ascii_case("https") => 443,
+        _ => return authority,
+    };
+    let Some((host, port)) = authority.rsplit_once(':') else {
+        return authority;
+    };
+    // The colon of an IPv6 literal without a port, or of userinfo: not a port.
+    if !port.bytes().all(|b| b.is_ascii_digit()) {
+        return authority;
+    }
+    let is_default = port.is_empty() || port.trim_start_matches('0').parse::<u32>() == Ok(default);
+    if is_default && !host.is_empty() {
+        host
+    } else {
+        authority
     }
 }
 
@@ -203,6 +239,37 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_default_port_is_the_same_host() {
+        let key = |uri: &str| HostKey::from_parts(&uri.parse().unwrap(), &http::HeaderMap::new());
+        assert_eq!(key("http://api.example:80/a"), key("http://api.example/b"));
+        assert_eq!(
+            key("http://API.example:0080/a"),
+            key("http://api.example/b")
+        );
+        assert_eq!(key("http://api.example:/a"), key("http://api.example/b"));
+        assert_eq!(
+            key("https://api.example:443/a"),
+            key("https://api.example/b")
+        );
+        assert_eq!(key("http://[::1]:80/a"), key("http://[::1]/b"));
+        assert_eq!(key("http://u:p@h:80/a"), key("http://u:p@h/b"));
+        assert_ne!(key("http://api.example:443/a"), key("http://api.example/b"));
+        assert_ne!(
+            key("https://api.example:80/a"),
+            key("https://api.example/b")
+        );
+        assert_ne!(
+            key("http://api.example:8080/a"),
+            key("http://api.example/b")
+        );
+        assert_ne!(key("ws://api.example:80/a"), key("ws://api.example/b"));
+        assert_eq!(
+            key("http://api.example:80/a").to_string(),
+            "http://api.example"
+        );
+    }
+
+    #[test]
     fn matches_agrees_with_the_key_it_would_make() {
         let uris = [
             "http://api.example:8080/a",
@@ -213,6 +280,17 @@ mod tests {
             "WS://api.example:8080/a",
             "git+ssh://api.example:8080/a",
             "GIT+SSH://api.example:8080/a",
+            "http://api.example:80/a",
+            "http://API.example:080/a",
+            "http://api.example:/a",
+            "https://api.example:443/a",
+            "https://api.example/a",
+            "http://api.example:443/a",
+            "https://api.example:80/a",
+            "git+ssh://api.example:80/a",
+            "http://user:pw@api.example:80/a",
+            "http://[::1]:80/a",
+            "http://[::1]/a",
             "http://api.example/a",
             "http://other.example:8080/a",
         ];
