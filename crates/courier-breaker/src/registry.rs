@@ -211,7 +211,11 @@ impl<K: crate::BreakerKey> Breaker<K> {
                 None
             }
             (Outcome::Success, _) => {
-                if let (Some(window), Ticket::Closed(_)) = (&self.window, ticket) {
+                // Only a call of the current closed generation feeds the window: one admitted
+                // before a transition belongs to a window that is gone.
+                if let (Some(window), Ticket::Closed(g)) = (&self.window, ticket)
+                    && self.machine.closed() == Some(g)
+                {
                     window.record(self.core.now_ms(), false);
                 }
                 self.machine.on_success(ticket)
@@ -228,7 +232,10 @@ impl<K: crate::BreakerKey> Breaker<K> {
         let now = self.core.now_ms();
         let open_ms = |trips| self.core.open_ms(trips);
         match (&self.window, ticket) {
-            (Some(window), Ticket::Closed(generation)) => {
+            // A stale closed ticket goes to the arm below, which drops it.
+            (Some(window), Ticket::Closed(generation))
+                if self.machine.closed() == Some(generation) =>
+            {
                 window.record(now, true);
                 let counted = self.machine.on_failure(ticket, None, now, open_ms);
                 if counted.is_some() {

@@ -815,3 +815,57 @@ fn services_layers_handles_and_futures_are_send_sync_static() {
     // The future is as Sync as the inner one; here it is Send + 'static.
     check_future(&svc2.call(req("a")));
 }
+
+#[tokio::test(start_paused = true)]
+async fn stale_outcomes_do_not_feed_the_failure_rate_window() {
+    // Each call answers 503 or 200 after a delay, in the order they are called.
+    let script: Arc<Mutex<VecDeque<(u64, u16)>>> = Arc::default();
+    let s = script.clone();
+    let inner = tower::service_fn(move |_req: Request<()>| {
+        let (delay_ms, status) = s.lock().unwrap().pop_front().unwrap_or((0, 200));
+        async move {
+            sleep(Duration::from_millis(delay_ms)).await;
+            Ok::<_, BoxError>(Response::builder().status(status).body(()).unwrap())
+        }
+    });
+    let rate = FailureRate::new(0.5, Duration::from_secs(60), nz(4)).unwrap();
+    let layer = CircuitBreakerLayer::new()
+        .failure_rate(rate)
+        .open_duration(Duration::from_secs(30));
+    let handle = layer.handle();
+    let svc = layer.layer(inner);
+
+    // Four slow calls admitted while closed: they fail 45 s later.
+    script.lock().unwrap().extend([(45_000, 503); 4]);
+    let slow: Vec<_> = (0..4)
+        .map(|_| tokio::spawn(svc.clone().oneshot(req("a"))))
+        .collect();
+    tokio::task::yield_now().await;
+    // Four quick failures trip it by rate.
+    script.lock().unwrap().extend([(0, 503); 4]);
+    for _ in 0..4 {
+        svc.clone().oneshot(req("a")).await.unwrap();
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+    // 30 s later a trial succeeds: closed again, with a fresh window.
+    advance(Duration::from_secs(30)).await;
+    svc.clone().oneshot(req("a")).await.unwrap();
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    // The four calls admitted before the trip now fail: they belong to the past.
+    advance(Duration::from_secs(16)).await;
+    for h in slow {
+        assert_eq!(
+            h.await.unwrap().unwrap().status(),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    // One fresh failure: one verdict in the new window, below the minimum of 4 calls.
+    script.lock().unwrap().push_back((0, 503));
+    svc.clone().oneshot(req("a")).await.unwrap();
+    assert_eq!(
+        handle.state(&key("a")),
+        Some(CircuitState::Closed),
+        "outcomes of calls admitted before the trip counted in the new window"
+    );
+}
