@@ -111,11 +111,17 @@ pub(crate) fn rate(s: &str) -> Result<Rate, String> {
     Rate::per_second(rps).map_err(|e| e.requirement().to_owned())
 }
 
-/// A retry count: a whole number, 0 or more.
+/// A retry count: a whole number, 0 or more, with room for the first attempt in a `u32`.
 pub(crate) fn retries(s: &str) -> Result<u32, String> {
-    s.trim()
-        .parse::<u32>()
-        .map_err(|_| "want a whole number of retries, 0 or more (0: one attempt only)".to_owned())
+    match s.trim().parse::<u32>() {
+        Ok(n) if n < u32::MAX => Ok(n),
+        Ok(_) => Err(format!(
+            "want at most {} retries (the first attempt makes {} in all)",
+            u32::MAX - 1,
+            u32::MAX
+        )),
+        Err(_) => Err("want a whole number of retries, 0 or more (0: one attempt only)".to_owned()),
+    }
 }
 
 /// A burst: a whole number of requests, at least 1.

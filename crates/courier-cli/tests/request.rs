@@ -162,6 +162,10 @@ async fn usage_errors_exit_2_with_a_message_and_send_nothing() {
         (vec!["request", "GET", u, "--max-wait", "-0.5"], "0 or more"),
         (vec!["request", "GET", u, "--max-wait", "soon"], "seconds"),
         (vec!["request", "GET", u, "--retries", "-1"], "0 or more"),
+        (
+            vec!["request", "GET", u, "--retries", "4294967295"],
+            "at most 4294967294",
+        ),
         (vec!["request", "GET", u, "-H", "no colon"], "Name: value"),
         (
             vec!["request", "GET", u, "-H", "bad name: v"],
