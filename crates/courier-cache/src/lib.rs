@@ -99,9 +99,9 @@
 //! - When the caller set conditionals itself, the cache adds none and the server's 304 is passed
 //!   through untouched.
 //! - **Stale**: on a transport error or a 5xx, an entry within its `stale-if-error` window (or
-//!   [`EtagCacheLayer::stale_if_error`], unless it says `must-revalidate` or `no-cache`, or,
-//!   where the cache is shared, `proxy-revalidate` or `s-maxage`) is served, so reads keep
-//!   working while the upstream is down or its circuit is open.
+//!   [`EtagCacheLayer::stale_if_error`]) is served, so reads keep working while the upstream is
+//!   down or its circuit is open; never one that says `must-revalidate` or `no-cache`, or,
+//!   where the cache is shared, `proxy-revalidate` or `s-maxage` (RFC 9111 section 4.2.4).
 //! - A 2xx or 3xx answer to an unsafe method (any method but GET, HEAD, OPTIONS and TRACE,
 //!   extension methods included) removes the URI's entries (and those of its `Location` /
 //!   `Content-Location` on the same host).

@@ -446,15 +446,16 @@ impl Shared {
 
     /// Whether `entry` may be served because the upstream failed, by a `shared` cache or a
     /// private one.
+    ///
+    /// `must-revalidate`, `no-cache` and, where shared, `proxy-revalidate` and `s-maxage`
+    /// forbid it whatever `stale-if-error` says (RFC 9111 section 4.2.4).
     fn stale_allowed(&self, entry: &Entry, now: Instant, shared: bool) -> bool {
         let cc = &entry.cache_control;
-        let window = match cc.stale_if_error {
-            Some(window) => window,
-            None if entry.must_revalidate(shared) || cc.no_cache => return false,
-            None => match self.stale_if_error {
-                Some(window) => window,
-                None => return false,
-            },
+        if entry.must_revalidate(shared) || cc.no_cache {
+            return false;
+        }
+        let Some(window) = cc.stale_if_error.or(self.stale_if_error) else {
+            return false;
         };
         entry.staleness(now, shared) <= window
     }
