@@ -94,7 +94,8 @@
 //!   it added (with a copy of its body, see [`EtagCache`], and the caller's extensions, its
 //!   [`Deadline`](courier_core::Deadline) among them, so that the layers below bound it as
 //!   they bound the first), and answers with that, marked `Miss`; a 304 to that one is passed
-//!   through. A request whose body cannot be copied is not made conditional. Callers waiting
+//!   through. Only a request whose body gives a copy to keep aside (any `Clone` body, an empty
+//!   `ReplayBody`) is made conditional; others are sent as they are. Callers waiting
 //!   on the revalidation (see **Concurrency**) ask on their own.
 //! - When the caller set conditionals itself, the cache adds none and the server's 304 is passed
 //!   through untouched.

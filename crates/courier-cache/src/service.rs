@@ -35,8 +35,10 @@ const TARGET: &str = "courier::cache";
 ///
 /// The request body is a [`RetryBody`] (every `Clone` body, and
 /// `courier_retry::ReplayBody`): when a 304 to a revalidation the cache made
-/// selects no stored response, the GET or HEAD is sent once more, with a copy of its body. A
-/// request whose body declines to be copied is not made conditional.
+/// selects no stored response, the GET or HEAD is sent once more, with a copy of its body
+/// ([`RetryBody::try_clone_aside`]: any `Clone` body, an empty `ReplayBody`). A request whose
+/// body gives no such copy is not made conditional: a stale entry for it is refreshed by
+/// sending the request as it is.
 ///
 /// # Clone
 ///
@@ -181,8 +183,10 @@ where
             let etag = entry.etag_value.as_ref().filter(|_| entry.etag.is_some());
             // Made conditional only when it can be sent again without the conditionals: a 304
             // that selects nothing is no answer to a caller who asked no conditional question.
+            // The copy is one to keep aside: it holds back no replay by a retry below, and it
+            // stays whole whatever the first request reads.
             if (etag.is_some() || entry.last_modified.is_some())
-                && let Some(body) = req.body().try_clone_body()
+                && let Some(body) = req.body().try_clone_aside()
             {
                 resend = Some(Box::new(Resend {
                     inner: self.inner.clone(),

@@ -574,8 +574,8 @@ async fn waiters_on_a_304_that_selects_nothing_are_not_stranded() {
     );
 }
 
-/// The request sent again carries a copy of the caller's body; a request whose body declines
-/// to be copied is not made conditional at all, so its answer is always a full one.
+/// The request sent again carries a copy of the caller's (empty) body. A request with content
+/// is never made conditional: a stale entry is refreshed by sending it as it is.
 #[tokio::test(start_paused = true)]
 async fn the_request_sent_again_carries_its_body_or_is_never_made_conditional() {
     use courier_retry::ReplayBody;
@@ -594,10 +594,13 @@ async fn the_request_sent_again_carries_its_body_or_is_never_made_conditional() 
             }
         })
     };
-    let body = |cap: usize| ReplayBody::with_cap(Full::new(Bytes::from_static(b"query")), cap);
-    let get_with = |cap: usize| Request::get(URL).body(body(cap)).unwrap();
+    let get_with = |content: &'static [u8]| {
+        Request::get(URL)
+            .body(ReplayBody::new(Full::new(Bytes::from_static(content))))
+            .unwrap()
+    };
 
-    // Copyable: the request sent again carries the same body.
+    // Without content: made conditional, and the request sent again carries the empty body.
     let sent = Sent::default();
     let answers = Arc::new(Mutex::new(VecDeque::from([
         ok(&[("etag", "\"a\"")], "old"),
@@ -605,23 +608,28 @@ async fn the_request_sent_again_carries_its_body_or_is_never_made_conditional() 
         ok(&[("etag", "\"b\"")], "new"),
     ])));
     let mut svc = layer().layer(upstream(sent.clone(), answers));
+    let mut got = Vec::new();
     for _ in 0..2 {
-        let response = tower::ServiceExt::oneshot(&mut svc, get_with(1024))
+        let response = tower::ServiceExt::oneshot(&mut svc, get_with(b""))
             .await
             .unwrap();
-        read(response).await.unwrap();
+        got.push(read(response).await.unwrap());
     }
-    let query = Bytes::from_static(b"query");
+    let empty = Bytes::new();
     assert_eq!(
         *sent.lock().unwrap(),
         [
-            (false, query.clone()),
-            (true, query.clone()),
-            (false, query.clone())
+            (false, empty.clone()),
+            (true, empty.clone()),
+            (false, empty)
         ]
     );
+    assert_eq!(
+        (got[1].cache, &got[1].body[..]),
+        (CacheStatus::Miss, &b"new"[..])
+    );
 
-    // Over its cap the body cannot be copied: no conditional, a full answer.
+    // With content: never conditional, a full answer.
     let sent = Sent::default();
     let answers = Arc::new(Mutex::new(VecDeque::from([
         ok(&[("etag", "\"a\"")], "old"),
@@ -630,18 +638,69 @@ async fn the_request_sent_again_carries_its_body_or_is_never_made_conditional() 
     let mut svc = layer().layer(upstream(sent.clone(), answers));
     let mut got = Vec::new();
     for _ in 0..2 {
-        let response = tower::ServiceExt::oneshot(&mut svc, get_with(1))
+        let response = tower::ServiceExt::oneshot(&mut svc, get_with(b"query"))
             .await
             .unwrap();
         got.push(read(response).await.unwrap());
     }
+    let query = Bytes::from_static(b"query");
     assert_eq!(
         *sent.lock().unwrap(),
         [(false, query.clone()), (false, query)],
-        "a request that cannot be sent again was made conditional"
+        "a request with content was made conditional"
     );
     assert_eq!(
         (got[1].cache, &got[1].body[..]),
         (CacheStatus::Miss, &b"again"[..])
     );
+}
+
+/// A retry below the cache replays the body of a revalidation the cache made: the copy the
+/// cache keeps aside to send the request again does not hold the replay back.
+#[tokio::test(start_paused = true)]
+async fn a_retry_below_the_cache_replays_a_revalidation() {
+    use courier_retry::{ReplayBody, RetryLayer};
+    use http_body_util::Full;
+    use std::sync::{Arc, Mutex};
+
+    for content in [&b""[..], &b"query"[..]] {
+        let answers = Arc::new(Mutex::new(VecDeque::from([
+            ok(&[("etag", "\"a\"")], "old"),
+            respond(503, &[], "down"),
+            ok(&[("etag", "\"b\"")], "new"),
+        ])));
+        let calls = Arc::new(Mutex::new(0usize));
+        let upstream = {
+            let (answers, calls) = (answers.clone(), calls.clone());
+            tower::service_fn(move |req: Request<ReplayBody<Full<Bytes>>>| {
+                let (answers, calls) = (answers.clone(), calls.clone());
+                async move {
+                    req.into_body().collect().await?;
+                    *calls.lock().unwrap() += 1;
+                    answers.lock().unwrap().pop_front().expect("scripted")
+                }
+            })
+        };
+        let retry = RetryLayer::new().attempts(3).without_budget().seed(1);
+        let mut svc = layer().layer(retry.layer(upstream));
+        let get_with = || {
+            Request::get(URL)
+                .body(ReplayBody::new(Full::new(Bytes::from_static(content))))
+                .unwrap()
+        };
+        let first = tower::ServiceExt::oneshot(&mut svc, get_with())
+            .await
+            .unwrap();
+        read(first).await.unwrap();
+        // The entry is stale at once (no freshness): a revalidation, answered 503 then 200.
+        let second = tower::ServiceExt::oneshot(&mut svc, get_with())
+            .await
+            .unwrap();
+        let got = read(second).await.unwrap();
+        assert_eq!(
+            (got.status.as_u16(), &got.body[..], *calls.lock().unwrap()),
+            (200, &b"new"[..], 3),
+            "content {content:?}: the retry below the cache gave up"
+        );
+    }
 }

@@ -344,15 +344,15 @@ async fn an_own_stale_if_error_does_not_lift_a_prohibition() {
     let mock = Mock::new();
     let mut svc = layer().layer(mock.service());
     mock.push(ok(
-        &[("cache-control", "max-age=60, stale-if-error=600"), ("etag", "\"a\"")],
+        &[
+            ("cache-control", "max-age=60, stale-if-error=600"),
+            ("etag", "\"a\""),
+        ],
         "stored",
     ));
     send(&mut svc, get(URL)).await.unwrap();
     tokio::time::advance(Duration::from_secs(120)).await;
     mock.push(respond(503, &[], "down"));
     let got = send(&mut svc, get(URL)).await.unwrap();
-    assert_eq!(
-        (got.status.as_u16(), got.cache),
-        (200, CacheStatus::Stale)
-    );
+    assert_eq!((got.status.as_u16(), got.cache), (200, CacheStatus::Stale));
 }

@@ -27,6 +27,15 @@ pub trait RetryBody: Sized {
         let _ = cx;
         Poll::Ready(true)
     }
+
+    /// A copy to keep aside while the request is sent, for a request that may have to be sent
+    /// again later (the cache's, when a 304 selects nothing), or `None` when keeping one could
+    /// hold back another copy's replay or might not stay whole.
+    ///
+    /// The default is [`try_clone_body`](Self::try_clone_body): right for every `Clone` body.
+    fn try_clone_aside(&self) -> Option<Self> {
+        self.try_clone_body()
+    }
 }
 
 impl<T: Clone> RetryBody for T {

@@ -233,6 +233,17 @@ impl<B> RetryBody for ReplayBody<B> {
         })
     }
 
+    /// Only an empty body: a copy of one with content, kept aside, would count as a reader
+    /// that has not let go (holding back a retry's replay), and the first request could read
+    /// the body past the cap before the copy is sent.
+    fn try_clone_aside(&self) -> Option<Self> {
+        if self.shared.empty {
+            self.try_clone_body()
+        } else {
+            None
+        }
+    }
+
     /// `Ready(false)` as soon as the body is over the cap or failed; else `Ready(true)` once
     /// every other instance has let go of the body (see [Letting go](ReplayBody#letting-go)),
     /// `Pending` until then. An empty body is always whole: `Ready(true)` at once.
