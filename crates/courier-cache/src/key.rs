@@ -12,6 +12,7 @@
 //! whole keys, so two URIs can never share an entry because their hashes collide.
 
 use courier_core::ascii::lowercase_word;
+use courier_core::host::without_default_port;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Uri};
 use std::fmt;
@@ -188,34 +189,6 @@ impl<'a> Parts<'a> {
         strip(&mut rest, b"//")
             && strip_lowered(&mut rest, self.host.as_bytes())
             && rest == self.path.as_bytes()
-    }
-}
-
-/// `host` without its port when that is the default port of `scheme` (80 for `http`, 443 for
-/// `https`, leading zeros allowed) or empty (RFC 9110 section 4.2.3, RFC 3986 section 6.2.3).
-///
-/// Only the standard schemes have one: `http` parses them, in any case, into lowercase names
-/// of their own.
-#[inline]
-fn without_default_port<'a>(scheme: Option<&str>, host: &'a str) -> &'a str {
-    let bytes = host.as_bytes();
-    // Read from the end, so that a host without a port is decided by its last byte: the port
-    // is the digits after the last `:` (an IPv6 literal's colons are inside brackets, which end
-    // it with `]`).
-    let rest = match (bytes.last(), scheme.map(str::as_bytes)) {
-        (Some(b':'), Some(b"http" | b"https")) => return &host[..bytes.len() - 1],
-        (Some(b'0'), Some(b"http")) => bytes.strip_suffix(b"80"),
-        (Some(b'3'), Some(b"https")) => bytes.strip_suffix(b"443"),
-        _ => None,
-    };
-    let Some(rest) = rest else {
-        return host;
-    };
-    // Leading zeros before the default port's digits, then the colon.
-    let zeros = rest.iter().rev().take_while(|&&b| b == b'0').count();
-    match rest[..rest.len() - zeros].strip_suffix(b":") {
-        Some(name) => &host[..name.len()],
-        None => host,
     }
 }
 

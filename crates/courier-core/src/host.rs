@@ -108,26 +108,32 @@ fn same_scheme(key: Option<&Scheme>, uri: Option<&Scheme>) -> bool {
     }
 }
 
-/// `authority` without its port when that port is `scheme`'s default (80 for `http`, 443 for
-/// `https`, leading zeros allowed) or empty.
-fn without_default_port<'a>(scheme: Option<&str>, authority: &'a str) -> &'a str {
-    let default = match scheme {
-        Some(s) if s.eq_ignore_ascii_case("http") => 80,
-        Some(s) if s.eq_ignore_ascii_case("https") => 443,
-        _ => return authority,
+/// `authority` without its port when that is the default port of `scheme` (80 for `http`,
+/// 443 for `https`, leading zeros allowed) or empty (RFC 9110 section 4.2.3, RFC 3986 section
+/// 6.2.3): `api.example:80` and `api.example` name one host.
+///
+/// `scheme` is as `http` gives it (`Uri::scheme_str`, `Scheme::as_str`): the standard schemes
+/// come in lowercase, whatever their case in the URI. Userinfo, if any, is kept.
+#[inline]
+pub fn without_default_port<'a>(scheme: Option<&str>, authority: &'a str) -> &'a str {
+    let bytes = authority.as_bytes();
+    // Read from the end, so that an authority without a port is decided by its last byte: the
+    // port is the digits after the last `:` (an IPv6 literal's colons are inside brackets,
+    // which end it with `]`).
+    let rest = match (bytes.last(), scheme.map(str::as_bytes)) {
+        (Some(b':'), Some(b"http" | b"https")) => return &authority[..bytes.len() - 1],
+        (Some(b'0'), Some(b"http")) => bytes.strip_suffix(b"80"),
+        (Some(b'3'), Some(b"https")) => bytes.strip_suffix(b"443"),
+        _ => None,
     };
-    let Some((host, port)) = authority.rsplit_once(':') else {
+    let Some(rest) = rest else {
         return authority;
     };
-    // The colon of an IPv6 literal without a port, or of userinfo: not a port.
-    if !port.bytes().all(|b| b.is_ascii_digit()) {
-        return authority;
-    }
-    let is_default = port.is_empty() || port.trim_start_matches('0').parse::<u32>() == Ok(default);
-    if is_default && !host.is_empty() {
-        host
-    } else {
-        authority
+    // Leading zeros before the default port's digits, then the colon.
+    let zeros = rest.iter().rev().take_while(|&&b| b == b'0').count();
+    match rest[..rest.len() - zeros].strip_suffix(b":") {
+        Some(name) => &authority[..name.len()],
+        None => authority,
     }
 }
 
