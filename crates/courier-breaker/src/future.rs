@@ -150,7 +150,7 @@ impl<K: BreakerKey> Guard<K> {
     #[cold]
     #[inline(never)]
     fn finish_slow<B>(&mut self, result: &Result<http::Response<B>, BoxError>) {
-        let Some(ticket) = Ticket::unpack(mem::replace(&mut self.ticket, Ticket::SPENT)) else {
+        let Some(ticket) = self.take_ticket() else {
             return;
         };
         let config = &self.breaker.core.config;
@@ -168,11 +168,16 @@ impl<K: BreakerKey> Guard<K> {
         self.breaker.record(ticket, outcome);
     }
 
+    /// The ticket, once: `None` when the outcome is reported already.
+    fn take_ticket(&mut self) -> Option<Ticket> {
+        Ticket::unpack(mem::replace(&mut self.ticket, Ticket::SPENT))
+    }
+
     /// Dropped before the outcome: reports nothing, gives a trial permit back.
     #[cold]
     #[inline(never)]
     fn abandon(&mut self) {
-        if let Some(ticket) = Ticket::unpack(mem::replace(&mut self.ticket, Ticket::SPENT)) {
+        if let Some(ticket) = self.take_ticket() {
             self.breaker.record(ticket, Outcome::Neither);
         }
     }

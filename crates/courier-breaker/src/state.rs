@@ -213,10 +213,9 @@ impl Ticket {
     /// The generation of a packed closed ticket, or `None`.
     #[inline]
     pub(crate) const fn packed_closed(packed: u32) -> Option<u16> {
-        if packed >> 16 == 0 {
-            Some(packed as u16)
-        } else {
-            None
+        match Self::unpack(packed) {
+            Some(Self::Closed(g)) => Some(g),
+            _ => None,
         }
     }
 
