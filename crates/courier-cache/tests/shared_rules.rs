@@ -252,6 +252,21 @@ async fn s_maxage_decides_for_an_unfingerprinted_authorization() {
     assert_eq!((got.cache, mock.calls()), (CacheStatus::Hit, 2));
 }
 
+/// Stores an answer with `cache_control`, then asks again two minutes later while the upstream
+/// answers 503: what the caller gets.
+async fn after_an_outage(layer: EtagCacheLayer, cache_control: &str) -> Got {
+    let mock = Mock::new();
+    let mut svc = layer.layer(mock.service());
+    mock.push(ok(
+        &[("cache-control", cache_control), ("etag", "\"a\"")],
+        "stored",
+    ));
+    send(&mut svc, get(URL)).await.unwrap();
+    tokio::time::advance(Duration::from_secs(120)).await;
+    mock.push(respond(503, &[], "down"));
+    send(&mut svc, get(URL)).await.unwrap()
+}
+
 /// RFC 9111 sections 5.2.2.8 and 5.2.2.10: `proxy-revalidate` and `s-maxage` forbid a shared
 /// cache to serve the response stale (the configured `stale_if_error` window included); a
 /// private cache ignores both.
@@ -269,16 +284,7 @@ async fn proxy_revalidate_and_s_maxage_forbid_stale_answers_in_a_shared_cache() 
             } else {
                 layer
             };
-            let mock = Mock::new();
-            let mut svc = layer.layer(mock.service());
-            mock.push(ok(
-                &[("cache-control", cache_control), ("etag", "\"a\"")],
-                "stored",
-            ));
-            send(&mut svc, get(URL)).await.unwrap();
-            tokio::time::advance(Duration::from_secs(120)).await;
-            mock.push(respond(503, &[], "down"));
-            let got = send(&mut svc, get(URL)).await.unwrap();
+            let got = after_an_outage(layer, cache_control).await;
             assert_eq!(got.cache, want, "{cache_control}, shared: {shared}");
             if !shared {
                 assert_eq!(got.body, "stored");
@@ -286,41 +292,15 @@ async fn proxy_revalidate_and_s_maxage_forbid_stale_answers_in_a_shared_cache() 
         }
     }
     // Only the directive itself counts: not an extension's quoted value naming it.
-    let mock = Mock::new();
-    let mut svc = layer()
+    let layer = layer()
         .stale_if_error(Some(Duration::from_secs(600)))
-        .credential_headers([])
-        .layer(mock.service());
-    mock.push(ok(
-        &[
-            ("cache-control", "max-age=60, ext=\"a, proxy-revalidate\""),
-            ("etag", "\"a\""),
-        ],
-        "stored",
-    ));
-    send(&mut svc, get(URL)).await.unwrap();
-    tokio::time::advance(Duration::from_secs(120)).await;
-    mock.push(respond(503, &[], "down"));
+        .credential_headers([]);
     assert_eq!(
-        send(&mut svc, get(URL)).await.unwrap().cache,
+        after_an_outage(layer, "max-age=60, ext=\"a, proxy-revalidate\"")
+            .await
+            .cache,
         CacheStatus::Stale
     );
-}
-
-/// Stores an answer with `cache_control`, then asks again two minutes later while the upstream
-/// answers 503: the status and cache status the caller gets.
-async fn after_an_outage(layer: EtagCacheLayer, cache_control: &str) -> (u16, CacheStatus) {
-    let mock = Mock::new();
-    let mut svc = layer.layer(mock.service());
-    mock.push(ok(
-        &[("cache-control", cache_control), ("etag", "\"a\"")],
-        "stored",
-    ));
-    send(&mut svc, get(URL)).await.unwrap();
-    tokio::time::advance(Duration::from_secs(120)).await;
-    mock.push(respond(503, &[], "down"));
-    let got = send(&mut svc, get(URL)).await.unwrap();
-    (got.status.as_u16(), got.cache)
 }
 
 /// `must-revalidate`, `no-cache` and, where the cache is shared, `proxy-revalidate` and
@@ -341,15 +321,14 @@ async fn an_own_stale_if_error_does_not_lift_a_prohibition() {
         } else {
             layer()
         };
+        let got = after_an_outage(layer, cache_control).await;
         assert_eq!(
-            after_an_outage(layer, cache_control).await,
+            (got.status.as_u16(), got.cache),
             (503, CacheStatus::Miss),
             "{cache_control} (shared: {shared}): served stale"
         );
     }
     // Without a prohibition, the response's own window still holds.
-    assert_eq!(
-        after_an_outage(layer(), "max-age=60, stale-if-error=600").await,
-        (200, CacheStatus::Stale)
-    );
+    let got = after_an_outage(layer(), "max-age=60, stale-if-error=600").await;
+    assert_eq!((got.status.as_u16(), got.cache), (200, CacheStatus::Stale));
 }
