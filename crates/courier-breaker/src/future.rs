@@ -161,9 +161,13 @@ impl<K: BreakerKey> Guard<K> {
                 Some(limit) if self.is_slow(limit) => Outcome::Failure,
                 _ => Outcome::Success,
             },
-            // Our own refusals from below say nothing about the host.
-            Err(e) if classify_error(&**e) == FailureKind::Local => Outcome::Neither,
-            Err(_) => Outcome::Failure,
+            Err(e) => match classify_error(&**e) {
+                // Our own refusals from below say nothing about the host; a certificate that
+                // fails our check is our trust settings or its certificate, which no waiting
+                // mends: opening the circuit would only hide the TLS error behind CircuitOpen.
+                FailureKind::Local | FailureKind::Tls => Outcome::Neither,
+                _ => Outcome::Failure,
+            },
         };
         self.breaker.record(ticket, outcome);
     }

@@ -21,7 +21,9 @@
 //!   and a response whose status is in [`failure_statuses`](CircuitBreakerLayer::failure_statuses)
 //!   (500, 502, 503, 504 by default). A 429 or any other 4xx is a healthy server answering on
 //!   purpose and counts as success. Our own refusals from layers below (rate limited, deadline
-//!   exceeded: [`FailureKind::Local`](courier_core::FailureKind::Local)) count as neither.
+//!   exceeded: [`FailureKind::Local`](courier_core::FailureKind::Local)) count as neither, and so
+//!   does a failed certificate check ([`FailureKind::Tls`](courier_core::FailureKind::Tls)): it
+//!   is a matter of trust settings that no wait mends, and an open circuit would hide it.
 //!   Optionally, calls slower than a threshold count as failures.
 //! - **Cancellation**: dropping a call's future reports nothing; a half-open trial gives its
 //!   permit back, so the next call becomes the trial and the breaker never stays stuck in

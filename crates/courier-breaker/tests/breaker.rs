@@ -26,6 +26,8 @@ enum Step {
     Refused,
     RateLimited,
     Deadline,
+    /// A certificate the client's check refused.
+    BadCertificate,
     /// Answers 200 after a delay.
     Slow(Duration),
     /// Never answers.
@@ -83,6 +85,10 @@ impl Service<Request<()>> for Upstream {
                         Duration::from_secs(1),
                     )
                     .into());
+                }
+                Step::BadCertificate => {
+                    let tls = courier_core::classify::TlsError("unknown issuer".into());
+                    return Err(io::Error::new(io::ErrorKind::InvalidData, tls).into());
                 }
                 Step::Slow(d) => {
                     sleep(d).await;
@@ -441,6 +447,26 @@ async fn local_refusals_from_below_count_as_neither() {
     assert_eq!(handle.state(&key("a")), Some(CircuitState::HalfOpen));
     assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
     assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+}
+
+/// A certificate that fails the check is the client's trust settings or the server's
+/// certificate: no wait mends it, so it neither opens the circuit nor hides behind one.
+#[tokio::test(start_paused = true)]
+async fn a_failed_certificate_check_counts_as_neither() {
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new().consecutive_failures(nz(2)));
+    up.push(Step::Status(503), 1);
+    up.push(Step::BadCertificate, 5);
+    for _ in 0..5 {
+        let _ = send(&svc, "a").await;
+    }
+    let err = send(&svc, "a").await.unwrap_err();
+    assert!(courier_core::is_caused_by::<io::Error>(&*err), "{err}");
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    assert_eq!(
+        handle.status(&key("a")).unwrap().consecutive_failures(),
+        1,
+        "neither a failure nor a success"
+    );
 }
 
 #[tokio::test(start_paused = true)]
