@@ -15,6 +15,18 @@ pub use courier_redis as redis;
 #[cfg(feature = "retry")]
 pub use courier_retry as retry;
 
+/// The hyper-util crate the hyper transport is built on, so that its types can be named at the
+/// version courier uses.
+#[cfg(feature = "hyper-client")]
+pub use hyper_util;
+/// The reqwest crate [`transport::ReqwestService`] wraps: build clients through it (or check
+/// that yours is this version) so that two versions never meet.
+#[cfg(feature = "reqwest")]
+pub use reqwest;
+/// The rustls crate of [`transport::tls`].
+#[cfg(feature = "rustls")]
+pub use rustls;
+
 mod builder;
 mod error;
 pub mod maybe;

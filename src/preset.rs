@@ -137,6 +137,8 @@ pub struct CourierLayer {
     shared_store: Option<RedisStore<courier_core::HostKey>>,
     #[cfg(feature = "deadline")]
     attempt_timeout: Option<AttemptTimeoutLayer>,
+    #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
+    user_agent: Option<http::HeaderValue>,
 }
 
 impl Default for CourierLayer {
@@ -165,6 +167,8 @@ impl CourierLayer {
             shared_store: None,
             #[cfg(feature = "deadline")]
             attempt_timeout: Some(AttemptTimeoutLayer::new(DEFAULT_ATTEMPT_TIMEOUT)),
+            #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
+            user_agent: crate::transport::default_user_agent(),
         }
     }
 
@@ -185,6 +189,8 @@ impl CourierLayer {
             shared_store: None,
             #[cfg(feature = "deadline")]
             attempt_timeout: None,
+            #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
+            user_agent: crate::transport::default_user_agent(),
         }
     }
 
@@ -318,17 +324,39 @@ impl CourierLayer {
         self.layer(inner)
     }
 
-    /// Wraps a pooled hyper-util client built by [`crate::transport::hyper_client`], shared
-    /// behind an `Arc` ([`HyperService`](crate::transport::HyperService)).
+    /// The `User-Agent` that the transports of [`hyper`](Self::hyper),
+    /// [`hyper_with`](Self::hyper_with) and [`reqwest`](Self::reqwest) put on a request that
+    /// carries none, or `None` to add none (a reqwest client's own `user_agent` then applies).
+    /// A transport given to [`service`](Self::service) is yours: set it there.
+    /// Defaults to [`DEFAULT_USER_AGENT`](crate::transport::DEFAULT_USER_AGENT),
+    /// `courier/<version>`, in [`new`](Self::new) and [`bare`](Self::bare) alike.
+    #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
+    pub fn user_agent(mut self, user_agent: impl Into<Option<http::HeaderValue>>) -> Self {
+        self.user_agent = user_agent.into();
+        self
+    }
+
+    /// Wraps a pooled hyper-util client built by [`crate::transport::hyper_client`] (HTTPS with
+    /// the system's trust store under the default `rustls` feature), shared behind an `Arc`
+    /// ([`HyperService`](crate::transport::HyperService)).
     #[cfg(feature = "hyper-client")]
     pub fn hyper<B>(&self) -> Courier<crate::transport::HyperService<B>>
     where
         B: http_body::Body + Send + 'static,
         B::Data: Send,
     {
-        self.layer(crate::transport::HyperService::new(
-            crate::transport::hyper_client(),
-        ))
+        self.hyper_with(crate::transport::hyper_client())
+    }
+
+    /// Wraps a hyper-util client of your own making, such as
+    /// [`hyper_client_with_tls`](crate::transport::hyper_client_with_tls) with a private CA.
+    /// Switch its retry of canceled requests off, as [`crate::transport::hyper_client`] does.
+    #[cfg(feature = "hyper-client")]
+    pub fn hyper_with<B>(
+        &self,
+        client: crate::transport::HyperClient<B>,
+    ) -> Courier<crate::transport::HyperService<B>> {
+        self.layer(crate::transport::HyperService::new(client).user_agent(self.user_agent.clone()))
     }
 
     /// Wraps a `reqwest::Client` (build it with [`crate::transport::reqwest_client_builder`] so
@@ -338,7 +366,9 @@ impl CourierLayer {
         &self,
         client: reqwest::Client,
     ) -> Courier<crate::transport::ReqwestService<B>> {
-        self.layer(crate::transport::ReqwestService::new(client))
+        self.layer(
+            crate::transport::ReqwestService::new(client).user_agent(self.user_agent.clone()),
+        )
     }
 }
 

@@ -1,271 +1,62 @@
 //! Transports for the preset: a hyper-util client built for you, and a `reqwest::Client` as a
-//! tower service. Both have their own retries switched off: courier retries in one place only.
+//! tower service. Both have their own retries switched off (courier retries in one place only),
+//! speak HTTPS by default (feature `rustls`), and send a `User-Agent` when the request has none.
+//!
+//! # HTTPS
+//!
+//! With the `rustls` feature (in the default set) both transports speak HTTPS: rustls, and the
+//! server's certificate checked against the operating system's trust store through
+//! `rustls-platform-verifier`, the verifier reqwest uses. [`tls::client_config`] adds trust
+//! anchors of your own (a private CA) for the hyper client; `reqwest::ClientBuilder::tls_certs_merge`
+//! does the same for reqwest. A certificate that fails the check (unknown issuer, wrong host name,
+//! expired) ends the call with an error of kind
+//! [`FailureKind::Tls`](courier_core::FailureKind::Tls): never retried, and no mark against the
+//! host in the circuit breaker, since asking again cannot change it.
+//!
+//! `default-features = false, features = ["full"]` builds courier with no TLS code: both
+//! transports then speak plain HTTP only.
+//!
+//! # User-Agent
+//!
+//! [`HyperService`] and [`ReqwestService`] send [`DEFAULT_USER_AGENT`] (`courier/<version>`) on
+//! every request that carries no `User-Agent` of its own; many APIs refuse a request without
+//! one. Change it with their `user_agent` setter, or on the preset with
+//! [`CourierLayer::user_agent`](crate::CourierLayer::user_agent); `None` sends none.
 
+#[cfg(feature = "rustls")]
+pub mod tls;
 #[cfg(feature = "hyper-client")]
-pub use self::hyper_impl::*;
-
+mod via_hyper;
 #[cfg(feature = "reqwest")]
-pub use self::reqwest_impl::*;
+mod via_reqwest;
+
+#[cfg(feature = "rustls")]
+pub use self::via_hyper::hyper_client_with_tls;
+#[cfg(feature = "hyper-client")]
+pub use self::via_hyper::{Connector, HyperClient, HyperService, hyper_client};
+#[cfg(feature = "reqwest")]
+pub use self::via_reqwest::{ReqwestService, ResponseFuture, reqwest_client_builder};
 
 /// The connect timeout of the clients built here: just above a multiple of TCP's 3 s initial
 /// retransmission timeout, so a lost SYN gets its one retransmission.
 pub const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_millis(3050);
 
-#[cfg(feature = "hyper-client")]
-mod hyper_impl {
-    use super::CONNECT_TIMEOUT;
-    use hyper_util::client::legacy::Client;
-    use hyper_util::client::legacy::connect::HttpConnector;
-    use hyper_util::rt::{TokioExecutor, TokioTimer};
-    use std::sync::Arc;
-    use std::task::{Context, Poll};
-    use std::time::Duration;
+/// The `User-Agent` the transports send on a request that has none: `courier/<version>`.
+pub const DEFAULT_USER_AGENT: &str = concat!("courier/", env!("CARGO_PKG_VERSION"));
 
-    /// The connector of [`hyper_client`]: plain HTTP, or HTTP and HTTPS with the `rustls` feature.
-    #[cfg(not(feature = "rustls"))]
-    pub type Connector = HttpConnector;
-
-    /// The connector of [`hyper_client`]: plain HTTP, or HTTP and HTTPS with the `rustls` feature.
-    #[cfg(feature = "rustls")]
-    pub type Connector = hyper_rustls::HttpsConnector<HttpConnector>;
-
-    /// The hyper-util client that [`hyper_client`] builds.
-    pub type HyperClient<B> = Client<Connector, B>;
-
-    /// A [`HyperClient`] shared behind an `Arc`: the transport of
-    /// [`CourierLayer::hyper`](crate::CourierLayer::hyper).
-    ///
-    /// The retry layer keeps a clone of the stack below it for each call (to drive later
-    /// attempts); cloning this is one reference count, where cloning the client itself copies
-    /// 300 bytes and counts a dozen references. The pool, the connector and the settings are
-    /// those of the client: clones share one connection pool.
-    pub struct HyperService<B> {
-        client: Arc<HyperClient<B>>,
-    }
-
-    impl<B> HyperService<B> {
-        /// Shares `client`.
-        pub fn new(client: HyperClient<B>) -> Self {
-            Self {
-                client: Arc::new(client),
-            }
-        }
-
-        /// The client.
-        pub fn get_ref(&self) -> &HyperClient<B> {
-            &self.client
-        }
-    }
-
-    impl<B> From<HyperClient<B>> for HyperService<B> {
-        fn from(client: HyperClient<B>) -> Self {
-            Self::new(client)
-        }
-    }
-
-    impl<B> Clone for HyperService<B> {
-        fn clone(&self) -> Self {
-            Self {
-                client: Arc::clone(&self.client),
-            }
-        }
-    }
-
-    impl<B> std::fmt::Debug for HyperService<B> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("HyperService").finish_non_exhaustive()
-        }
-    }
-
-    impl<B> tower_service::Service<http::Request<B>> for HyperService<B>
-    where
-        B: http_body::Body + Send + Unpin + 'static,
-        B::Data: Send,
-        B::Error: Into<courier_core::BoxError>,
-    {
-        type Response = <HyperClient<B> as tower_service::Service<http::Request<B>>>::Response;
-        type Error = <HyperClient<B> as tower_service::Service<http::Request<B>>>::Error;
-        type Future = <HyperClient<B> as tower_service::Service<http::Request<B>>>::Future;
-
-        /// Always ready, as the client is: the pool makes room (or a connection) per request.
-        #[inline]
-        fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-            Poll::Ready(Ok(()))
-        }
-
-        #[inline]
-        fn call(&mut self, req: http::Request<B>) -> Self::Future {
-            self.client.request(req)
-        }
-    }
-
-    /// A pooled hyper-util client for the preset: connect timeout 3.05 s, `TCP_NODELAY`, idle
-    /// connections kept 90 s, HTTP/1.1 and HTTP/2 (negotiated by ALPN over TLS), and hyper's own
-    /// retry of canceled requests off.
-    ///
-    /// With the `rustls` feature it speaks HTTPS too, trusting the webpki roots.
-    pub fn hyper_client<B>() -> HyperClient<B>
-    where
-        B: http_body::Body + Send + 'static,
-        B::Data: Send,
-    {
-        let mut http = HttpConnector::new();
-        http.set_connect_timeout(Some(CONNECT_TIMEOUT));
-        http.set_nodelay(true);
-        #[cfg(feature = "rustls")]
-        let connector = {
-            http.enforce_http(false);
-            hyper_rustls::HttpsConnectorBuilder::new()
-                .with_webpki_roots()
-                .https_or_http()
-                .enable_http1()
-                .enable_http2()
-                .wrap_connector(http)
-        };
-        #[cfg(not(feature = "rustls"))]
-        let connector = http;
-        Client::builder(TokioExecutor::new())
-            .pool_idle_timeout(Duration::from_secs(90))
-            .pool_timer(TokioTimer::new())
-            .retry_canceled_requests(false)
-            .build(connector)
-    }
+/// [`DEFAULT_USER_AGENT`] as a header value.
+#[cfg(any(feature = "hyper-client", feature = "reqwest"))]
+pub(crate) fn default_user_agent() -> Option<http::HeaderValue> {
+    Some(http::HeaderValue::from_static(DEFAULT_USER_AGENT))
 }
 
-#[cfg(feature = "reqwest")]
-mod reqwest_impl {
-    use courier_core::BoxError;
-    use std::future::Future;
-    use std::pin::Pin;
-    use std::task::{Context, Poll};
-
-    /// A `reqwest::Client` as a `tower::Service<http::Request<B>>`, answering
-    /// `http::Response<reqwest::Body>`.
-    ///
-    /// Build the client with [`reqwest_client_builder`] (or switch its retries off yourself with
-    /// `.retry(reqwest::retry::never())`) so that courier's retry layer is the only one.
-    ///
-    /// # Clone
-    ///
-    /// Cheap: `reqwest::Client` is an `Arc` inside; clones share its connection pool.
-    ///
-    /// `B` is the request body type, fixed per service as hyper's client fixes it, so that type
-    /// inference through a deep stack stays cheap.
-    pub struct ReqwestService<B = http_body_util::Full<bytes::Bytes>> {
-        client: reqwest::Client,
-        _body: std::marker::PhantomData<fn(B)>,
-    }
-
-    impl<B> Clone for ReqwestService<B> {
-        fn clone(&self) -> Self {
-            Self::new(self.client.clone())
-        }
-    }
-
-    impl<B> std::fmt::Debug for ReqwestService<B> {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("ReqwestService")
-                .field("client", &self.client)
-                .finish()
-        }
-    }
-
-    impl<B> ReqwestService<B> {
-        /// Wraps `client`.
-        pub const fn new(client: reqwest::Client) -> Self {
-            Self {
-                client,
-                _body: std::marker::PhantomData,
-            }
-        }
-
-        /// A service over a client from [`reqwest_client_builder`].
-        ///
-        /// # Errors
-        ///
-        /// When reqwest cannot build its client (its TLS backend failed to start).
-        pub fn with_defaults() -> Result<Self, reqwest::Error> {
-            Ok(Self::new(reqwest_client_builder().build()?))
-        }
-
-        /// The client.
-        pub const fn get_ref(&self) -> &reqwest::Client {
-            &self.client
-        }
-
-        /// The client, mutably.
-        pub fn get_mut(&mut self) -> &mut reqwest::Client {
-            &mut self.client
-        }
-
-        /// Unwraps the client.
-        pub fn into_inner(self) -> reqwest::Client {
-            self.client
-        }
-    }
-
-    /// A `reqwest::ClientBuilder` with courier's transport defaults: connect timeout 3.05 s,
-    /// `TCP_NODELAY`, reqwest's own retries off, and redirects not followed.
-    ///
-    /// A redirect comes back to the caller as the 3xx it is, as over hyper: followed inside the
-    /// transport, it would be unseen by the layers above, which key their breakers, buckets
-    /// and cache entries by the host asked, and by pagination, which checks the origin of every
-    /// page it is sent to. Set a `reqwest::redirect::Policy` on the builder to follow them
-    /// anyway.
-    pub fn reqwest_client_builder() -> reqwest::ClientBuilder {
-        reqwest::Client::builder()
-            .connect_timeout(super::CONNECT_TIMEOUT)
-            .tcp_nodelay(true)
-            .retry(reqwest::retry::never())
-            .redirect(reqwest::redirect::Policy::none())
-    }
-
-    impl<B> tower_service::Service<http::Request<B>> for ReqwestService<B>
-    where
-        B: http_body::Body<Data = bytes::Bytes> + Send + Sync + 'static,
-        B::Error: Into<BoxError>,
+/// Puts `user_agent` on `req` unless it carries a `User-Agent` already.
+#[cfg(any(feature = "hyper-client", feature = "reqwest"))]
+#[inline]
+fn set_user_agent<B>(req: &mut http::Request<B>, user_agent: Option<&http::HeaderValue>) {
+    if let Some(value) = user_agent
+        && let http::header::Entry::Vacant(slot) = req.headers_mut().entry(http::header::USER_AGENT)
     {
-        type Response = http::Response<reqwest::Body>;
-        type Error = BoxError;
-        type Future = ResponseFuture;
-
-        fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-            Poll::Ready(Ok(()))
-        }
-
-        fn call(&mut self, req: http::Request<B>) -> Self::Future {
-            let client = self.client.clone();
-            let req = req.map(reqwest::Body::wrap);
-            ResponseFuture {
-                inner: Box::pin(async move {
-                    let req = reqwest::Request::try_from(req)?;
-                    let resp = client.execute(req).await?;
-                    Ok(http::Response::from(resp))
-                }),
-            }
-        }
-    }
-
-    type Inner =
-        Pin<Box<dyn Future<Output = Result<http::Response<reqwest::Body>, BoxError>> + Send>>;
-
-    /// The future of [`ReqwestService`].
-    #[must_use = "futures do nothing unless polled"]
-    pub struct ResponseFuture {
-        inner: Inner,
-    }
-
-    impl std::fmt::Debug for ResponseFuture {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.debug_struct("ResponseFuture").finish_non_exhaustive()
-        }
-    }
-
-    impl Future for ResponseFuture {
-        type Output = Result<http::Response<reqwest::Body>, BoxError>;
-
-        fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-            self.inner.as_mut().poll(cx)
-        }
+        slot.insert(value.clone());
     }
 }
