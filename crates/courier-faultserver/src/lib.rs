@@ -27,8 +27,8 @@
 //! | `status` | 200-999 (1xx cannot end a response) | 200 |
 //! | `headers` | `{"name": "value"}`, sent as given, replacing the defaults (`Date`, `Content-Type`) | none |
 //! | `body` | the body text | empty |
-//! | `delay_ms` | wait before the headers (or before the reset) | 0 |
-//! | `drip_ms` | send the body one byte at a time, this far apart | 0 |
+//! | `delay_ms` | wait before the headers (or before the reset), at most 3 600 000 (an hour) | 0 |
+//! | `drip_ms` | send the body one byte at a time, this far apart, at most 3 600 000 | 0 |
 //! | `reset` | close the TCP connection with a reset, sending no response byte | false |
 //! | `times` | how many requests the step answers | 1 |
 //!
@@ -91,7 +91,7 @@ mod routes;
 mod server;
 
 pub use hits::{Hit, HitsBody, REDACTED};
-pub use plan::{PlanError, Step};
+pub use plan::{MAX_STEP_WAIT, PlanError, Step};
 pub use server::FaultServer;
 
 #[cfg(test)]

@@ -7,6 +7,10 @@ use std::time::Duration;
 use http::{HeaderName, HeaderValue, StatusCode};
 use serde::{Deserialize, Serialize};
 
+/// The longest wait a step may ask for, before its headers (`delay_ms`) or between two body
+/// bytes (`drip_ms`): an hour. A longer one would never answer within any test.
+pub const MAX_STEP_WAIT: Duration = Duration::from_secs(3600);
+
 /// One step of a plan: how to answer the next request(s) to `/s/{name}`.
 ///
 /// In JSON every field is optional and unknown fields are refused:
@@ -36,10 +40,11 @@ pub struct Step {
     pub headers: BTreeMap<String, String>,
     /// The response body. Defaults to empty.
     pub body: String,
-    /// How long to wait before sending the headers (or before the reset). Defaults to 0.
+    /// How long to wait before sending the headers (or before the reset), at most
+    /// [`MAX_STEP_WAIT`]. Defaults to 0.
     pub delay_ms: u64,
-    /// The gap between body bytes: the body is sent one byte at a time. Defaults to 0 (all at
-    /// once).
+    /// The gap between body bytes, at most [`MAX_STEP_WAIT`]: the body is sent one byte at a
+    /// time. Defaults to 0 (all at once).
     pub drip_ms: u64,
     /// Close the connection without sending a single response byte. Defaults to false.
     pub reset: bool,
@@ -97,13 +102,15 @@ impl Step {
         self
     }
 
-    /// Waits `delay` before the headers (or before the reset); kept in whole milliseconds.
+    /// Waits `delay` before the headers (or before the reset); kept in whole milliseconds. A
+    /// plan with a delay over [`MAX_STEP_WAIT`] is refused.
     pub fn delay(mut self, delay: Duration) -> Self {
         self.delay_ms = u64::try_from(delay.as_millis()).unwrap_or(u64::MAX);
         self
     }
 
-    /// Sends the body one byte at a time, `gap` apart; kept in whole milliseconds.
+    /// Sends the body one byte at a time, `gap` apart; kept in whole milliseconds. A plan with a
+    /// gap over [`MAX_STEP_WAIT`] is refused.
     pub fn drip(mut self, gap: Duration) -> Self {
         self.drip_ms = u64::try_from(gap.as_millis()).unwrap_or(u64::MAX);
         self
@@ -135,6 +142,14 @@ impl Step {
         };
         if self.times == 0 {
             return Err(bad("times must be at least 1".to_owned()));
+        }
+        for (field, ms) in [("delay_ms", self.delay_ms), ("drip_ms", self.drip_ms)] {
+            let max = MAX_STEP_WAIT.as_millis();
+            if u128::from(ms) > max {
+                return Err(bad(format!(
+                    "{field} {ms} is longer than an hour; use at most {max}"
+                )));
+            }
         }
         let mut headers = Vec::with_capacity(self.headers.len());
         for (name, value) in &self.headers {
@@ -285,6 +300,17 @@ mod tests {
     }
 
     #[test]
+    fn waits_up_to_an_hour_are_taken() {
+        let hour = MAX_STEP_WAIT;
+        let step = Step::ok().delay(hour).drip(hour).body("ab");
+        let valid = step.validate(0).unwrap();
+        assert_eq!((valid.delay, valid.drip), (hour, hour));
+        let too_long = hour + Duration::from_millis(1);
+        assert!(Step::ok().delay(too_long).validate(0).is_err());
+        assert!(Step::ok().drip(Duration::MAX).validate(0).is_err());
+    }
+
+    #[test]
     fn bad_plans_say_what_is_wrong() {
         let cases: &[(&[u8], &str)] = &[
             (b"{", "not valid"),
@@ -313,6 +339,18 @@ mod tests {
                 "not a valid header value",
             ),
             (br#"{"plan": [{"delay_ms": -1}]}"#, "not valid"),
+            (
+                br#"{"plan": [{"delay_ms": 1000000000000000}]}"#,
+                "step 0: delay_ms 1000000000000000 is longer than an hour; use at most 3600000",
+            ),
+            (
+                br#"{"plan": [{}, {"drip_ms": 18446744073709551615}]}"#,
+                "step 1: drip_ms 18446744073709551615 is longer than an hour",
+            ),
+            (
+                br#"{"plan": [{"delay_ms": 3600001}]}"#,
+                "longer than an hour",
+            ),
             (br#"{"steps": []}"#, "unknown field `steps`"),
         ];
         for (body, expected) in cases {

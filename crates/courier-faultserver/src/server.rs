@@ -104,7 +104,8 @@ impl FaultServer {
     /// # Panics
     ///
     /// When a step is invalid (status outside 200-999, `times` 0, a header that is not valid
-    /// HTTP); [`FaultServer::try_set_plan`] returns the error instead.
+    /// HTTP, a wait over [`MAX_STEP_WAIT`](crate::MAX_STEP_WAIT));
+    /// [`FaultServer::try_set_plan`] returns the error instead.
     pub fn set_plan(&self, name: &str, plan: Vec<Step>) {
         if let Err(e) = self.try_set_plan(name, plan) {
             panic!("invalid plan for {name:?}: {e}");

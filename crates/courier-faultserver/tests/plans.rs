@@ -184,6 +184,16 @@ async fn bad_plans_get_400_and_the_server_keeps_serving() {
         ),
         (r#"{"plan": {"status": 503}}"#, "not valid"),
         ("", "not valid"),
+        // Regression: these were taken, and the server then never answered.
+        (
+            r#"{"plan": [{"delay_ms": 1000000000000000}]}"#,
+            "delay_ms 1000000000000000 is longer than an hour",
+        ),
+        (
+            r#"{"plan": [{"drip_ms": 18446744073709551615, "body": "ab"}]}"#,
+            "drip_ms 18446744073709551615 is longer than an hour",
+        ),
+        (r#"{"plan": [{"delay_ms": 1e15}]}"#, "not valid"),
     ];
     for (body, says) in cases {
         let a = post(&client, &plan_url, body).await;
