@@ -1,4 +1,5 @@
-//! `Cache-Control` directives (RFC 9111 section 5.2) and entity tags (RFC 9110 section 8.8.3).
+//! `Cache-Control` directives (RFC 9111 section 5.2) and entity tags (RFC 9110 section 8.8.3,
+//! and, leniently, the unquoted tags some servers send: see [`EntityTag`]).
 //!
 //! ```
 //! use courier_core::cache_control::{CacheControl, EntityTag};
@@ -181,18 +182,48 @@ fn directives(text: &str) -> Vec<(String, Option<String>)> {
     }
 }
 
-/// An entity tag: `"xyzzy"` or weak `W/"xyzzy"`.
+/// An entity tag: `"xyzzy"`, weak `W/"xyzzy"`, or (read by [`EntityTag::parse_lenient`] only)
+/// unquoted `xyzzy`.
+///
+/// # Unquoted tags
+///
+/// RFC 9110 section 8.8.3 quotes every tag:
+///
+/// ```text
+/// entity-tag = [ weak ] opaque-tag
+/// weak       = %s"W/"
+/// opaque-tag = DQUOTE *etagc DQUOTE
+/// etagc      = %x21 / %x23-7E / obs-text
+/// ```
+///
+/// Some servers send the tag bare (`ETag: xyzzy`) and answer `304` to `If-None-Match: xyzzy`.
+/// [`EntityTag::parse_lenient`] keeps such a value as an opaque tag (see
+/// [`EntityTagRef::parse_lenient`] for which values), which:
+///
+/// - is written back verbatim ([`Display`](fmt::Display)), as the server compares it;
+/// - counts as weak ([`is_weak`](Self::is_weak)): it never satisfies a strong comparison, so it
+///   can make no `Range` or strong `If-Match` answer wrong;
+/// - matches weakly only another unquoted tag with the same bytes. The opaque-tag of `"xyzzy"`
+///   is the quoted string, quotes included, so it is not the same tag as bare `xyzzy`.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct EntityTag {
-    weak: bool,
+    form: Form,
     tag: String,
+}
+
+/// How an owned tag was written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+enum Form {
+    Strong,
+    Weak,
+    Unquoted,
 }
 
 impl EntityTag {
     /// A strong tag (the opaque part, without quotes).
     pub fn strong(tag: impl Into<String>) -> Self {
         Self {
-            weak: false,
+            form: Form::Strong,
             tag: tag.into(),
         }
     }
@@ -200,60 +231,209 @@ impl EntityTag {
     /// A weak tag (the opaque part, without quotes).
     pub fn weak(tag: impl Into<String>) -> Self {
         Self {
-            weak: true,
+            form: Form::Weak,
             tag: tag.into(),
         }
     }
 
-    /// Parses one entity tag. Surrounding whitespace is allowed; anything else malformed is
-    /// `None`.
+    /// Parses one entity tag as RFC 9110 writes it (quoted). Surrounding whitespace is allowed;
+    /// anything else malformed, an unquoted tag included, is `None`.
     pub fn parse(text: &str) -> Option<Self> {
-        let text = text.trim();
-        let (weak, rest) = match text.strip_prefix("W/") {
-            Some(rest) => (true, rest),
-            None => (false, text),
-        };
-        let tag = rest.strip_prefix('"')?.strip_suffix('"')?;
-        if !tag
-            .bytes()
-            .all(|b| b == 0x21 || (0x23..=0x7e).contains(&b) || b >= 0x80)
-        {
-            return None;
-        }
-        Some(Self {
-            weak,
-            tag: tag.to_owned(),
-        })
+        EntityTagRef::parse(text.as_bytes()).map(Self::from)
     }
 
-    /// Whether the tag is weak.
+    /// Parses one entity tag as an `ETag` field may carry it: a quoted tag as
+    /// [`parse`](Self::parse) reads it, or an unquoted one (see [Unquoted
+    /// tags](#unquoted-tags) and [`EntityTagRef::parse_lenient`]).
+    ///
+    /// ```
+    /// use courier_core::cache_control::EntityTag;
+    ///
+    /// let bare = EntityTag::parse_lenient("abc").unwrap();
+    /// assert!(bare.is_unquoted() && bare.is_weak());
+    /// assert_eq!(bare.to_string(), "abc", "written back as it came");
+    /// assert!(bare.weak_eq(&EntityTag::parse_lenient(" abc ").unwrap()));
+    /// assert!(!bare.weak_eq(&EntityTag::weak("abc")), "\"abc\" is another opaque-tag");
+    /// assert!(!bare.strong_eq(&bare), "never strong");
+    /// assert_eq!(EntityTag::parse_lenient("a, b"), None);
+    /// assert_eq!(EntityTag::parse("abc"), None);
+    /// ```
+    pub fn parse_lenient(text: &str) -> Option<Self> {
+        EntityTagRef::parse_lenient(text.as_bytes()).map(Self::from)
+    }
+
+    /// Whether the tag is weak: `W/"…"`, or unquoted (compared weakly only).
     pub const fn is_weak(&self) -> bool {
-        self.weak
+        !matches!(self.form, Form::Strong)
     }
 
-    /// The opaque part, without quotes.
+    /// Whether the tag came without quotes (see [Unquoted tags](#unquoted-tags)).
+    pub const fn is_unquoted(&self) -> bool {
+        matches!(self.form, Form::Unquoted)
+    }
+
+    /// The opaque part, without quotes (an unquoted tag's whole value).
     pub fn tag(&self) -> &str {
         &self.tag
     }
 
-    /// Strong comparison: both strong and the same opaque part.
-    pub fn strong_eq(&self, other: &Self) -> bool {
-        !self.weak && !other.weak && self.tag == other.tag
+    /// This tag, borrowed (its opaque part as bytes).
+    pub fn borrowed(&self) -> EntityTagRef<'_> {
+        let tag = self.tag.as_bytes();
+        match self.form {
+            Form::Strong => EntityTagRef::Strong(tag),
+            Form::Weak => EntityTagRef::Weak(tag),
+            Form::Unquoted => EntityTagRef::Unquoted(tag),
+        }
     }
 
-    /// Weak comparison: the same opaque part, weak or not.
+    /// Strong comparison: both strong and the same opaque part.
+    pub fn strong_eq(&self, other: &Self) -> bool {
+        self.borrowed().strong_eq(other.borrowed())
+    }
+
+    /// Weak comparison: the same opaque part, weak or not. An unquoted tag matches only an
+    /// unquoted one.
     pub fn weak_eq(&self, other: &Self) -> bool {
-        self.tag == other.tag
+        self.borrowed().weak_eq(other.borrowed())
+    }
+}
+
+impl From<EntityTagRef<'_>> for EntityTag {
+    /// An owned copy. An opaque part that is not UTF-8 (obs-text) is copied lossily: compare
+    /// such tags as [`EntityTagRef`]s, on their bytes.
+    fn from(tag: EntityTagRef<'_>) -> Self {
+        let (form, bytes) = match tag {
+            EntityTagRef::Strong(bytes) => (Form::Strong, bytes),
+            EntityTagRef::Weak(bytes) => (Form::Weak, bytes),
+            EntityTagRef::Unquoted(bytes) => (Form::Unquoted, bytes),
+        };
+        Self {
+            form,
+            tag: String::from_utf8_lossy(bytes).into_owned(),
+        }
     }
 }
 
 impl fmt::Display for EntityTag {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.weak {
-            f.write_str("W/")?;
+        match self.form {
+            Form::Strong => write!(f, "\"{}\"", self.tag),
+            Form::Weak => write!(f, "W/\"{}\"", self.tag),
+            Form::Unquoted => f.write_str(&self.tag),
         }
-        write!(f, "\"{}\"", self.tag)
     }
+}
+
+/// An entity tag read from a field's bytes without copying: how it compares, and its opaque
+/// part (without quotes; obs-text, bytes >= 0x80, kept as it came).
+///
+/// ```
+/// use courier_core::cache_control::EntityTagRef;
+///
+/// let stored = EntityTagRef::parse(b"\"caf\xe9\"").unwrap();
+/// assert_eq!(stored, EntityTagRef::Strong(b"caf\xe9"));
+/// assert!(stored.weak_eq(EntityTagRef::parse(b"W/\"caf\xe9\"").unwrap()));
+/// assert!(!stored.weak_eq(EntityTagRef::parse(b"\"caf\xe8\"").unwrap()));
+/// assert_eq!(EntityTagRef::parse_lenient(b"abc"), Some(EntityTagRef::Unquoted(b"abc")));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EntityTagRef<'a> {
+    /// `"xyzzy"`.
+    Strong(&'a [u8]),
+    /// `W/"xyzzy"`.
+    Weak(&'a [u8]),
+    /// `xyzzy`, without quotes: outside RFC 9110's grammar, read by
+    /// [`parse_lenient`](Self::parse_lenient) only. Weak: see [`EntityTag`]'s [Unquoted
+    /// tags](EntityTag#unquoted-tags).
+    Unquoted(&'a [u8]),
+}
+
+impl<'a> EntityTagRef<'a> {
+    /// Parses one quoted entity tag (RFC 9110 section 8.8.3), surrounding whitespace (SP,
+    /// HTAB) allowed; `None` for anything else.
+    pub fn parse(bytes: &'a [u8]) -> Option<Self> {
+        let bytes = trim_ows(bytes);
+        let (weak, rest) = match bytes.strip_prefix(b"W/") {
+            Some(rest) => (true, rest),
+            None => (false, bytes),
+        };
+        let opaque = rest.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+        if !opaque.iter().all(|&b| is_etagc(b)) {
+            return None;
+        }
+        Some(if weak {
+            Self::Weak(opaque)
+        } else {
+            Self::Strong(opaque)
+        })
+    }
+
+    /// Parses one entity tag as an `ETag` field may carry it: a quoted one as
+    /// [`parse`](Self::parse) does, or else an unquoted one.
+    ///
+    /// An unquoted tag is, once the surrounding whitespace (SP, HTAB) is trimmed, one or more
+    /// visible ASCII characters (`%x21-7E`) other than DQUOTE and comma, and not `*` alone.
+    /// So these are refused: an empty value, a control character, whitespace inside, obs-text,
+    /// a DQUOTE anywhere (`"abc`, `a"b`, `W/"abc`: a broken quoted tag is no unquoted one),
+    /// a comma (`a, b` is a list, and a list cannot be sent back as one tag), and `*` (sent back
+    /// in `If-None-Match` it would match any representation). A `W/` before an unquoted value
+    /// is part of its opaque value.
+    pub fn parse_lenient(bytes: &'a [u8]) -> Option<Self> {
+        if let Some(tag) = Self::parse(bytes) {
+            return Some(tag);
+        }
+        let bytes = trim_ows(bytes);
+        let unquoted = !bytes.is_empty()
+            && bytes != b"*"
+            && bytes
+                .iter()
+                .all(|&b| b.is_ascii_graphic() && b != b'"' && b != b',');
+        unquoted.then_some(Self::Unquoted(bytes))
+    }
+
+    /// Whether the tag is weak: `W/"…"`, or unquoted (compared weakly only).
+    pub const fn is_weak(self) -> bool {
+        !matches!(self, Self::Strong(_))
+    }
+
+    /// The opaque part: without quotes, or an unquoted tag's whole value.
+    pub const fn opaque(self) -> &'a [u8] {
+        match self {
+            Self::Strong(tag) | Self::Weak(tag) | Self::Unquoted(tag) => tag,
+        }
+    }
+
+    /// Strong comparison (RFC 9110 section 8.8.3.2): both strong and the same opaque bytes.
+    pub fn strong_eq(self, other: EntityTagRef<'_>) -> bool {
+        matches!((self, other), (Self::Strong(a), EntityTagRef::Strong(b)) if a == b)
+    }
+
+    /// Weak comparison (RFC 9110 section 8.8.3.2): the same opaque bytes, weak or not. An
+    /// unquoted tag matches only an unquoted one: its opaque-tag has no quotes.
+    pub fn weak_eq(self, other: EntityTagRef<'_>) -> bool {
+        match (self, other) {
+            (Self::Unquoted(a), EntityTagRef::Unquoted(b)) => a == b,
+            (Self::Unquoted(_), _) | (_, EntityTagRef::Unquoted(_)) => false,
+            (a, b) => a.opaque() == b.opaque(),
+        }
+    }
+}
+
+/// `bytes` without the whitespace (SP, HTAB) around it: RFC 9110's OWS.
+fn trim_ows(bytes: &[u8]) -> &[u8] {
+    let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
+    let start = bytes.iter().position(|b| !is_ows(b)).unwrap_or(bytes.len());
+    let end = bytes
+        .iter()
+        .rposition(|b| !is_ows(b))
+        .map_or(start, |at| at + 1);
+    &bytes[start..end]
+}
+
+/// `etagc` of RFC 9110 section 8.8.3: `%x21 / %x23-7E / obs-text`.
+const fn is_etagc(b: u8) -> bool {
+    b == 0x21 || (0x23 <= b && b <= 0x7e) || b >= 0x80
 }
 
 /// The value of `If-None-Match` / `If-Match`: `*` or a list of tags.
@@ -403,5 +583,161 @@ mod tests {
         assert!(tags[1].is_weak());
         assert_eq!(tags[3].tag(), "a,b");
         assert!(l.weak_matches(&EntityTag::strong("r2d2xxxx")));
+    }
+
+    #[test]
+    fn an_unquoted_tag_is_kept_by_the_lenient_parser_only() {
+        let unquoted = |b: &'static [u8]| Some(EntityTagRef::Unquoted(b));
+        for (value, want) in [
+            (&b"abc"[..], unquoted(b"abc")),
+            (b" abc\t", unquoted(b"abc")),
+            (b"W/abc", unquoted(b"W/abc")),
+            (b"a/b;c=d\\e", unquoted(b"a/b;c=d\\e")),
+            (b"**", unquoted(b"**")),
+            (b"\"abc\"", Some(EntityTagRef::Strong(b"abc"))),
+            (b" W/\"abc\" ", Some(EntityTagRef::Weak(b"abc"))),
+        ] {
+            assert_eq!(EntityTagRef::parse_lenient(value), want, "{value:?}");
+        }
+        assert_eq!(EntityTagRef::parse(b"abc"), None);
+        assert_eq!(EntityTag::parse("abc"), None);
+    }
+
+    #[test]
+    fn garbage_is_no_tag_even_leniently() {
+        for value in [
+            &b""[..],
+            b"  \t ",
+            b"*",
+            b" * ",
+            b"a b",
+            b"a\tb",
+            b"a,b",
+            b"a, b",
+            b"\"a\", \"b\"",
+            b"\"abc",
+            b"abc\"",
+            b"a\"b",
+            b"\"a\"b\"",
+            b"W/\"abc",
+            b"w/\"abc\"",
+            b"caf\xe9",
+            b"\x01abc",
+            b"abc\x7f",
+            b"abc\n",
+            b"\r\nabc",
+            b"a\0b",
+        ] {
+            assert_eq!(EntityTagRef::parse_lenient(value), None, "{value:?}");
+        }
+    }
+
+    #[test]
+    fn an_unquoted_tag_compares_weakly_with_unquoted_tags_only() {
+        let bare = EntityTag::parse_lenient("abc").unwrap();
+        let strong = EntityTag::strong("abc");
+        let weak = EntityTag::weak("abc");
+        assert!(bare.weak_eq(&bare) && !bare.strong_eq(&bare));
+        assert!(!bare.weak_eq(&EntityTag::parse_lenient("abd").unwrap()));
+        assert!(!bare.weak_eq(&EntityTag::parse_lenient("ABC").unwrap()));
+        for quoted in [&strong, &weak] {
+            assert!(!bare.weak_eq(quoted) && !quoted.weak_eq(&bare));
+            assert!(!bare.strong_eq(quoted) && !quoted.strong_eq(&bare));
+        }
+        assert_ne!(bare, weak);
+        assert!(bare.is_weak() && bare.is_unquoted() && !weak.is_unquoted());
+        assert_eq!(bare.tag(), "abc");
+        assert_eq!(bare.to_string(), "abc");
+        // Weak W/abc is no weak form of abc: its `W/` is part of the opaque value.
+        let w = EntityTag::parse_lenient("W/abc").unwrap();
+        assert!(!w.weak_eq(&bare) && w.to_string() == "W/abc");
+        assert!(
+            !EntityTagList::parse("abc").weak_matches(&bare),
+            "lists stay strict"
+        );
+    }
+
+    /// Bytes biased towards what entity tags are made of.
+    fn tag_bytes() -> impl proptest::strategy::Strategy<Value = Vec<u8>> {
+        use proptest::prelude::*;
+        prop_oneof![
+            proptest::collection::vec(any::<u8>(), 0..12),
+            proptest::collection::vec(
+                prop_oneof![
+                    Just(b'a'),
+                    Just(b'Z'),
+                    Just(b'"'),
+                    Just(b'W'),
+                    Just(b'/'),
+                    Just(b','),
+                    Just(b'*'),
+                    Just(b' '),
+                    Just(b'\t'),
+                    Just(0x01),
+                    Just(0x7f),
+                    Just(0xe9),
+                ],
+                0..8,
+            ),
+        ]
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn lenient_parsing_extends_strict_parsing(bytes in tag_bytes()) {
+            let strict = EntityTagRef::parse(&bytes);
+            let lenient = EntityTagRef::parse_lenient(&bytes);
+            if strict.is_some() {
+                proptest::prop_assert_eq!(lenient, strict);
+            }
+            if let Some(tag @ EntityTagRef::Unquoted(opaque)) = lenient {
+                proptest::prop_assert!(strict.is_none());
+                proptest::prop_assert!(!opaque.is_empty() && opaque != b"*");
+                proptest::prop_assert!(
+                    opaque.iter().all(|&b| (0x21..=0x7e).contains(&b) && b != b'"' && b != b','),
+                    "{:?}", opaque
+                );
+                // What is sent back is the value as it came, without the whitespace around it.
+                proptest::prop_assert_eq!(trim_ows(&bytes), opaque);
+                proptest::prop_assert!(tag.is_weak() && !tag.strong_eq(tag) && tag.weak_eq(tag));
+            }
+        }
+
+        #[test]
+        fn a_written_tag_parses_back_to_itself(bytes in tag_bytes()) {
+            let Ok(text) = std::str::from_utf8(&bytes) else {
+                return Ok(());
+            };
+            if let Some(tag) = EntityTag::parse_lenient(text) {
+                let written = tag.to_string();
+                proptest::prop_assert_eq!(EntityTag::parse_lenient(&written), Some(tag.clone()));
+                proptest::prop_assert_eq!(EntityTag::parse(&written).is_some(), !tag.is_unquoted());
+            }
+        }
+
+        #[test]
+        fn comparisons_on_bytes_agree_with_owned_tags(a in tag_bytes(), b in tag_bytes()) {
+            let (Ok(a), Ok(b)) = (std::str::from_utf8(&a), std::str::from_utf8(&b)) else {
+                return Ok(());
+            };
+            let (Some(x), Some(y)) = (EntityTag::parse_lenient(a), EntityTag::parse_lenient(b)) else {
+                return Ok(());
+            };
+            let (rx, ry) = (
+                EntityTagRef::parse_lenient(a.as_bytes()).unwrap(),
+                EntityTagRef::parse_lenient(b.as_bytes()).unwrap(),
+            );
+            proptest::prop_assert_eq!(x.weak_eq(&y), rx.weak_eq(ry));
+            proptest::prop_assert_eq!(x.strong_eq(&y), rx.strong_eq(ry));
+            proptest::prop_assert_eq!(x.weak_eq(&y), y.weak_eq(&x));
+            // Strong equality implies weak equality; an unquoted tag is never strongly equal.
+            proptest::prop_assert!(!x.strong_eq(&y) || x.weak_eq(&y));
+            proptest::prop_assert!(!(x.is_unquoted() || y.is_unquoted()) || !x.strong_eq(&y));
+            // Weakly equal tags are written alike, but for a `W/`.
+            if x.weak_eq(&y) {
+                proptest::prop_assert_eq!(x.is_unquoted(), y.is_unquoted());
+                proptest::prop_assert_eq!(x.tag(), y.tag());
+            }
+        }
     }
 }

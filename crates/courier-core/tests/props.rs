@@ -64,6 +64,7 @@ proptest! {
         let _ = parse_link_header(&text, &base);
         let _ = CacheControl::parse_str(&text);
         let _ = EntityTag::parse(&text);
+        let _ = EntityTag::parse_lenient(&text);
         let _ = EntityTagList::parse(&text);
     }
 
