@@ -1,7 +1,7 @@
 //! One stored response, and the RFC 9111 arithmetic over it.
 
 use bytes::Bytes;
-use courier_core::cache_control::{CacheControl, EntityTag, delta_seconds};
+use courier_core::cache_control::{CacheControl, EntityTag, EntityTagRef, delta_seconds};
 use http::header::{self, HeaderName};
 use http::{HeaderMap, HeaderValue, StatusCode, Version};
 use smallvec::SmallVec;
@@ -178,8 +178,9 @@ impl Entry {
         &self.body
     }
 
-    /// The stored entity tag, if the response had a valid one (an opaque part that is not
-    /// UTF-8 is shown lossily; the cache compares validators on the field's bytes).
+    /// The stored entity tag, if the response had one: quoted, or unquoted (kept as a weak
+    /// tag, see the crate docs). An opaque part that is not UTF-8 is shown lossily; the cache
+    /// compares validators on the field's bytes.
     pub fn etag(&self) -> Option<&EntityTag> {
         self.etag.as_deref()
     }
@@ -338,25 +339,22 @@ impl Entry {
     /// entry: the request nominated exactly this one.
     pub(crate) fn selected_by(&self, not_modified: &Fields<'_>) -> bool {
         let tag = match not_modified.etag {
-            // The stored field again: it parses as the stored tag did, and matches it both
-            // weakly and strongly.
+            // The stored field again: it parses as the stored tag did, and matches it in
+            // whichever comparison its tag calls for.
             Some(value) if self.etag_value.as_ref() == Some(value) => {
                 if self.etag.is_some() {
                     return true;
                 }
                 None
             }
-            value => value.and_then(|v| tag_parts(v.as_bytes())),
+            value => value.and_then(tag_of),
         };
-        if let Some((weak, opaque)) = tag {
-            // Compared on bytes: distinct obs-text tags stay distinct.
-            // A weak tag matches weakly; a strong one only a strong stored tag.
-            return match self
-                .etag_value
-                .as_ref()
-                .and_then(|v| tag_parts(v.as_bytes()))
-            {
-                Some((stored_weak, stored)) => stored == opaque && (weak || !stored_weak),
+        if let Some(tag) = tag {
+            // Compared on bytes: distinct obs-text tags stay distinct. A weak tag (an unquoted
+            // one included) matches weakly; a strong one only a strong stored tag.
+            return match self.etag_value.as_ref().and_then(tag_of) {
+                Some(stored) if tag.is_weak() => stored.weak_eq(tag),
+                Some(stored) => stored.strong_eq(tag),
                 None => false,
             };
         }
@@ -377,30 +375,16 @@ enum Update {
     CacheControl,
 }
 
-/// The tag of an `ETag` field, when it is one.
+/// The tag of an `ETag` field, when it is one (quoted, or unquoted: see the crate docs).
 fn parse_tag(value: Option<&HeaderValue>) -> Option<Arc<EntityTag>> {
-    let (weak, opaque) = tag_parts(value?.as_bytes())?;
-    let opaque = String::from_utf8_lossy(opaque).into_owned();
-    Some(Arc::new(if weak {
-        EntityTag::weak(opaque)
-    } else {
-        EntityTag::strong(opaque)
-    }))
+    tag_of(value?).map(|tag| Arc::new(EntityTag::from(tag)))
 }
 
-/// Whether an entity tag is weak, and its opaque part, read from a field's bytes (RFC 9110
-/// section 8.8.3: `etagc` includes obs-text, bytes >= 0x80); `None` when it is no entity tag.
-fn tag_parts(bytes: &[u8]) -> Option<(bool, &[u8])> {
-    let bytes = bytes.trim_ascii();
-    let (weak, rest) = match bytes.strip_prefix(b"W/") {
-        Some(rest) => (true, rest),
-        None => (false, bytes),
-    };
-    let opaque = rest.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
-    opaque
-        .iter()
-        .all(|&b| b == 0x21 || (0x23..=0x7e).contains(&b) || b >= 0x80)
-        .then_some((weak, opaque))
+/// An `ETag` field's tag, read leniently on its bytes (RFC 9110 section 8.8.3: `etagc`
+/// includes obs-text, bytes >= 0x80; an unquoted tag is kept as a weak one, see
+/// [`EntityTagRef::parse_lenient`]); `None` when it is no entity tag.
+fn tag_of(value: &HeaderValue) -> Option<EntityTagRef<'_>> {
+    EntityTagRef::parse_lenient(value.as_bytes())
 }
 
 /// The first values of the response fields the cache reads, found in one pass.
@@ -885,7 +869,7 @@ mod tests {
             let etag = headers
                 .get(header::ETAG)
                 .and_then(|v| v.to_str().ok())
-                .and_then(EntityTag::parse);
+                .and_then(EntityTag::parse_lenient);
             let cc = CacheControl::from_headers(&headers);
             let date_value = date(&headers, header::DATE).unwrap_or(timing.response_wall);
             let lifetime = match cc.max_age {
@@ -951,7 +935,7 @@ mod tests {
             let tag = not_modified
                 .get(header::ETAG)
                 .and_then(|v| v.to_str().ok())
-                .and_then(EntityTag::parse);
+                .and_then(EntityTag::parse_lenient);
             if let Some(tag) = tag {
                 return match &stored.etag {
                     Some(s) if tag.is_weak() => s.weak_eq(&tag),
@@ -973,6 +957,12 @@ mod tests {
             Just(("etag", "W/\"a\"")),
             Just(("etag", "\"b\"")),
             Just(("etag", "unquoted")),
+            Just(("etag", " unquoted ")),
+            Just(("etag", "\"unquoted\"")),
+            Just(("etag", "W/\"unquoted\"")),
+            Just(("etag", "W/unquoted")),
+            Just(("etag", "a, b")),
+            Just(("etag", "*")),
             Just(("cache-control", "no-cache")),
             Just(("cache-control", "max-age=60")),
             Just(("cache-control", "no-store")),
@@ -1159,6 +1149,39 @@ mod tests {
             "a strong tag matches strongly"
         );
         assert!(stored(b"\"a\"b\"").etag().is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_unquoted_tag_selects_only_the_same_unquoted_tag() {
+        let selects =
+            |entry: &Entry, tag: &str| entry.selected_by(&Fields::scan(&map(&[("etag", tag)])));
+        let bare = entry(&[("etag", "abc")], 1000);
+        let tag = bare.etag().expect("an unquoted tag is kept");
+        assert!(tag.is_unquoted() && tag.is_weak());
+        assert_eq!(tag.to_string(), "abc");
+        assert!(selects(&bare, "abc"));
+        assert!(
+            selects(&bare, " abc\t"),
+            "the field's whitespace is no part of the tag"
+        );
+        for other in ["\"abc\"", "W/\"abc\"", "W/abc", "abd", "ABC"] {
+            assert!(!selects(&bare, other), "{other}");
+        }
+        // No tag at all: a 304 with a garbage field is one without a validator, which
+        // selects the entry its request nominated (as for quoted tags).
+        for garbage in ["a, b", "*", "a b", "\"abc"] {
+            assert!(selects(&bare, garbage), "{garbage}");
+        }
+        // A stored quoted tag is never selected by the bare one.
+        assert!(!selects(&entry(&[("etag", "\"abc\"")], 1000), "abc"));
+        assert!(!selects(&entry(&[("etag", "W/\"abc\"")], 1000), "abc"));
+        // Garbage is still no validator.
+        for garbage in ["a, b", "*", "a b", "\"abc", "a\"b", ""] {
+            assert!(
+                entry(&[("etag", garbage)], 1000).etag().is_none(),
+                "{garbage}"
+            );
+        }
     }
 
     #[test]

@@ -88,7 +88,8 @@
 //!   without `Date` is aged from when it arrived, not by the stored `Date`), and
 //!   the entry is updated, if it is still stored (one invalidated or replaced while the
 //!   revalidation was in flight stays gone). Entity tags are compared on their bytes, obs-text
-//!   included. A 304 that selects nothing updates nothing, and the stored body is not the
+//!   included; an unquoted one is weak (see **Unquoted entity tags** below). A 304 that
+//!   selects nothing updates nothing, and the stored body is not the
 //!   representation it speaks of; nor is the 304 an answer to a caller who asked no
 //!   conditional question. The cache sends the GET or HEAD once more, without the validators
 //!   it added (with a copy of its body, see [`EtagCache`], and the caller's extensions, its
@@ -110,6 +111,38 @@
 //! Every response carries a [`CacheStatus`](courier_core::CacheStatus) extension: `Hit`,
 //! `Revalidated`, `Miss`, `Stale` or `Bypass` (methods and requests the cache does not handle).
 //! Served entries carry an `Age` field.
+//!
+//! # Unquoted entity tags
+//!
+//! RFC 9110 section 8.8.3 quotes every entity tag:
+//!
+//! ```text
+//! entity-tag = [ weak ] opaque-tag
+//! weak       = %s"W/"
+//! opaque-tag = DQUOTE *etagc DQUOTE
+//! etagc      = %x21 / %x23-7E / obs-text
+//! ```
+//!
+//! Servers in the wild send it bare all the same (`ETag: abc`, as httpbin's `/etag/{etag}`
+//! does) and answer `304` to `If-None-Match: abc`. The cache keeps such a value as a validator,
+//! as curl and browsers do, instead of never revalidating:
+//!
+//! - It is sent back verbatim in `If-None-Match` (the stored field as it came): that is what the
+//!   server compares against, whatever it makes of quotes.
+//! - It is weak, and compared weakly only: a 304 selects the entry with the same unquoted tag
+//!   (its bytes, without the whitespace around them) or with no validator at all. The
+//!   opaque-tag of `"abc"` holds its quotes, so `"abc"` and `W/"abc"` are other tags, and so is
+//!   `W/abc` (the `W/` of an unquoted value is part of it). Never used for strong comparison, it
+//!   cannot make a `Range` or a strong `If-Match` answer wrong (the cache sends no `If-Match` or
+//!   `If-Range` of its own, and a request with `Range` bypasses it).
+//! - What counts: once the whitespace (SP, HTAB) around it is trimmed, one or more visible
+//!   ASCII characters (`%x21-7E`) other than DQUOTE and comma, and not `*` alone
+//!   ([`EntityTagRef::parse_lenient`](courier_core::cache_control::EntityTagRef::parse_lenient)).
+//!   Anything else is still no validator: an empty value, a control character, whitespace or
+//!   obs-text inside, a DQUOTE anywhere (a broken quoted tag, `"abc` or `a"b`), a list (`a, b`:
+//!   no one tag to send back) and `*` (sent back, it would match any representation and turn
+//!   every revalidation into a 304). Such a field is stored and served with the response, never
+//!   sent; a `Last-Modified` still validates.
 //!
 //! # Memory
 //!

@@ -19,6 +19,8 @@ fn value() -> impl Strategy<Value = String> {
         Just("max-age=-1, stale-if-error=abc".to_owned()),
         Just("W/\"1\"".to_owned()),
         Just("\"1\"".to_owned()),
+        Just("1".to_owned()),
+        Just("W/1".to_owned()),
         Just("*".to_owned()),
         Just("Thu, 01 Jan 1970 00:00:00 GMT".to_owned()),
         Just("Fri, 31 Dec 9999 23:59:59 GMT".to_owned()),

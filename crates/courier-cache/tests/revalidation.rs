@@ -137,11 +137,13 @@ async fn a_304_with_no_store_serves_the_body_once_and_drops_the_entry() {
 #[tokio::test(start_paused = true)]
 async fn an_unparsable_entity_tag_is_no_validator_but_last_modified_still_is() {
     const LM: &str = "Tue, 14 Nov 2023 22:00:00 GMT";
+    // A list: no one tag to send back.
+    const GARBAGE: &str = "\"a\", \"b\"";
     let mock = Mock::new();
     let mut svc = layer().layer(mock.service());
     mock.push(ok(
         &[
-            ("etag", "unquoted"),
+            ("etag", GARBAGE),
             ("last-modified", LM),
             ("cache-control", "no-cache"),
         ],
@@ -150,19 +152,19 @@ async fn an_unparsable_entity_tag_is_no_validator_but_last_modified_still_is() {
     send(&mut svc, get(URL)).await.unwrap();
 
     // The same unparsable tag: Last-Modified decides.
-    mock.push(not_modified(&[("etag", "unquoted"), ("last-modified", LM)]));
+    mock.push(not_modified(&[("etag", GARBAGE), ("last-modified", LM)]));
     let got = send(&mut svc, get(URL)).await.unwrap();
     let seen = mock.last();
     assert!(seen.headers.get("if-none-match").is_none());
     assert_eq!(seen.headers["if-modified-since"], LM);
     assert_eq!(got.cache, CacheStatus::Revalidated);
-    assert_eq!(got.headers["etag"], "unquoted");
+    assert_eq!(got.headers["etag"], GARBAGE);
 
     // Another date selects nothing: the request is sent again, its full answer the caller's.
     let stored = || {
         ok(
             &[
-                ("etag", "unquoted"),
+                ("etag", GARBAGE),
                 ("last-modified", LM),
                 ("cache-control", "no-cache"),
             ],
@@ -170,7 +172,7 @@ async fn an_unparsable_entity_tag_is_no_validator_but_last_modified_still_is() {
         )
     };
     mock.push(not_modified(&[
-        ("etag", "unquoted"),
+        ("etag", GARBAGE),
         ("last-modified", "Tue, 14 Nov 2023 23:00:00 GMT"),
     ]));
     mock.push(stored());
@@ -255,4 +257,116 @@ async fn vary_reads_the_request_as_sent_with_the_conditionals_the_cache_added() 
     let got = send(&mut svc, accept("text/plain")).await.unwrap();
     assert!(mock.last().headers.get("if-none-match").is_none());
     assert_eq!((got.cache, &got.body[..]), (CacheStatus::Miss, &b"d"[..]));
+}
+
+/// An upstream as httpbin's `/etag/{etag}` behaves: `ETag: abc`, unquoted, and a 304 (with the
+/// same field) when `If-None-Match` names it; it records each `If-None-Match` it sees.
+fn bare_tag_server(
+    seen: std::sync::Arc<std::sync::Mutex<Vec<Option<http::HeaderValue>>>>,
+) -> impl tower::Service<
+    http::Request<()>,
+    Response = http::Response<TestBody>,
+    Error = courier_core::BoxError,
+    Future = impl Future<Output = Answer> + Send,
+> + Clone
++ Send {
+    tower::service_fn(move |req: http::Request<()>| {
+        let if_none_match = req.headers().get("if-none-match").cloned();
+        seen.lock().unwrap().push(if_none_match.clone());
+        async move {
+            match if_none_match {
+                Some(v)
+                    if v.as_bytes()
+                        .split(|&b| b == b',')
+                        .any(|t| t.trim_ascii() == b"abc") =>
+                {
+                    not_modified(&[("etag", "abc")])
+                }
+                _ => ok(&[("etag", "abc")], "hello"),
+            }
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_unquoted_entity_tag_is_sent_back_verbatim_and_its_304_serves_the_stored_body() {
+    let seen = std::sync::Arc::default();
+    let mut svc = layer().layer(bare_tag_server(std::sync::Arc::clone(&seen)));
+    let first = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(
+        (first.cache, &first.body[..]),
+        (CacheStatus::Miss, &b"hello"[..])
+    );
+
+    for _ in 0..2 {
+        let got = send(&mut svc, get(URL)).await.unwrap();
+        assert_eq!(
+            (got.status, got.cache, &got.body[..]),
+            (StatusCode::OK, CacheStatus::Revalidated, &b"hello"[..])
+        );
+        assert_eq!(got.headers["etag"], "abc");
+    }
+    let seen = seen.lock().unwrap();
+    assert_eq!(seen.len(), 3);
+    assert!(seen[0].is_none());
+    for sent in &seen[1..] {
+        assert_eq!(sent.as_ref().unwrap(), "abc", "sent back as it came");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_304_selects_an_unquoted_tag_only_by_the_same_unquoted_tag_or_by_none() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(&[("etag", "abc"), ("cache-control", "no-cache")], "a"));
+    send(&mut svc, get(URL)).await.unwrap();
+
+    // Without any validator: the entry the request nominated.
+    mock.push(not_modified(&[]));
+    let got = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(mock.last().headers["if-none-match"], "abc");
+    assert_eq!(
+        (got.cache, &got.body[..]),
+        (CacheStatus::Revalidated, &b"a"[..])
+    );
+
+    // Quoted, weak, with `W/` or another tag: another representation. The request is sent
+    // again without the validator, and its full answer is the caller's.
+    for other in ["\"abc\"", "W/\"abc\"", "W/abc", "abd"] {
+        let calls = mock.calls();
+        mock.push(not_modified(&[("etag", other)]));
+        mock.push(ok(&[("etag", "abc"), ("cache-control", "no-cache")], "b"));
+        let got = send(&mut svc, get(URL)).await.unwrap();
+        assert_eq!(mock.nth(calls).headers["if-none-match"], "abc", "{other}");
+        assert!(
+            mock.last().headers.get("if-none-match").is_none(),
+            "{other}"
+        );
+        assert_eq!(
+            (got.status, got.cache, &got.body[..]),
+            (StatusCode::OK, CacheStatus::Miss, &b"b"[..]),
+            "{other}"
+        );
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_entity_tag_that_is_no_tag_even_unquoted_is_never_sent() {
+    for garbage in ["", "*", "a b", "a, b", "\"abc", "abc\"", "a\"b", "W/\"abc"] {
+        let mock = Mock::new();
+        let mut svc = layer().layer(mock.service());
+        mock.push(ok(&[("etag", garbage), ("cache-control", "no-cache")], "a"));
+        send(&mut svc, get(URL)).await.unwrap();
+        mock.push(ok(&[("etag", garbage), ("cache-control", "no-cache")], "b"));
+        let got = send(&mut svc, get(URL)).await.unwrap();
+        assert!(
+            mock.last().headers.get("if-none-match").is_none(),
+            "{garbage:?}"
+        );
+        assert_eq!(
+            (got.cache, &got.body[..]),
+            (CacheStatus::Miss, &b"b"[..]),
+            "{garbage:?}"
+        );
+    }
 }
