@@ -112,6 +112,21 @@
 //! `Revalidated`, `Miss`, `Stale` or `Bypass` (methods and requests the cache does not handle).
 //! Served entries carry an `Age` field.
 //!
+//! # Attempts
+//!
+//! A response the cache builds without an answer from below for this call carries an empty
+//! [`Attempts`](courier_core::Attempts) extension (`count() == 0`), with the cache status saying
+//! why: a `Hit` (nothing was sent), a `Revalidated` answered by another caller's revalidation
+//! (see **Concurrency**: this call sent nothing), or a `Stale` served because the call failed
+//! with an error (an error carries no attempt records: it may be a refusal that sent nothing,
+//! such as an open circuit, or the last of several failed attempts). A response built from an
+//! answer from below keeps that answer's extensions, and so the `Attempts` the retry layer below
+//! put there: a `Revalidated` from this call's 304 (every attempt, a retried 503 before it
+//! included), a `Stale` served in place of a 5xx (every attempt, the last one the 5xx).
+//! Responses passed on (`Miss`, `Bypass`) are the layers' below as they came. With a retry
+//! layer below the cache, as in courier's preset, every response therefore carries `Attempts`,
+//! and code that reads it needs no case for cached answers.
+//!
 //! # Unquoted entity tags
 //!
 //! RFC 9110 section 8.8.3 quotes every entity tag:

@@ -8,10 +8,10 @@ use crate::key::{KeyText, Parts, UriKey, loggable};
 use crate::layer::{EtagCacheLayer, Shared};
 use crate::store::CacheStore;
 use bytes::Bytes;
-use courier_core::Deadline;
 use courier_core::body::RetryBody;
 use courier_core::cache_control::CacheControl;
 use courier_core::extensions::CacheStatus;
+use courier_core::{Attempts, Deadline};
 use http::header::{self, HeaderName};
 use http::{Extensions, HeaderMap, HeaderValue, Method, Request, Response, StatusCode, Uri};
 use http_body::Body;
@@ -503,7 +503,10 @@ fn next_variants(
 
 /// A response built from a stored entry.
 ///
-/// `age`, when given, is sent as the `Age` field (hits and stale answers).
+/// `age`, when given, is sent as the `Age` field (hits and stale answers). `extensions` are
+/// those of the answer from below it stands for (a 304, a 5xx), with the [`Attempts`] the
+/// layers below put there; without one (a hit, a concurrent revalidation, a failure that came
+/// up as an error) it carries an empty [`Attempts`]: no attempt of this call is on record.
 fn cached_response(
     entry: &Entry,
     head: bool,
@@ -524,8 +527,11 @@ fn cached_response(
             .headers_mut()
             .insert(header::AGE, age_value(age.as_secs()));
     }
-    if let Some(extensions) = extensions {
-        *response.extensions_mut() = extensions;
+    match extensions {
+        Some(extensions) => *response.extensions_mut() = extensions,
+        None => {
+            response.extensions_mut().insert(Attempts::new());
+        }
     }
     response.extensions_mut().insert(status);
     response

@@ -238,6 +238,19 @@ pub struct AttemptRecord {
 /// The first record is kept inline: a call that ends after one attempt (the common case)
 /// allocates nothing for its records.
 ///
+/// # Responses served from the cache
+///
+/// The cache layer sits above retry (as in courier's preset), so it puts an `Attempts` on
+/// what it builds itself. A response served from the cache without an answer from below for
+/// this call carries an empty `Attempts` (`count() == 0`, `last() == None`), with its
+/// [`CacheStatus`] saying why: `Hit` (fresh: nothing was sent), `Revalidated` by another
+/// caller's concurrent revalidation (this call sent nothing), or `Stale` because the call
+/// failed with an error (an error carries no records: it may be a refusal that sent nothing,
+/// or the last of several failed attempts). A response the cache builds from an answer from
+/// below keeps that answer's `Attempts`: `Revalidated` from this call's 304, `Stale` in place
+/// of a 5xx. With a retry layer below the cache, then, every response the cache returns
+/// carries `Attempts`.
+///
 /// ```
 /// use courier_core::Attempts;
 ///
