@@ -2,6 +2,7 @@
 
 use std::convert::Infallible;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
@@ -9,10 +10,26 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use tokio::time::{Instant, Sleep};
 
+use crate::server::ConnControl;
+
 /// The body of every response the server sends.
 #[derive(Debug)]
 pub(crate) struct ResponseBody {
     kind: Kind,
+    /// The response announces more bytes than the body holds: hide the body's length, so that
+    /// hyper writes the announced `content-length` instead of trusting (or asserting) a length
+    /// of its own.
+    cut_short: Option<CutShort>,
+}
+
+/// How a body short of its announced length ends.
+#[derive(Debug)]
+enum CutShort {
+    /// HTTP/2: end the stream; the client sees fewer bytes than announced.
+    EndStream,
+    /// HTTP/1.1: close the connection once every byte is flushed. Ending the body instead
+    /// would make hyper drop the connection with the last bytes still in its buffer.
+    CloseWhenFlushed(Arc<ConnControl>),
 }
 
 #[derive(Debug)]
@@ -34,6 +51,7 @@ impl ResponseBody {
         let data = data.into();
         Self {
             kind: Kind::Full((!data.is_empty()).then_some(data)),
+            cut_short: None,
         }
     }
 
@@ -41,6 +59,7 @@ impl ResponseBody {
     pub(crate) fn empty() -> Self {
         Self {
             kind: Kind::Full(None),
+            cut_short: None,
         }
     }
 
@@ -55,7 +74,20 @@ impl ResponseBody {
                 gap,
                 sleep: None,
             },
+            cut_short: None,
         }
+    }
+
+    /// Marks a body that falls short of the `content-length` its response announces: it
+    /// reports no exact length and never reports its end ahead. With `close` (HTTP/1.1), once
+    /// its bytes are out it closes the connection as soon as they are flushed; without (HTTP/2),
+    /// it ends the stream.
+    pub(crate) fn cut_short(mut self, close: Option<Arc<ConnControl>>) -> Self {
+        self.cut_short = Some(match close {
+            Some(control) => CutShort::CloseWhenFlushed(control),
+            None => CutShort::EndStream,
+        });
+        self
     }
 }
 
@@ -67,26 +99,41 @@ impl Body for ResponseBody {
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match &mut self.get_mut().kind {
-            Kind::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
+        let this = self.get_mut();
+        let frame = match &mut this.kind {
+            Kind::Full(data) => data.take().map(|d| Ok(Frame::data(d))),
             Kind::Drip { data, gap, sleep } => {
                 if data.is_empty() {
-                    return Poll::Ready(None);
-                }
-                match sleep {
-                    Some(sleep) => {
-                        ready!(sleep.as_mut().poll(cx));
-                        let next = Instant::now() + *gap;
-                        sleep.as_mut().reset(next);
+                    None
+                } else {
+                    match sleep {
+                        Some(sleep) => {
+                            ready!(sleep.as_mut().poll(cx));
+                            let next = Instant::now() + *gap;
+                            sleep.as_mut().reset(next);
+                        }
+                        None => *sleep = Some(Box::pin(tokio::time::sleep(*gap))),
                     }
-                    None => *sleep = Some(Box::pin(tokio::time::sleep(*gap))),
+                    Some(Ok(Frame::data(data.split_to(1))))
                 }
-                Poll::Ready(Some(Ok(Frame::data(data.split_to(1)))))
+            }
+        };
+        match (frame, &this.cut_short) {
+            (Some(frame), _) => Poll::Ready(Some(frame)),
+            (None, None | Some(CutShort::EndStream)) => Poll::Ready(None),
+            (None, Some(CutShort::CloseWhenFlushed(control))) => {
+                // The connection task drops this body along with the connection.
+                control.close_when_flushed();
+                Poll::Pending
             }
         }
     }
 
     fn is_end_stream(&self) -> bool {
+        if self.cut_short.is_some() {
+            // Never at the start, or hyper would send an empty body and drop the length.
+            return false;
+        }
         match &self.kind {
             Kind::Full(data) => data.is_none(),
             Kind::Drip { data, .. } => data.is_empty(),
@@ -98,7 +145,13 @@ impl Body for ResponseBody {
             Kind::Full(data) => data.as_ref().map_or(0, Bytes::len),
             Kind::Drip { data, .. } => data.len(),
         };
-        SizeHint::with_exact(len as u64)
+        if self.cut_short.is_some() {
+            let mut hint = SizeHint::new();
+            hint.set_lower(len as u64);
+            hint
+        } else {
+            SizeHint::with_exact(len as u64)
+        }
     }
 }
 
@@ -133,5 +186,20 @@ mod tests {
         assert!(ResponseBody::empty().is_end_stream());
         let body = ResponseBody::drip(Bytes::from_static(b"xy"), Duration::ZERO);
         assert_eq!(body.collect().await.unwrap().to_bytes(), "xy");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_body_cut_short_hides_its_length() {
+        for body in [
+            ResponseBody::full("ab").cut_short(None),
+            ResponseBody::empty().cut_short(None),
+            ResponseBody::drip(Bytes::from_static(b"ab"), Duration::from_millis(5)).cut_short(None),
+        ] {
+            assert_eq!(body.size_hint().exact(), None);
+            assert!(!body.is_end_stream());
+            let lower = body.size_hint().lower();
+            let sent = body.collect().await.unwrap().to_bytes();
+            assert_eq!(sent.len() as u64, lower, "every byte still goes out");
+        }
     }
 }

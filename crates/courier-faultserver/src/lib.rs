@@ -25,7 +25,7 @@
 //! | field | meaning | default |
 //! | --- | --- | --- |
 //! | `status` | 200-999 (1xx cannot end a response) | 200 |
-//! | `headers` | `{"name": "value"}`, sent as given, replacing the defaults (`Date`, `Content-Type`) | none |
+//! | `headers` | `{"name": "value"}`, sent as given, replacing the defaults (`Date`, `Content-Type`); a `content-length` above the body's length cuts the body short, one below it is refused | none |
 //! | `body` | the body text | empty |
 //! | `delay_ms` | wait before the headers (or before the reset), at most 3 600 000 (an hour) | 0 |
 //! | `drip_ms` | send the body one byte at a time, this far apart, at most 3 600 000 | 0 |
@@ -35,6 +35,9 @@
 //! Every response carries a `Date` unless the plan sets its own. `/s/{name}` records its hits
 //! under `name`; the built-in endpoints record theirs under `items`, `cursor`, `conditional`
 //! and `limited/{name}`. A reset closes the whole connection, every HTTP/2 stream on it too.
+//! A body cut short (`"headers": {"content-length": "100"}, "body": "ab"`) sends its bytes and
+//! then ends the response: over HTTP/1.1 the connection closes; over HTTP/2 the stream ends
+//! short of the announced length, which the client must treat as an error.
 //!
 //! # Example
 //!

@@ -4,7 +4,7 @@ use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
-use http::{HeaderName, HeaderValue, StatusCode};
+use http::{HeaderName, HeaderValue, StatusCode, header};
 use serde::{Deserialize, Serialize};
 
 /// The longest wait a step may ask for, before its headers (`delay_ms`) or between two body
@@ -36,7 +36,10 @@ pub struct Step {
     /// The status code, 200-999. Defaults to 200.
     pub status: u16,
     /// Response headers, sent as given; they replace the server's defaults (`Date` included).
-    /// Defaults to none.
+    /// A `content-length` larger than the body cuts the body short: the server sends the body
+    /// and then ends the response early (HTTP/1.1 closes the connection; HTTP/2 ends the stream
+    /// short of the length). A `content-length` smaller than the body is refused. Defaults to
+    /// none.
     pub headers: BTreeMap<String, String>,
     /// The response body. Defaults to empty.
     pub body: String,
@@ -162,6 +165,24 @@ impl Step {
             })?;
             headers.push((header_name, header_value));
         }
+        // Headers are inserted in order when sent, so the last `content-length` is the one
+        // that goes out. One that is not a plain number goes out as given, with the whole body.
+        let announced = headers
+            .iter()
+            .rev()
+            .find(|(name, _)| name == header::CONTENT_LENGTH)
+            .and_then(|(_, value)| decimal(value.as_bytes()));
+        let body_len = self.body.len() as u64;
+        let cut_short = match announced {
+            Some(announced) if announced < body_len => {
+                return Err(bad(format!(
+                    "content-length {announced} is less than the body's {body_len} bytes; \
+                     announce at least the body's length (more cuts the body short)"
+                )));
+            }
+            Some(announced) => announced > body_len,
+            None => false,
+        };
         Ok(ValidStep {
             status,
             headers,
@@ -169,6 +190,7 @@ impl Step {
             delay: Duration::from_millis(self.delay_ms),
             drip: Duration::from_millis(self.drip_ms),
             reset: self.reset,
+            cut_short,
         })
     }
 }
@@ -189,6 +211,8 @@ pub(crate) struct ValidStep {
     pub(crate) delay: Duration,
     pub(crate) drip: Duration,
     pub(crate) reset: bool,
+    /// The step announces a longer `content-length` than its body.
+    pub(crate) cut_short: bool,
 }
 
 impl ValidStep {
@@ -201,8 +225,20 @@ impl ValidStep {
             delay: Duration::ZERO,
             drip: Duration::ZERO,
             reset: false,
+            cut_short: false,
         }
     }
+}
+
+/// A `content-length` value as hyper reads the one it sends: ASCII digits only.
+fn decimal(bytes: &[u8]) -> Option<u64> {
+    if bytes.is_empty() {
+        return None;
+    }
+    bytes.iter().try_fold(0u64, |n, b| {
+        let digit = char::from(*b).to_digit(10)?;
+        n.checked_mul(10)?.checked_add(u64::from(digit))
+    })
 }
 
 /// A plan in the order it is played, each step with the requests it has left.
@@ -311,6 +347,27 @@ mod tests {
     }
 
     #[test]
+    fn content_length_against_the_body() {
+        let cut = |length: &str, body: &str| {
+            Step::ok()
+                .header("content-length", length)
+                .body(body)
+                .validate(0)
+                .map(|v| v.cut_short)
+        };
+        assert_eq!(cut("2", "ab"), Ok(false));
+        assert_eq!(cut("3", "ab"), Ok(true));
+        assert_eq!(cut("100", ""), Ok(true));
+        assert_eq!(cut("18446744073709551615", "ab"), Ok(true));
+        // Not a plain number: sent as given, with the whole body.
+        for length in ["x", "-1", "+3", "2, 2", " 3", "18446744073709551616", ""] {
+            assert_eq!(cut(length, "ab"), Ok(false), "{length:?}");
+        }
+        assert!(cut("1", "ab").is_err());
+        assert!(!Step::ok().body("ab").validate(0).unwrap().cut_short);
+    }
+
+    #[test]
     fn bad_plans_say_what_is_wrong() {
         let cases: &[(&[u8], &str)] = &[
             (b"{", "not valid"),
@@ -347,9 +404,14 @@ mod tests {
                 br#"{"plan": [{}, {"drip_ms": 18446744073709551615}]}"#,
                 "step 1: drip_ms 18446744073709551615 is longer than an hour",
             ),
+            (br#"{"plan": [{"delay_ms": 3600001}]}"#, "longer than an hour"),
             (
-                br#"{"plan": [{"delay_ms": 3600001}]}"#,
-                "longer than an hour",
+                br#"{"plan": [{"headers": {"content-length": "1"}, "body": "ab"}]}"#,
+                "content-length 1 is less than the body's 2 bytes",
+            ),
+            (
+                br#"{"plan": [{"headers": {"Content-Length": "9", "content-length": "0"}, "body": "a"}]}"#,
+                "content-length 0 is less",
             ),
             (br#"{"steps": []}"#, "unknown field `steps`"),
         ];

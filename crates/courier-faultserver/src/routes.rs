@@ -37,7 +37,7 @@ pub(crate) async fn handle(
     Ok(resp)
 }
 
-async fn route(shared: &Shared, control: &ConnControl, req: Request<Incoming>) -> Resp {
+async fn route(shared: &Shared, control: &Arc<ConnControl>, req: Request<Incoming>) -> Resp {
     let path = req.uri().path().to_owned();
     if let Some(name) = path.strip_prefix("/s/") {
         return scripted(shared, control, name, req).await;
@@ -105,7 +105,7 @@ fn clone_head<B>(req: &Request<B>) -> Request<()> {
 
 async fn scripted(
     shared: &Shared,
-    control: &ConnControl,
+    control: &Arc<ConnControl>,
     name: &str,
     req: Request<Incoming>,
 ) -> Resp {
@@ -123,6 +123,7 @@ async fn scripted(
         // The connection task drops this future along with the connection.
         return std::future::pending().await;
     }
+    let version = req.version();
     // Read what the client sent so a keep-alive connection stays usable; a body too large
     // or cut short does not change the answer.
     let _ = read_body(req.into_body()).await;
@@ -130,7 +131,12 @@ async fn scripted(
         tokio::time::sleep(step.delay).await;
     }
     let has_body = !step.body.is_empty();
-    let mut resp = Response::new(ResponseBody::drip(step.body, step.drip));
+    let mut body = ResponseBody::drip(step.body, step.drip);
+    if step.cut_short {
+        let close = (version != http::Version::HTTP_2).then(|| Arc::clone(control));
+        body = body.cut_short(close);
+    }
+    let mut resp = Response::new(body);
     *resp.status_mut() = step.status;
     if has_body {
         resp.headers_mut().insert(

@@ -104,8 +104,9 @@ impl FaultServer {
     /// # Panics
     ///
     /// When a step is invalid (status outside 200-999, `times` 0, a header that is not valid
-    /// HTTP, a wait over [`MAX_STEP_WAIT`](crate::MAX_STEP_WAIT));
-    /// [`FaultServer::try_set_plan`] returns the error instead.
+    /// HTTP, a `content-length` below the body's length, a wait over
+    /// [`MAX_STEP_WAIT`](crate::MAX_STEP_WAIT)); [`FaultServer::try_set_plan`] returns the error
+    /// instead.
     pub fn set_plan(&self, name: &str, plan: Vec<Step>) {
         if let Err(e) = self.try_set_plan(name, plan) {
             panic!("invalid plan for {name:?}: {e}");
@@ -213,8 +214,8 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
                 tracing::debug!(%peer, %error, "connection ended with an error");
             }
         }
-        () = control.reset.notified() => {
-            tracing::debug!(%peer, "connection reset by plan");
+        () = control.end.notified() => {
+            tracing::debug!(%peer, "connection ended by plan");
         }
     }
 }
@@ -223,18 +224,25 @@ async fn serve_connection(stream: TcpStream, peer: SocketAddr, shared: Arc<Share
 #[derive(Debug, Default)]
 pub(crate) struct ConnControl {
     reset_requested: AtomicBool,
-    reset: Notify,
+    close_when_flushed: AtomicBool,
+    end: Notify,
 }
 
 impl ConnControl {
     /// Closes the connection with a TCP reset as soon as the connection task sees it.
     pub(crate) fn reset(&self) {
         self.reset_requested.store(true, Ordering::SeqCst);
-        self.reset.notify_one();
+        self.end.notify_one();
+    }
+
+    /// Closes the connection (FIN, not RST) the next time everything written is flushed.
+    pub(crate) fn close_when_flushed(&self) {
+        self.close_when_flushed.store(true, Ordering::SeqCst);
     }
 }
 
-/// The TCP stream; when a reset was asked for, closing it sends RST instead of FIN.
+/// The TCP stream; when a reset was asked for, closing it sends RST instead of FIN. It tells
+/// the connection task when a flush completes that a body cut short was waiting for.
 #[derive(Debug)]
 struct ResetOnDrop {
     stream: TcpStream,
@@ -270,7 +278,13 @@ impl AsyncWrite for ResetOnDrop {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().stream).poll_flush(cx)
+        let this = self.get_mut();
+        let flushed = Pin::new(&mut this.stream).poll_flush(cx);
+        // hyper flushes the stream only once its own buffer is written out.
+        if flushed.is_ready() && this.control.close_when_flushed.load(Ordering::SeqCst) {
+            this.control.end.notify_one();
+        }
+        flushed
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
