@@ -94,7 +94,7 @@ mod routes;
 mod server;
 
 pub use hits::{Hit, HitsBody, REDACTED};
-pub use plan::{MAX_STEP_WAIT, PlanError, Step};
+pub use plan::{MAX_STEP_WAIT, PlanError, Step, parse_plan};
 pub use server::FaultServer;
 
 #[cfg(test)]

@@ -277,14 +277,41 @@ impl Plan {
     }
 }
 
-/// Parses the body of `POST /__plan/{name}`.
-pub(crate) fn parse_plan(body: &[u8]) -> Result<Plan, PlanError> {
-    let parsed: PlanBody = serde_json::from_slice(body).map_err(|e| {
+/// Reads a plan as `POST /__plan/{name}` does: the JSON `{"plan": [step, ...]}`, with every step
+/// checked as the server checks it.
+///
+/// ```
+/// use courier_faultserver::{Step, parse_plan};
+///
+/// let plan = parse_plan(br#"{"plan": [{"status": 503, "times": 2}, {}]}"#).unwrap();
+/// assert_eq!(plan, [Step::status(503).times(2), Step::ok()]);
+/// let err = parse_plan(br#"{"plan": [{}, {"delay_ms": 4000000}]}"#).unwrap_err();
+/// assert!(err.message().starts_with("step 1: delay_ms 4000000 is longer than an hour"));
+/// ```
+///
+/// # Errors
+///
+/// When the JSON is not a plan, or a step is invalid; the error says which step and why.
+pub fn parse_plan(json: &[u8]) -> Result<Vec<Step>, PlanError> {
+    let steps = steps_of(json)?;
+    for (index, step) in steps.iter().enumerate() {
+        step.validate(index)?;
+    }
+    Ok(steps)
+}
+
+/// Reads the body of `POST /__plan/{name}` into the plan the server plays.
+pub(crate) fn read_plan(body: &[u8]) -> Result<Plan, PlanError> {
+    Plan::new(&steps_of(body)?)
+}
+
+fn steps_of(json: &[u8]) -> Result<Vec<Step>, PlanError> {
+    let parsed: PlanBody = serde_json::from_slice(json).map_err(|e| {
         PlanError::new(format!(
             "the plan is not valid: {e}; send {{\"plan\": [{{\"status\": 503}}, ...]}}"
         ))
     })?;
-    Plan::new(&parsed.plan)
+    Ok(parsed.plan)
 }
 
 /// A plan the server refused, with the reason.
@@ -318,7 +345,7 @@ mod tests {
 
     #[test]
     fn json_defaults() {
-        let plan = parse_plan(br#"{"plan": [{}]}"#).unwrap();
+        let plan = read_plan(br#"{"plan": [{}]}"#).unwrap();
         assert_eq!(plan.remaining(), 1);
         let step: Step = serde_json::from_str("{}").unwrap();
         assert_eq!(step, Step::default());
@@ -416,7 +443,8 @@ mod tests {
             (br#"{"steps": []}"#, "unknown field `steps`"),
         ];
         for (body, expected) in cases {
-            let err = parse_plan(body).unwrap_err();
+            let err = read_plan(body).unwrap_err();
+            assert_eq!(parse_plan(body).unwrap_err(), err);
             assert!(
                 err.message().contains(expected),
                 "{:?}: {err} does not mention {expected:?}",

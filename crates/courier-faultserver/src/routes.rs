@@ -10,7 +10,7 @@ use hyper::body::Incoming;
 
 use crate::body::ResponseBody;
 use crate::hits::{Hit, HitsBody};
-use crate::plan::{ValidStep, parse_plan};
+use crate::plan::{ValidStep, read_plan};
 use crate::server::{ConnControl, Shared};
 
 /// The largest request body the server reads (plans, `POST /conditional`, `/s/{name}`).
@@ -162,7 +162,7 @@ async fn plan(shared: &Shared, name: &str, req: Request<Incoming>) -> Resp {
                 Ok(body) => body,
                 Err(resp) => return resp,
             };
-            match parse_plan(&body) {
+            match read_plan(&body) {
                 Ok(plan) => {
                     let steps = plan.remaining();
                     shared.set_plan(name, plan);
