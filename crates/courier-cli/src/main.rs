@@ -8,6 +8,7 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod client;
 mod demo;
 mod output;
 mod paginate;
@@ -19,13 +20,22 @@ mod request;
 #[allow(dead_code, unreachable_pub)]
 mod scenarios;
 mod serve;
+mod stack;
 
 /// The exit status of a usage error (clap's own too).
 const USAGE_ERROR: u8 = 2;
 
+/// `courier --help`, after the subcommands.
+const AFTER_HELP: &str = "\
+Exit status:
+  0  the call worked (every page, for paginate)
+  1  a call failed: a status of 400 or more, a connection, TLS or deadline failure, an open
+     circuit, a page that failed, a failed demo row
+  2  a usage error: a bad option, or a file named on the command line that cannot be read";
+
 /// Service-to-service HTTP calls that retry, pace, time out and cache with care.
 #[derive(Debug, Parser)]
-#[command(name = "courier", version, about)]
+#[command(name = "courier", version, about, after_help = AFTER_HELP)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -37,7 +47,7 @@ enum Command {
     /// stderr.
     Request(Box<request::RequestArgs>),
     /// Print every item of a paginated JSON collection, one per line.
-    Paginate(paginate::PaginateArgs),
+    Paginate(Box<paginate::PaginateArgs>),
     /// Run the fault server on 127.0.0.1 until Ctrl-C.
     Serve(serve::ServeArgs),
     /// Run the scenario table through the preset against a fault server of its own.
@@ -59,7 +69,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Request(args) => request::run(*args),
-        Command::Paginate(args) => paginate::run(args),
+        Command::Paginate(args) => paginate::run(*args),
         Command::Serve(args) => serve::run(args),
         Command::Demo => demo::run(),
     }

@@ -12,12 +12,12 @@ use std::process::ExitCode;
 
 use bytes::Bytes;
 use clap::Args;
-use courier::CourierLayer;
 use courier::paginate::Page;
 use futures_util::{Stream, StreamExt};
 use http_body_util::Full;
 use url::Url;
 
+use crate::client::{ClientArgs, describe};
 use crate::output::write_or_quit;
 use crate::parse;
 
@@ -27,7 +27,7 @@ const DEFAULT_CURSOR_FIELD: &str = "next_cursor";
 /// Arguments of `courier paginate`.
 #[derive(Debug, Args)]
 pub(crate) struct PaginateArgs {
-    /// The first page, an absolute http:// URL.
+    /// The first page, an absolute http:// or https:// URL.
     #[arg(value_parser = parse::url)]
     url: Url,
     /// Follow a cursor in the JSON body instead of Link headers; FIELD names it.
@@ -45,6 +45,8 @@ pub(crate) struct PaginateArgs {
     /// Follow a Link to another origin (scheme, host or port) than URL's.
     #[arg(long)]
     allow_cross_origin: bool,
+    #[command(flatten)]
+    client: ClientArgs,
 }
 
 /// Prints every item; exit 1 when a page fails or answers with a status other than 2xx.
@@ -57,7 +59,7 @@ pub(crate) fn run(args: PaginateArgs) -> ExitCode {
 }
 
 async fn pages(args: PaginateArgs) -> ExitCode {
-    let client = CourierLayer::new().hyper::<Full<Bytes>>().boxed();
+    let client = args.client.client(courier::CourierLayer::new()).boxed();
     let progress = Progress::new(io::stderr().is_terminal().then(io::stderr));
     match args.cursor {
         None => {
@@ -90,7 +92,7 @@ where
             Ok(page) => page,
             Err(e) => {
                 progress.clear();
-                eprintln!("error: {e}");
+                eprintln!("error: {}", describe(&e));
                 return ExitCode::FAILURE;
             }
         };

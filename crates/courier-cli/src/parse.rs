@@ -22,9 +22,12 @@ pub(crate) fn url(s: &str) -> Result<Url, String> {
         "http" => {}
         "https" if cfg!(feature = "rustls") => {}
         "https" => {
-            return Err("https needs courier built with `--features rustls`; \
-                        use http:// or rebuild"
-                .to_owned());
+            return Err(
+                "this courier was built without HTTPS (its default feature `rustls` \
+                        was left out); use http://, or build courier-cli with its default \
+                        features"
+                    .to_owned(),
+            );
         }
         other => return Err(format!("scheme {other:?} is not http or https")),
     }
@@ -49,6 +52,11 @@ pub(crate) fn header(s: &str) -> Result<(HeaderName, HeaderValue), String> {
     let Some((name, value)) = s.split_once(':') else {
         return Err("write a header as 'Name: value'".to_owned());
     };
+    header_parts(name, value)
+}
+
+/// A header from its name and value, checked as [`header`] checks them.
+pub(crate) fn header_parts(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
     let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
         format!(
             "{:?} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)",
@@ -62,6 +70,38 @@ pub(crate) fn header(s: &str) -> Result<(HeaderName, HeaderValue), String> {
         format!("the value of {name} holds a control character or a byte outside visible ASCII")
     })?;
     Ok((name, value))
+}
+
+/// A `User-Agent` for `-A`: visible ASCII; empty sends none, as curl's `-A ''` does.
+pub(crate) fn user_agent(s: &str) -> Result<HeaderValue, String> {
+    HeaderValue::from_str(s)
+        .map_err(|_| "a User-Agent must be visible ASCII, without control characters".to_owned())
+}
+
+/// The extra trust anchors of `--cacert FILE`, read and checked before anything is sent.
+#[cfg(feature = "rustls")]
+#[derive(Debug, Clone)]
+pub(crate) struct CaFile {
+    /// The file, as given.
+    pub(crate) path: std::path::PathBuf,
+    /// TLS settings trusting the system's roots and the file's certificates.
+    pub(crate) config: courier::rustls::ClientConfig,
+}
+
+/// `--cacert FILE`: PEM certificates to trust besides the system's roots.
+#[cfg(feature = "rustls")]
+pub(crate) fn ca_file(s: &str) -> Result<CaFile, String> {
+    use courier::transport::tls;
+    let path = std::path::PathBuf::from(s);
+    let pem = std::fs::read(&path).map_err(|e| {
+        format!(
+            "cannot read {}: {e}; give a PEM file of CA certificates",
+            path.display()
+        )
+    })?;
+    let roots = tls::pem_certificates(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
+    let config = tls::client_config(roots).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(CaFile { path, config })
 }
 
 /// An `Idempotency-Key` value: visible ASCII, not blank.

@@ -2,26 +2,17 @@
 //! (`--dry-run`) or turned into the preset, so the plan shown is the plan run.
 
 use std::fmt::{self, Write as _};
-use std::num::NonZeroU32;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use bytes::Bytes;
-use courier::CourierLayer;
 use courier::core::idempotency::{IDEMPOTENCY_KEY, has_idempotency_key, is_idempotent};
-use courier::ratelimit::{Rate, TokenBucketRateLimitLayer};
-use courier::retry::RetryLayer;
 use courier::retry::policy::backoff_ceiling;
-use http::{HeaderMap, Method};
+use http::{HeaderMap, HeaderValue, Method};
 use url::Url;
 
 use crate::request::RequestArgs;
-
-/// The backoff base the CLI sets on the retry layer (the layer's own default too).
-pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(500);
-/// The backoff cap the CLI sets on the retry layer (the layer's own default too).
-pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(30);
-/// The default longest server-requested wait.
-pub(crate) const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
+use crate::stack::{BACKOFF_BASE, BACKOFF_CAP, Stack};
 
 /// Header values never printed.
 const SECRET_HEADERS: [http::HeaderName; 3] = [
@@ -37,20 +28,18 @@ pub(crate) struct Plan {
     pub(crate) url: Url,
     pub(crate) headers: HeaderMap,
     pub(crate) body: Bytes,
-    /// Attempts in all, the first included.
-    pub(crate) attempts: u32,
-    pub(crate) max_wait: Duration,
-    pub(crate) deadline: Duration,
-    pub(crate) attempt_timeout: Duration,
-    pub(crate) rate: Option<(Rate, NonZeroU32)>,
-    pub(crate) auto_key: bool,
-    pub(crate) seed: Option<u64>,
+    pub(crate) stack: Stack,
+    /// The User-Agent sent when `headers` has none; `None` sends none.
+    pub(crate) user_agent: Option<HeaderValue>,
+    /// The `--cacert` file.
+    pub(crate) cacert: Option<PathBuf>,
 }
 
 // === impl Plan ===
 
 impl Plan {
-    pub(crate) fn from_args(args: &RequestArgs) -> Self {
+    /// The plan of `args`, sending `body` (read from `-d` beforehand).
+    pub(crate) fn from_args(args: &RequestArgs, body: Bytes) -> Self {
         let mut headers = HeaderMap::new();
         for (name, value) in &args.headers {
             headers.append(name.clone(), value.clone());
@@ -62,41 +51,11 @@ impl Plan {
             method: args.method.clone(),
             url: args.url.clone(),
             headers,
-            body: args
-                .data
-                .as_ref()
-                .map(|d| Bytes::copy_from_slice(d.as_bytes()))
-                .unwrap_or_default(),
-            attempts: args.retries.saturating_add(1),
-            max_wait: args.max_wait.unwrap_or(DEFAULT_MAX_WAIT),
-            deadline: args.deadline.unwrap_or(courier::preset::DEFAULT_DEADLINE),
-            attempt_timeout: args
-                .attempt_timeout
-                .unwrap_or(courier::preset::DEFAULT_ATTEMPT_TIMEOUT),
-            rate: args.rate.zip(args.burst),
-            auto_key: args.auto_idempotency_key,
-            seed: args.seed,
+            body,
+            stack: Stack::from_args(&args.stack),
+            user_agent: args.client.user_agent_shown(),
+            cacert: args.client.cacert_path().map(Into::into),
         }
-    }
-
-    /// The preset, configured as the plan says.
-    pub(crate) fn layer(&self) -> CourierLayer {
-        let mut retry = RetryLayer::new()
-            .attempts(self.attempts)
-            .base(BACKOFF_BASE)
-            .cap(BACKOFF_CAP)
-            .max_wait(self.max_wait)
-            .generate_idempotency_keys(self.auto_key);
-        if let Some(seed) = self.seed {
-            retry = retry.seed(seed);
-        }
-        CourierLayer::new()
-            .retry(retry)
-            .deadline(self.deadline)
-            .attempt_timeout(self.attempt_timeout)
-            .rate_limit(self.rate.map(|(rate, burst)| {
-                TokenBucketRateLimitLayer::new(rate, burst).max_wait(self.max_wait)
-            }))
     }
 
     /// The request, as the first attempt sends it (before the retry layer adds a key).
@@ -123,7 +82,7 @@ impl Plan {
         }
         let may_generate = matches!(*m, Method::POST | Method::PATCH)
             && !self.headers.contains_key(IDEMPOTENCY_KEY);
-        if self.auto_key && may_generate {
+        if self.stack.auto_key && may_generate {
             return (
                 true,
                 format!(
@@ -189,11 +148,12 @@ impl fmt::Display for Plan {
             "retry-safe:      {}: {why}",
             if safe { "yes" } else { "no" }
         )?;
-        let retries = self.attempts - 1;
+        let stack = &self.stack;
+        let retries = stack.attempts - 1;
         writeln!(
             f,
             "attempts:        {} in all ({retries} {})",
-            self.attempts,
+            stack.attempts,
             if retries == 1 { "retry" } else { "retries" }
         )?;
         if retries > 10 {
@@ -221,19 +181,19 @@ impl fmt::Display for Plan {
         writeln!(
             f,
             "max wait:        {} (a server asking longer gets its answer back at once)",
-            secs(self.max_wait)
+            secs(stack.max_wait)
         )?;
         writeln!(
             f,
             "deadline:        {} for the whole call, waits and body included",
-            secs(self.deadline)
+            secs(stack.deadline)
         )?;
         writeln!(
             f,
             "attempt timeout: {} per attempt (to the response head)",
-            secs(self.attempt_timeout)
+            secs(stack.attempt_timeout)
         )?;
-        match &self.rate {
+        match &stack.rate {
             Some((rate, burst)) => writeln!(
                 f,
                 "rate limit:      {} requests per second, burst {burst}, per host, retries included",
@@ -241,9 +201,29 @@ impl fmt::Display for Plan {
             )?,
             None => writeln!(f, "rate limit:      off")?,
         }
-        match self.seed {
+        match stack.seed {
             Some(seed) => writeln!(f, "jitter seed:     {seed}")?,
             None => writeln!(f, "jitter seed:     none (random)")?,
+        }
+        match &self.user_agent {
+            _ if self.headers.contains_key(http::header::USER_AGENT) => {}
+            Some(agent) => writeln!(
+                f,
+                "user agent:      {}",
+                String::from_utf8_lossy(agent.as_bytes())
+            )?,
+            None => writeln!(f, "user agent:      none")?,
+        }
+        match &self.cacert {
+            Some(path) => writeln!(
+                f,
+                "trusted roots:   the system's and those in {}",
+                path.display()
+            )?,
+            None if self.url.scheme() == "https" => {
+                writeln!(f, "trusted roots:   the system's")?;
+            }
+            None => {}
         }
         write!(f, "dry run: nothing was sent")
     }

@@ -1,23 +1,21 @@
 //! `courier request METHOD URL ...`: one call through the preset.
 //!
-//! The body goes to stdout, one JSON line per attempt to stderr (or `--log FILE`), errors to
-//! stderr. Exit status: 0 for a final status below 400, 1 for an HTTP error status or a failed
-//! call, 2 for a usage error.
+//! The body goes to stdout (or `-o FILE`), whole or not at all: a body the deadline or the
+//! connection cuts short writes nothing unless `--partial` is given. One JSON line per attempt
+//! goes to stderr (or `--log FILE`), and errors too. Exit status: 0 for a final status below
+//! 400, 1 for an HTTP error status or a failed call, 2 for a usage error.
 
 use std::fs::File;
-use std::io::{self, Write};
-use std::num::NonZeroU32;
-use std::path::PathBuf;
+use std::io::{self, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
-use std::time::Duration;
 
 use bytes::Bytes;
 use clap::Args;
 use courier::core::Attempts;
-use courier::ratelimit::Rate;
 use http::{HeaderName, HeaderValue, Method};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use tower::ServiceExt;
 use tracing_subscriber::filter::Targets;
 use tracing_subscriber::fmt::writer::BoxMakeWriter;
@@ -26,22 +24,45 @@ use tracing_subscriber::util::SubscriberInitExt;
 use url::Url;
 
 use crate::USAGE_ERROR;
+use crate::client::{ClientArgs, describe};
 use crate::output::write_or_quit;
 use crate::parse;
 use crate::plan::Plan;
+use crate::stack::StackArgs;
+
+/// `courier request --help`, after the options.
+const AFTER_HELP: &str = "\
+Exit status:
+  0  the final status is below 400
+  1  a status of 400 or more, or a failed call: connection, TLS, deadline, open circuit, or a
+     body cut short
+  2  a usage error: a bad option, an unreadable -d @FILE, --cacert or -o file
+
+Pacing (--rate/--burst), the circuit breaker, the cache and the retry budget last one
+invocation: each run starts with a full bucket and a closed circuit.";
 
 /// Arguments of `courier request`.
 #[derive(Debug, Args)]
+#[command(after_help = AFTER_HELP)]
 pub(crate) struct RequestArgs {
     /// The method, e.g. GET or POST (sent upper-cased).
     #[arg(value_parser = parse::method)]
     pub(crate) method: Method,
-    /// An absolute http:// URL.
+    /// An absolute http:// or https:// URL.
     #[arg(value_parser = parse::url)]
     pub(crate) url: Url,
-    /// The request body, sent as given (set its Content-Type with -H).
-    #[arg(short = 'd', long = "data", value_name = "DATA")]
+    /// The request body: DATA as given, @FILE for a file's bytes, @- for stdin (as curl's
+    /// --data-binary: newlines are kept). Set its Content-Type with -H.
+    #[arg(
+        short = 'd',
+        long = "data",
+        visible_alias = "data-binary",
+        value_name = "DATA"
+    )]
     pub(crate) data: Option<String>,
+    /// The request body as given, even when it starts with @.
+    #[arg(long, value_name = "DATA", conflicts_with = "data")]
+    pub(crate) data_raw: Option<String>,
     /// A request header, `Name: value`; repeat for more.
     #[arg(
         short = 'H',
@@ -50,67 +71,28 @@ pub(crate) struct RequestArgs {
         value_parser = parse::header
     )]
     pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
-    /// Retries after the first attempt.
-    #[arg(
-        long,
-        value_name = "N",
-        default_value_t = 2,
-        value_parser = parse::retries,
-        allow_negative_numbers = true
-    )]
-    pub(crate) retries: u32,
-    /// The total budget of the call in seconds, waits and body included [default: 90].
-    #[arg(
-        long,
-        value_name = "SECS",
-        value_parser = parse::positive_seconds,
-        allow_negative_numbers = true
-    )]
-    pub(crate) deadline: Option<Duration>,
-    /// The bound on one attempt in seconds [default: 30].
-    #[arg(
-        long,
-        value_name = "SECS",
-        value_parser = parse::positive_seconds,
-        allow_negative_numbers = true
-    )]
-    pub(crate) attempt_timeout: Option<Duration>,
-    /// The longest server-requested wait honoured, in seconds; a server asking longer gets its
-    /// answer back at once [default: 60].
-    #[arg(
-        long,
-        value_name = "SECS",
-        value_parser = parse::seconds,
-        allow_negative_numbers = true
-    )]
-    pub(crate) max_wait: Option<Duration>,
-    /// Pace attempts to this host at R requests per second (needs --burst).
-    #[arg(
-        long,
-        value_name = "R",
-        value_parser = parse::rate,
-        requires = "burst",
-        allow_negative_numbers = true
-    )]
-    pub(crate) rate: Option<Rate>,
-    /// How many attempts may start at once on a full bucket (needs --rate).
-    #[arg(
-        long,
-        value_name = "B",
-        value_parser = parse::burst,
-        requires = "rate",
-        allow_negative_numbers = true
-    )]
-    pub(crate) burst: Option<NonZeroU32>,
+    #[command(flatten)]
+    pub(crate) stack: StackArgs,
     /// Send this Idempotency-Key, so that a POST or PATCH may be retried.
-    #[arg(long, value_name = "K", value_parser = parse::idempotency_key)]
+    #[arg(
+        long,
+        value_name = "K",
+        value_parser = parse::idempotency_key,
+        conflicts_with = "auto_idempotency_key"
+    )]
     pub(crate) idempotency_key: Option<HeaderValue>,
-    /// Add a UUID v4 Idempotency-Key to a POST or PATCH that has none.
-    #[arg(long, conflicts_with = "idempotency_key")]
-    pub(crate) auto_idempotency_key: bool,
-    /// Seed the backoff jitter, for reproducible waits.
-    #[arg(long, value_name = "N")]
-    pub(crate) seed: Option<u64>,
+    #[command(flatten)]
+    pub(crate) client: ClientArgs,
+    /// Print the status line and the response headers before the body.
+    #[arg(short = 'i', long)]
+    pub(crate) include: bool,
+    /// Write the body (and the headers with -i) to FILE instead of stdout; FILE appears only
+    /// once the body is whole.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub(crate) output: Option<PathBuf>,
+    /// Write the body as it arrives, so that a body cut short leaves its first part.
+    #[arg(long)]
+    pub(crate) partial: bool,
     /// Print the plan (retry-safety, attempts, backoff ceilings, limits) and send nothing.
     #[arg(long)]
     pub(crate) dry_run: bool,
@@ -124,13 +106,24 @@ pub(crate) struct RequestArgs {
 
 /// Sends the request, or prints the plan with `--dry-run`.
 pub(crate) fn run(args: RequestArgs) -> ExitCode {
-    let plan = Plan::from_args(&args);
+    let body = match request_body(&args) {
+        Ok(body) => body,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return USAGE_ERROR.into();
+        }
+    };
+    let plan = Plan::from_args(&args, body);
     if args.dry_run {
         return match writeln!(io::stdout().lock(), "{plan}") {
             Ok(()) => ExitCode::SUCCESS,
             Err(_) => ExitCode::FAILURE,
         };
     }
+    let sink = match Sink::open(args.output.as_deref(), args.partial) {
+        Ok(sink) => sink,
+        Err(code) => return code,
+    };
     if !args.quiet {
         let writer = match &args.log {
             None => BoxMakeWriter::new(io::stderr),
@@ -141,6 +134,7 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
                         "error: cannot open the log file {}: {e}; pick a writable path",
                         path.display()
                     );
+                    sink.discard();
                     return USAGE_ERROR.into();
                 }
             },
@@ -149,9 +143,44 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
     }
     let runtime = match crate::start_runtime(tokio::runtime::Builder::new_current_thread()) {
         Ok(runtime) => runtime,
-        Err(code) => return code,
+        Err(code) => {
+            sink.discard();
+            return code;
+        }
     };
-    runtime.block_on(send(&plan))
+    let client = args.client.client(plan.stack.layer());
+    runtime.block_on(send(client, &plan, args.include, sink))
+}
+
+/// The body `-d` or `--data-raw` names: `@FILE` and `@-` are read here, before anything is
+/// sent, so that a missing file is a usage error rather than a request with the wrong body.
+fn request_body(args: &RequestArgs) -> Result<Bytes, String> {
+    if let Some(raw) = &args.data_raw {
+        return Ok(Bytes::copy_from_slice(raw.as_bytes()));
+    }
+    let Some(data) = &args.data else {
+        return Ok(Bytes::new());
+    };
+    match data.strip_prefix('@') {
+        None => Ok(Bytes::copy_from_slice(data.as_bytes())),
+        Some("") => Err("-d @ names no file; write -d @FILE, -d @- for stdin, or \
+                         --data-raw @ to send a literal @"
+            .to_owned()),
+        Some("-") => {
+            let mut body = Vec::new();
+            io::stdin()
+                .lock()
+                .read_to_end(&mut body)
+                .map_err(|e| format!("cannot read the body from stdin (-d @-): {e}"))?;
+            Ok(body.into())
+        }
+        Some(path) => std::fs::read(path).map(Bytes::from).map_err(|e| {
+            format!(
+                "cannot read the body from {path}: {e}; check the path, or send the text \
+                 as given with --data-raw"
+            )
+        }),
+    }
 }
 
 /// One JSON object per line for each event of target `courier::retry` (one per attempt).
@@ -168,48 +197,57 @@ fn init_attempt_log(writer: BoxMakeWriter) {
         .try_init();
 }
 
-async fn send(plan: &Plan) -> ExitCode {
-    let client = plan.layer().hyper::<Full<Bytes>>();
+async fn send(
+    client: crate::client::Client,
+    plan: &Plan,
+    include: bool,
+    mut sink: Sink,
+) -> ExitCode {
     let resp = match client.oneshot(plan.request()).await {
         Ok(resp) => resp,
         Err(e) => {
-            eprintln!("error: {}", courier::Error::from(e));
+            sink.discard();
+            eprintln!("error: {}", describe(&courier::Error::from(e)));
             return ExitCode::FAILURE;
         }
     };
     let (parts, mut body) = resp.into_parts();
-    // A reader that goes away ends the run quietly, with the status's exit code.
-    let quit = |code| {
-        if parts.status.as_u16() < 400 {
+    let status = parts.status;
+    // The exit status once the output is done, or when its reader went away.
+    let done = |code: ExitCode| {
+        if status.as_u16() < 400 {
             code
         } else {
             ExitCode::FAILURE
         }
     };
-    let mut stdout = io::stdout().lock();
+    if include && let Err(code) = sink.write(&status_and_headers(&parts)) {
+        sink.discard();
+        return done(code);
+    }
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(frame) => {
                 if let Some(data) = frame.data_ref()
-                    && let Err(code) = write_or_quit(&mut stdout, data)
+                    && let Err(code) = sink.write(data)
                 {
-                    return quit(code);
+                    sink.discard();
+                    return done(code);
                 }
             }
             Err(e) => {
-                let _ = stdout.flush();
+                let kept = sink.abandon();
                 eprintln!(
-                    "error: the response body broke off: {}",
-                    courier::Error::from(e)
+                    "error: the response body broke off: {}; {kept}",
+                    describe(&courier::Error::from(e))
                 );
                 return ExitCode::FAILURE;
             }
         }
     }
-    if let Err(code) = write_or_quit(&mut stdout, b"") {
-        return quit(code);
+    if let Err(code) = sink.finish() {
+        return done(code);
     }
-    let status = parts.status;
     if status.as_u16() < 400 {
         return ExitCode::SUCCESS;
     }
@@ -228,4 +266,172 @@ async fn send(plan: &Plan) -> ExitCode {
     };
     eprintln!("error: the server answered {status}{how}");
     ExitCode::FAILURE
+}
+
+/// The status line and the headers as curl's `-i` prints them, ending with a blank line.
+fn status_and_headers(parts: &http::response::Parts) -> Vec<u8> {
+    let version = match parts.version {
+        http::Version::HTTP_09 => "HTTP/0.9",
+        http::Version::HTTP_10 => "HTTP/1.0",
+        http::Version::HTTP_2 => "HTTP/2",
+        http::Version::HTTP_3 => "HTTP/3",
+        _ => "HTTP/1.1",
+    };
+    let mut head = format!("{version} {}", parts.status.as_u16());
+    if let Some(reason) = parts.status.canonical_reason() {
+        head.push(' ');
+        head.push_str(reason);
+    }
+    head.push_str("\r\n");
+    let mut head = head.into_bytes();
+    for (name, value) in &parts.headers {
+        head.extend_from_slice(name.as_str().as_bytes());
+        head.extend_from_slice(b": ");
+        head.extend_from_slice(value.as_bytes());
+        head.extend_from_slice(b"\r\n");
+    }
+    head.extend_from_slice(b"\r\n");
+    head
+}
+
+/// Where the output goes: stdout or a file, as it arrives (`--partial`) or once it is whole.
+#[derive(Debug)]
+enum Sink {
+    /// Straight to stdout.
+    Stdout,
+    /// Held until the body is whole, then written to stdout.
+    HeldForStdout(Vec<u8>),
+    /// Straight to FILE.
+    File { path: PathBuf, file: File },
+    /// To a hidden file beside FILE, renamed to FILE once the body is whole.
+    Staged {
+        path: PathBuf,
+        staging: PathBuf,
+        file: File,
+    },
+}
+
+// === impl Sink ===
+
+impl Sink {
+    /// Opens the output before anything is sent, so that an unwritable path sends nothing.
+    fn open(output: Option<&Path>, partial: bool) -> Result<Self, ExitCode> {
+        let path = match output {
+            None => None,
+            Some(path) if path.as_os_str() == "-" => None,
+            Some(path) => Some(path.to_path_buf()),
+        };
+        let Some(path) = path else {
+            return Ok(if partial {
+                Self::Stdout
+            } else {
+                Self::HeldForStdout(Vec::new())
+            });
+        };
+        let cannot = |e: io::Error, path: &Path| {
+            eprintln!(
+                "error: cannot write to {}: {e}; pick a writable path",
+                path.display()
+            );
+            ExitCode::from(USAGE_ERROR)
+        };
+        if partial {
+            let file = File::create(&path).map_err(|e| cannot(e, &path))?;
+            return Ok(Self::File { path, file });
+        }
+        let name = path
+            .file_name()
+            .map_or_else(|| "output".into(), |n| n.to_string_lossy().into_owned());
+        let staging = path.with_file_name(format!(".{name}.courier-{}.part", std::process::id()));
+        let file = File::options()
+            .write(true)
+            .create_new(true)
+            .open(&staging)
+            .map_err(|e| cannot(e, &path))?;
+        Ok(Self::Staged {
+            path,
+            staging,
+            file,
+        })
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), ExitCode> {
+        match self {
+            Self::Stdout => write_or_quit(&mut io::stdout().lock(), bytes),
+            Self::HeldForStdout(held) => {
+                held.extend_from_slice(bytes);
+                Ok(())
+            }
+            Self::File { path, file } => write_file(file, path, bytes),
+            Self::Staged { path, file, .. } => write_file(file, path, bytes),
+        }
+    }
+
+    /// The body is whole: writes what was held, or puts the file in place.
+    fn finish(self) -> Result<(), ExitCode> {
+        match self {
+            Self::Stdout => write_or_quit(&mut io::stdout().lock(), b""),
+            Self::HeldForStdout(held) => {
+                let mut stdout = io::stdout().lock();
+                write_or_quit(&mut stdout, &held)?;
+                write_or_quit(&mut stdout, b"")
+            }
+            Self::File { path, file } => sync_file(&file, &path),
+            Self::Staged {
+                path,
+                staging,
+                file,
+            } => {
+                let synced = sync_file(&file, &path);
+                drop(file);
+                let placed = synced.and_then(|()| {
+                    std::fs::rename(&staging, &path).map_err(|e| {
+                        eprintln!("error: cannot write to {}: {e}", path.display());
+                        ExitCode::FAILURE
+                    })
+                });
+                if placed.is_err() {
+                    let _ = std::fs::remove_file(&staging);
+                }
+                placed
+            }
+        }
+    }
+
+    /// The body broke off: drops what was held; says what the output now holds.
+    fn abandon(self) -> &'static str {
+        match self {
+            Self::Stdout => {
+                let _ = io::stdout().lock().flush();
+                "what arrived before was written (--partial)"
+            }
+            Self::File { .. } => "what arrived before was written to the file (--partial)",
+            Self::HeldForStdout(_) | Self::Staged { .. } => {
+                self.discard();
+                "nothing was written (--partial keeps what arrives)"
+            }
+        }
+    }
+
+    /// Removes a staged file that will not be used.
+    fn discard(self) {
+        if let Self::Staged { staging, file, .. } = self {
+            drop(file);
+            let _ = std::fs::remove_file(&staging);
+        }
+    }
+}
+
+fn write_file(file: &mut File, path: &Path, bytes: &[u8]) -> Result<(), ExitCode> {
+    file.write_all(bytes).map_err(|e| {
+        eprintln!("error: cannot write to {}: {e}", path.display());
+        ExitCode::FAILURE
+    })
+}
+
+fn sync_file(file: &File, path: &Path) -> Result<(), ExitCode> {
+    file.sync_all().map_err(|e| {
+        eprintln!("error: cannot write to {}: {e}", path.display());
+        ExitCode::FAILURE
+    })
 }

@@ -5,7 +5,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::{courier, json_lines};
+use common::{TempFile, courier, courier_with_input, json_lines};
 use courier_faultserver::{FaultServer, Step};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -223,6 +223,10 @@ async fn usage_errors_exit_2_with_a_message_and_send_nothing() {
             "cannot open the log file",
         ),
         (vec!["request", "GET", u, "--bogus"], "unexpected argument"),
+        (
+            vec!["request", "POST", u, "-d", "a", "--data-raw", "b"],
+            "cannot be used with",
+        ),
         (vec!["teleport"], "unrecognized subcommand"),
     ];
     for (args, says) in cases {
@@ -342,42 +346,198 @@ async fn data_and_headers_reach_the_server() {
     assert_eq!(traces, ["abc", "def"], "repeated -H appends");
 }
 
-/// The fault server records headers only; a bare listener shows the body bytes as sent.
-#[tokio::test]
-async fn the_body_is_sent_as_given() {
+/// Runs `courier request PUT <url> ARGS...` (with `input` on stdin) against a bare listener,
+/// which shows the request's bytes as sent (the fault server records headers only). Returns
+/// the run and the request's body.
+async fn body_as_sent(args: &[&str], input: &[u8], body_len: usize) -> (common::Run, Vec<u8>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/raw", listener.local_addr().unwrap());
-    let data = "name=a b&x=ü\n";
     let server = async {
         let (mut tcp, _) = listener.accept().await.unwrap();
         let mut got = Vec::new();
         let mut buf = [0u8; 4096];
-        loop {
+        let body_at = loop {
             let n = tcp.read(&mut buf).await.unwrap();
             assert_ne!(n, 0, "the client closed before its body: {got:?}");
             got.extend_from_slice(&buf[..n]);
-            let text = String::from_utf8_lossy(&got);
-            if let Some((_, body)) = text.split_once("\r\n\r\n")
-                && body.len() >= data.len()
+            if let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n")
+                && got.len() >= end + 4 + body_len
             {
-                break;
+                break end + 4;
             }
-        }
+        };
         tcp.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\nconnection: close\r\n\r\nok")
             .await
             .unwrap();
-        String::from_utf8(got).unwrap()
+        let head = String::from_utf8(got[..body_at].to_vec()).unwrap();
+        assert!(head.starts_with("PUT /raw HTTP/1.1\r\n"), "{head}");
+        got.split_off(body_at)
     };
-    let args = ["request", "PUT", &url, "-d", data];
-    let (run, request) = tokio::time::timeout(Duration::from_secs(60), async {
-        tokio::join!(courier(&args), server)
+    let mut all = vec!["request", "PUT", url.as_str()];
+    all.extend_from_slice(args);
+    tokio::time::timeout(Duration::from_secs(60), async {
+        tokio::join!(courier_with_input(&all, input), server)
     })
     .await
-    .expect("the exchange finishes");
+    .expect("the exchange finishes")
+}
+
+#[tokio::test]
+async fn the_body_is_sent_as_given() {
+    let data = "name=a b&x=ü\n";
+    let (run, body) = body_as_sent(&["-d", data], b"", data.len()).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.stdout, "ok");
-    assert!(request.starts_with("PUT /raw HTTP/1.1\r\n"), "{request}");
-    assert!(request.ends_with(&format!("\r\n\r\n{data}")), "{request}");
+    assert_eq!(body, data.as_bytes());
+}
+
+/// Regression: `-d @FILE` was sent as the literal text `@FILE`.
+#[tokio::test]
+async fn data_at_file_sends_the_files_bytes() {
+    let bytes: &[u8] = b"{\"a\": 1}\r\nline two\n\x00\xff end";
+    let file = TempFile::with("body.bin", bytes);
+    let at = format!("@{}", file.arg());
+    for flag in ["-d", "--data", "--data-binary"] {
+        let (run, body) = body_as_sent(&[flag, &at], b"", bytes.len()).await;
+        assert_eq!(run.code, 0, "{flag}: {run:?}");
+        assert_eq!(body, bytes, "{flag}: the file's bytes, newlines and all");
+    }
+}
+
+#[tokio::test]
+async fn data_at_dash_reads_stdin_and_data_raw_sends_an_at_as_is() {
+    let (run, body) = body_as_sent(&["-d", "@-"], b"from\nstdin", 10).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(body, b"from\nstdin");
+    let (run, body) = body_as_sent(&["--data-raw", "@handle"], b"", 7).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(body, b"@handle");
+}
+
+/// Regression: a missing `-d @FILE` went unnoticed and its name was sent as the body.
+#[tokio::test]
+async fn data_at_a_missing_file_exits_2_naming_it_and_sends_nothing() {
+    let (server, url) = server_with("no-body", vec![]).await;
+    let missing = TempFile::path("missing-body.json");
+    let at = format!("@{}", missing.arg());
+    let run = courier(&["request", "POST", &url, "-d", &at]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains(missing.arg()), "{run:?}");
+    assert!(run.stderr.contains("--data-raw"), "{run:?}");
+    assert!(run.stdout.is_empty());
+    let run = courier(&["request", "POST", &url, "-d", "@"]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("names no file"), "{run:?}");
+    assert!(server.hits("no-body").is_empty(), "nothing was sent");
+}
+
+#[tokio::test]
+async fn include_prints_the_status_line_and_headers_before_the_body() {
+    let (_server, url) = server_with(
+        "head",
+        vec![Step::status(201).header("x-trace", "t-1").body("made")],
+    )
+    .await;
+    let run = courier(&["request", "POST", &url, "-i", "-q"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let (head, body) = run.stdout.split_once("\r\n\r\n").expect("a blank line");
+    let mut lines = head.split("\r\n");
+    assert_eq!(lines.next(), Some("HTTP/1.1 201 Created"));
+    let headers: Vec<&str> = lines.collect();
+    assert!(headers.contains(&"x-trace: t-1"), "{headers:?}");
+    assert!(headers.contains(&"content-length: 4"), "{headers:?}");
+    assert_eq!(body, "made");
+
+    let run = courier(&["request", "GET", &url, "--include", "-q"]).await;
+    assert!(run.stdout.starts_with("HTTP/1.1 200 OK\r\n"), "{run:?}");
+}
+
+#[tokio::test]
+async fn a_body_cut_by_the_deadline_leaves_stdout_empty() {
+    // Ten bytes, 100 ms apart: the 0.5 s deadline cuts the body after about five.
+    let (_server, url) = server_with(
+        "cut",
+        vec![
+            Step::ok()
+                .body("abcdefghij")
+                .drip(Duration::from_millis(100))
+                .times(3),
+        ],
+    )
+    .await;
+    let run = courier(&["request", "GET", &url, "--deadline", "0.5", "-i"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(run.stdout, "", "nothing partial, not even the headers");
+    let messages = run.messages();
+    assert_eq!(messages.len(), 1, "{run:?}");
+    assert!(
+        messages[0].starts_with("error: the response body broke off: deadline exceeded"),
+        "{messages:?}"
+    );
+    assert!(messages[0].contains("nothing was written"), "{messages:?}");
+
+    let run = courier(&["request", "GET", &url, "--deadline", "0.5", "--partial"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        !run.stdout.is_empty() && "abcdefghij".starts_with(&run.stdout) && run.stdout.len() < 10,
+        "the first part: {run:?}"
+    );
+
+    let out = TempFile::path("cut.out");
+    let run = courier(&["request", "GET", &url, "--deadline", "0.5", "-o", out.arg()]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(!out.0.exists(), "no file for a cut body");
+    let dir = out.0.parent().unwrap();
+    let name = out.0.file_name().unwrap().to_str().unwrap();
+    let leftovers: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.file_name().to_string_lossy().contains(name))
+        .collect();
+    assert!(leftovers.is_empty(), "no staging file left: {leftovers:?}");
+}
+
+#[tokio::test]
+async fn output_writes_the_whole_body_to_a_file() {
+    let (_server, url) = server_with("saved", vec![Step::ok().body("saved body")]).await;
+    let out = TempFile::with("saved.out", "old contents");
+    let run = courier(&["request", "GET", &url, "-o", out.arg(), "-q"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.is_empty(), "{run:?}");
+    assert_eq!(std::fs::read_to_string(&out.0).unwrap(), "saved body");
+
+    let run = courier(&[
+        "request",
+        "GET",
+        &url,
+        "-o",
+        "/nonexistent-dir/courier/x",
+        "-q",
+    ])
+    .await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("/nonexistent-dir/courier/x"), "{run:?}");
+}
+
+#[tokio::test]
+async fn help_lists_exit_codes_and_says_pacing_lasts_one_run() {
+    let run = courier(&["request", "--help"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    for want in ["Exit status:", "  0  ", "  1  ", "  2  ", "one\ninvocation"] {
+        assert!(
+            run.stdout.contains(want),
+            "want {want:?} in\n{}",
+            run.stdout
+        );
+    }
+    let run = courier(&["--help"]).await;
+    for want in ["Exit status:", "  2  a usage error"] {
+        assert!(
+            run.stdout.contains(want),
+            "want {want:?} in\n{}",
+            run.stdout
+        );
+    }
 }
 
 #[tokio::test]

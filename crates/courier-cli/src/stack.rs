@@ -1,0 +1,134 @@
+//! The preset's options, shared by `request` and `batch`: retries, deadlines, pacing.
+
+use std::num::NonZeroU32;
+use std::time::Duration;
+
+use clap::Args;
+use courier::CourierLayer;
+use courier::ratelimit::{Rate, TokenBucketRateLimitLayer};
+use courier::retry::RetryLayer;
+
+use crate::parse;
+
+/// The backoff base the CLI sets on the retry layer (the layer's own default too).
+pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(500);
+/// The backoff cap the CLI sets on the retry layer (the layer's own default too).
+pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(30);
+/// The default longest server-requested wait.
+pub(crate) const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
+
+/// Options of the preset.
+#[derive(Debug, Clone, Args)]
+pub(crate) struct StackArgs {
+    /// Retries after the first attempt.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = 2,
+        value_parser = parse::retries,
+        allow_negative_numbers = true
+    )]
+    pub(crate) retries: u32,
+    /// The total budget of a call in seconds, waits and body included [default: 90].
+    #[arg(
+        long,
+        value_name = "SECS",
+        value_parser = parse::positive_seconds,
+        allow_negative_numbers = true
+    )]
+    pub(crate) deadline: Option<Duration>,
+    /// The bound on one attempt in seconds [default: 30].
+    #[arg(
+        long,
+        value_name = "SECS",
+        value_parser = parse::positive_seconds,
+        allow_negative_numbers = true
+    )]
+    pub(crate) attempt_timeout: Option<Duration>,
+    /// The longest server-requested wait honoured, in seconds; a server asking longer gets its
+    /// answer back at once [default: 60].
+    #[arg(
+        long,
+        value_name = "SECS",
+        value_parser = parse::seconds,
+        allow_negative_numbers = true
+    )]
+    pub(crate) max_wait: Option<Duration>,
+    /// Pace attempts to each host at R requests per second (needs --burst).
+    #[arg(
+        long,
+        value_name = "R",
+        value_parser = parse::rate,
+        requires = "burst",
+        allow_negative_numbers = true
+    )]
+    pub(crate) rate: Option<Rate>,
+    /// How many attempts may start at once on a full bucket (needs --rate).
+    #[arg(
+        long,
+        value_name = "B",
+        value_parser = parse::burst,
+        requires = "rate",
+        allow_negative_numbers = true
+    )]
+    pub(crate) burst: Option<NonZeroU32>,
+    /// Add a UUID v4 Idempotency-Key to a POST or PATCH that has none, so that it may be
+    /// retried.
+    #[arg(long)]
+    pub(crate) auto_idempotency_key: bool,
+    /// Seed the backoff jitter, for reproducible waits.
+    #[arg(long, value_name = "N")]
+    pub(crate) seed: Option<u64>,
+}
+
+/// The preset's settings, resolved from [`StackArgs`] and the defaults.
+#[derive(Debug, Clone)]
+pub(crate) struct Stack {
+    /// Attempts in all, the first included.
+    pub(crate) attempts: u32,
+    pub(crate) max_wait: Duration,
+    pub(crate) deadline: Duration,
+    pub(crate) attempt_timeout: Duration,
+    pub(crate) rate: Option<(Rate, NonZeroU32)>,
+    pub(crate) auto_key: bool,
+    pub(crate) seed: Option<u64>,
+}
+
+// === impl Stack ===
+
+impl Stack {
+    pub(crate) fn from_args(args: &StackArgs) -> Self {
+        Self {
+            attempts: args.retries.saturating_add(1),
+            max_wait: args.max_wait.unwrap_or(DEFAULT_MAX_WAIT),
+            deadline: args.deadline.unwrap_or(courier::preset::DEFAULT_DEADLINE),
+            attempt_timeout: args
+                .attempt_timeout
+                .unwrap_or(courier::preset::DEFAULT_ATTEMPT_TIMEOUT),
+            rate: args.rate.zip(args.burst),
+            auto_key: args.auto_idempotency_key,
+            seed: args.seed,
+        }
+    }
+
+    /// The preset, configured as these settings say. Every service it makes shares one set of
+    /// buckets, breakers, retry budgets and one cache.
+    pub(crate) fn layer(&self) -> CourierLayer {
+        let mut retry = RetryLayer::new()
+            .attempts(self.attempts)
+            .base(BACKOFF_BASE)
+            .cap(BACKOFF_CAP)
+            .max_wait(self.max_wait)
+            .generate_idempotency_keys(self.auto_key);
+        if let Some(seed) = self.seed {
+            retry = retry.seed(seed);
+        }
+        CourierLayer::new()
+            .retry(retry)
+            .deadline(self.deadline)
+            .attempt_timeout(self.attempt_timeout)
+            .rate_limit(self.rate.map(|(rate, burst)| {
+                TokenBucketRateLimitLayer::new(rate, burst).max_wait(self.max_wait)
+            }))
+    }
+}
