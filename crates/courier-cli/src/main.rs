@@ -2,12 +2,14 @@
 //!
 //! Each subcommand lives in its own module; `main` parses the arguments and hands over.
 //! Exit status: 0 when the call worked, 1 when it failed (an HTTP error status, a transport
-//! failure, an open circuit, a page that failed, a failed demo row), 2 for a usage error.
+//! failure, an open circuit, a page that failed, a batch request that did not end below 400, a
+//! failed demo row), 2 for a usage error, 130 when Ctrl-C stopped a batch.
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+mod batch;
 mod client;
 mod demo;
 mod output;
@@ -24,14 +26,17 @@ mod stack;
 
 /// The exit status of a usage error (clap's own too).
 const USAGE_ERROR: u8 = 2;
+/// The exit status after Ctrl-C, as a shell reports a command that SIGINT ended.
+const INTERRUPTED: u8 = 130;
 
 /// `courier --help`, after the subcommands.
 const AFTER_HELP: &str = "\
 Exit status:
-  0  the call worked (every page, for paginate)
-  1  a call failed: a status of 400 or more, a connection, TLS or deadline failure, an open
-     circuit, a page that failed, a failed demo row
-  2  a usage error: a bad option, or a file named on the command line that cannot be read";
+  0    the call worked (every call, for batch and paginate)
+  1    a call failed: a status of 400 or more, a connection, TLS or deadline failure, an open
+       circuit, a page that failed, a failed demo row
+  2    a usage error: a bad option, or a file named on the command line that cannot be read
+  130  Ctrl-C stopped a batch";
 
 /// Service-to-service HTTP calls that retry, pace, time out and cache with care.
 #[derive(Debug, Parser)]
@@ -46,6 +51,9 @@ enum Command {
     /// Send one request through the preset: body on stdout, one JSON line per attempt on
     /// stderr.
     Request(Box<request::RequestArgs>),
+    /// Send requests read one per line through one preset client, some in parallel: one JSON
+    /// line per request on stdout, a summary on stderr.
+    Batch(Box<batch::BatchArgs>),
     /// Print every item of a paginated JSON collection, one per line.
     Paginate(Box<paginate::PaginateArgs>),
     /// Run the fault server on 127.0.0.1 until Ctrl-C.
@@ -69,6 +77,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Request(args) => request::run(*args),
+        Command::Batch(args) => batch::run(*args),
         Command::Paginate(args) => paginate::run(*args),
         Command::Serve(args) => serve::run(args),
         Command::Demo => demo::run(),

@@ -78,6 +78,20 @@ pub(crate) fn user_agent(s: &str) -> Result<HeaderValue, String> {
         .map_err(|_| "a User-Agent must be visible ASCII, without control characters".to_owned())
 }
 
+/// Requests in flight at once for `batch`: 1 to [`MAX_PARALLEL`].
+pub(crate) fn parallel(s: &str) -> Result<usize, String> {
+    match s.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_PARALLEL).contains(&n) => Ok(n),
+        _ => Err(format!(
+            "want a whole number of requests in flight, 1 to {MAX_PARALLEL}"
+        )),
+    }
+}
+
+/// The most requests a batch keeps in flight: each holds a connection, and a process has a
+/// limited number of open files.
+pub(crate) const MAX_PARALLEL: usize = 256;
+
 /// The extra trust anchors of `--cacert FILE`, read and checked before anything is sent.
 #[cfg(feature = "rustls")]
 #[derive(Debug, Clone)]

@@ -39,7 +39,8 @@ Exit status:
   2  a usage error: a bad option, an unreadable -d @FILE, --cacert or -o file
 
 Pacing (--rate/--burst), the circuit breaker, the cache and the retry budget last one
-invocation: each run starts with a full bucket and a closed circuit.";
+invocation: each run starts with a full bucket and a closed circuit. To pace many requests,
+send them through one client with `courier batch`.";
 
 /// Arguments of `courier request`.
 #[derive(Debug, Args)]

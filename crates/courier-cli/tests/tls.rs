@@ -103,9 +103,10 @@ async fn a_cacert_that_cannot_be_used_is_a_usage_error_naming_the_file() {
         (&not_pem, "no certificate"),
         (&broken, ""),
     ] {
-        for sub in ["request", "paginate"] {
+        for sub in ["request", "batch", "paginate"] {
             let args: Vec<&str> = match sub {
                 "request" => vec!["request", "GET", &url, "--cacert", file.arg()],
+                "batch" => vec!["batch", "--cacert", file.arg()],
                 _ => vec!["paginate", &url, "--cacert", file.arg()],
             };
             let run = courier_with_input(&args, url.as_bytes()).await;
@@ -119,10 +120,24 @@ async fn a_cacert_that_cannot_be_used_is_a_usage_error_naming_the_file() {
 }
 
 #[tokio::test]
-async fn paginate_trusts_cacert_and_sends_a() {
+async fn batch_and_paginate_trust_cacert_and_send_a() {
     let ca = TestCa::new();
     let server = server(&ca).await;
-    let pem = TempFile::with("cacert-paginate.pem", ca.pem());
+    let pem = TempFile::with("cacert-batch.pem", ca.pem());
+    let input = format!("{}\n{}\n", server.url("/1"), server.url("/2"));
+    let run = courier_with_input(
+        &["batch", "--cacert", pem.arg(), "-A", "batcher", "--body"],
+        input.as_bytes(),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let bodies: Vec<String> = run
+        .stdout
+        .lines()
+        .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()["body"].to_string())
+        .collect();
+    assert_eq!(bodies, ["\"batcher\"", "\"batcher\""]);
+
     // The echoed User-Agent is the page: a JSON array of two items.
     let run = courier(&[
         "paginate",
@@ -135,5 +150,5 @@ async fn paginate_trusts_cacert_and_sends_a() {
     .await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(run.stdout, "1\n2\n");
-    assert_eq!(server.requests(), 1);
+    assert_eq!(server.requests(), 3);
 }
