@@ -3,7 +3,7 @@
 //! Each subcommand lives in its own module; `main` parses the arguments and hands over.
 //! Exit status: 0 when the call worked, 1 when it failed (an HTTP error status, a transport
 //! failure, an open circuit, a page that failed, a batch request that did not end below 400, a
-//! failed demo row), 2 for a usage error, 130 when Ctrl-C stopped a batch.
+//! failed demo row), 2 for a usage error, 130 when Ctrl-C stopped a batch or a listing.
 
 use std::process::ExitCode;
 
@@ -36,7 +36,7 @@ Exit status:
   1    a call failed: a status of 400 or more, a connection, TLS or deadline failure, an open
        circuit, a page that failed, a failed demo row
   2    a usage error: a bad option, or a file named on the command line that cannot be read
-  130  Ctrl-C stopped a batch";
+  130  Ctrl-C stopped a batch or a listing";
 
 /// Service-to-service HTTP calls that retry, pace, time out and cache with care.
 #[derive(Debug, Parser)]

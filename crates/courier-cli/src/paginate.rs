@@ -5,21 +5,26 @@
 //! array; a link to another origin than URL's ends the run with an error unless
 //! `--allow-cross-origin` is given. With `--cursor`, it passes the body's FIELD (default
 //! `next_cursor`) back as the `cursor` query parameter (a cursor already in URL is sent with the
-//! first request) and the items are the body's `items` array.
+//! first request, as is one given with `--resume-cursor`) and the items are the body's `items`
+//! array.
+//!
+//! A listing that stops before its end (`--max-pages`, a failed page, Ctrl-C) prints on stderr
+//! the command that resumes it at the first page not printed: the next link, or the next
+//! cursor. While stderr is a terminal, a progress line counts pages and items.
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
 
 use bytes::Bytes;
 use clap::Args;
-use courier::paginate::Page;
+use courier::paginate::{CursorPosition, LinkPosition, Page};
 use futures_util::{Stream, StreamExt};
 use http_body_util::Full;
 use url::Url;
 
 use crate::client::{ClientArgs, describe};
 use crate::output::write_or_quit;
-use crate::parse;
+use crate::{INTERRUPTED, parse};
 
 /// The cursor field when `--cursor` names none.
 const DEFAULT_CURSOR_FIELD: &str = "next_cursor";
@@ -27,7 +32,7 @@ const DEFAULT_CURSOR_FIELD: &str = "next_cursor";
 /// Arguments of `courier paginate`.
 #[derive(Debug, Args)]
 pub(crate) struct PaginateArgs {
-    /// The first page, an absolute http:// or https:// URL.
+    /// The first page, an absolute http:// or https:// URL (or the page to resume from).
     #[arg(value_parser = parse::url)]
     url: Url,
     /// Follow a cursor in the JSON body instead of Link headers; FIELD names it.
@@ -39,6 +44,9 @@ pub(crate) struct PaginateArgs {
         value_parser = parse::field,
     )]
     cursor: Option<String>,
+    /// Start with this cursor, as printed by a listing that stopped early (needs --cursor).
+    #[arg(long, value_name = "CURSOR", requires = "cursor")]
+    resume_cursor: Option<String>,
     /// Stop after N pages.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     max_pages: Option<u64>,
@@ -61,6 +69,11 @@ pub(crate) fn run(args: PaginateArgs) -> ExitCode {
 async fn pages(args: PaginateArgs) -> ExitCode {
     let client = args.client.client(courier::CourierLayer::new()).boxed();
     let progress = Progress::new(io::stderr().is_terminal().then(io::stderr));
+    let quoted = shell_quote(args.url.as_str());
+    let mut options = String::new();
+    if args.allow_cross_origin {
+        options.push_str(" --allow-cross-origin");
+    }
     match args.cursor {
         None => {
             let mut pages = courier::paginate::links::<_, Full<Bytes>>(client, args.url)
@@ -68,37 +81,114 @@ async fn pages(args: PaginateArgs) -> ExitCode {
             if let Some(max) = args.max_pages {
                 pages = pages.max_pages(max);
             }
-            drain(pages, None, progress).await
+            let resume = |pages: &courier::paginate::LinkPages<_, _>| {
+                let LinkPosition { next, .. } = pages.position();
+                next.as_ref()
+                    .map(|next| format!("courier paginate {}{options}", shell_quote(next.as_str())))
+            };
+            drain(pages, None, progress, resume, |page| {
+                format!(
+                    "courier paginate {}{options}",
+                    shell_quote(page.url().as_str())
+                )
+            })
+            .await
         }
         Some(field) => {
+            let cursor_flag = if field == DEFAULT_CURSOR_FIELD {
+                " --cursor".to_owned()
+            } else {
+                format!(" --cursor={}", shell_quote(&field))
+            };
+            let position = CursorPosition {
+                url: args.url,
+                cursor: args.resume_cursor,
+                pages: 0,
+                done: false,
+                seen: Vec::new(),
+            };
             let mut pages =
-                courier::paginate::cursor::<_, Full<Bytes>>(client, args.url).field(field);
+                courier::paginate::CursorPages::<_, Full<Bytes>>::resume(client, position)
+                    .field(field);
             if let Some(max) = args.max_pages {
                 pages = pages.max_pages(max);
             }
-            drain(pages, Some("items"), progress).await
+            let resume = |pages: &courier::paginate::CursorPages<_, _>| {
+                let position = pages.position();
+                if position.done {
+                    return None;
+                }
+                Some(match &position.cursor {
+                    Some(c) => format!(
+                        "courier paginate {quoted}{cursor_flag} --resume-cursor {}{options}",
+                        shell_quote(c)
+                    ),
+                    None => format!("courier paginate {quoted}{cursor_flag}{options}"),
+                })
+            };
+            drain(pages, Some("items"), progress, resume, |page| {
+                format!(
+                    "courier paginate {}{cursor_flag}{options}",
+                    shell_quote(page.url().as_str())
+                )
+            })
+            .await
         }
     }
 }
 
-async fn drain<S, W>(mut pages: S, items_field: Option<&str>, mut progress: Progress<W>) -> ExitCode
+/// Prints the items of every page of `pages`. When the listing stops before its end, prints
+/// how to resume: `resume(&pages)` names the first page not fetched, `refetch(page)` a page
+/// that was fetched but whose items could not be printed.
+async fn drain<S, W>(
+    mut pages: S,
+    items_field: Option<&str>,
+    mut progress: Progress<W>,
+    resume: impl Fn(&S) -> Option<String>,
+    refetch: impl Fn(&Page) -> String,
+) -> ExitCode
 where
     S: Stream<Item = Result<Page, courier::Error>> + Unpin,
     W: Write,
 {
     let mut stdout = io::stdout().lock();
-    while let Some(page) = pages.next().await {
+    let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
+    let mut listening = true;
+    loop {
+        let page = tokio::select! {
+            biased;
+            signal = &mut ctrl_c, if listening => {
+                if signal.is_err() {
+                    // No Ctrl-C handler: the default (ending the process) stays.
+                    listening = false;
+                    continue;
+                }
+                progress.clear();
+                eprintln!("interrupted");
+                say_resume(resume(&pages));
+                return INTERRUPTED.into();
+            }
+            page = pages.next() => page,
+        };
+        let Some(page) = page else {
+            break;
+        };
         let page = match page {
             Ok(page) => page,
             Err(e) => {
                 progress.clear();
                 eprintln!("error: {}", describe(&e));
+                // A refused link or a loop would be refused again: no way to resume.
+                if !matches!(e, courier::Error::Pagination(_)) {
+                    say_resume(resume(&pages));
+                }
                 return ExitCode::FAILURE;
             }
         };
         if !page.status().is_success() {
             progress.clear();
             eprintln!("error: {} answered {}", page.url(), page.status());
+            say_resume(resume(&pages));
             return ExitCode::FAILURE;
         }
         let items = match page.json_items(items_field) {
@@ -106,6 +196,7 @@ where
             Err(e) => {
                 progress.clear();
                 eprintln!("error: {e}");
+                say_resume(Some(refetch(&page)));
                 return ExitCode::FAILURE;
             }
         };
@@ -123,7 +214,28 @@ where
         progress.page(items.len());
     }
     progress.finish();
+    if let Some(command) = resume(&pages) {
+        eprintln!("stopped at --max-pages; resume with: {command}");
+    }
     ExitCode::SUCCESS
+}
+
+fn say_resume(command: Option<String>) {
+    if let Some(command) = command {
+        eprintln!("resume with: {command}");
+    }
+}
+
+/// `s` as one word for a POSIX shell.
+fn shell_quote(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"-_./:=,+@%".contains(&b));
+    if plain {
+        s.to_owned()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
 }
 
 /// `pages: 3, items: 30`, redrawn in place on stderr; only when stderr is a terminal (`out` is
@@ -195,6 +307,17 @@ mod tests {
             out,
             "\rpages: 1, items: 10\r\x1b[2K\rpages: 2, items: 13\rpages: 2, items: 13\n"
         );
+    }
+
+    #[test]
+    fn shell_quote_leaves_plain_words_and_quotes_the_rest() {
+        assert_eq!(
+            shell_quote("http://h:1/items?page=3"),
+            "'http://h:1/items?page=3'"
+        );
+        assert_eq!(shell_quote("http://h:1/items"), "http://h:1/items");
+        assert_eq!(shell_quote("it's"), "'it'\\''s'");
+        assert_eq!(shell_quote(""), "''");
     }
 
     #[test]

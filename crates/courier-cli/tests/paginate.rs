@@ -173,3 +173,107 @@ async fn a_cursor_in_the_url_is_sent_first() {
     assert_eq!(hits.len(), 1);
     assert_eq!(hits[0].query.as_deref(), Some("cursor=opaque-7"));
 }
+
+/// The words of a command as a POSIX shell splits them (single quotes only, as printed).
+fn shell_words(command: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    let mut in_word = false;
+    for c in command.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                in_word = true;
+            }
+            ' ' if !quoted => {
+                if in_word {
+                    words.push(std::mem::take(&mut word));
+                    in_word = false;
+                }
+            }
+            c => {
+                word.push(c);
+                in_word = true;
+            }
+        }
+    }
+    if in_word {
+        words.push(word);
+    }
+    words
+}
+
+/// The arguments of the `resume with: courier ...` line on stderr.
+fn resume_args(stderr: &str) -> Vec<String> {
+    let line = stderr
+        .lines()
+        .find_map(|l| l.split_once("resume with: courier ").map(|(_, c)| c))
+        .unwrap_or_else(|| panic!("no resume line in {stderr:?}"));
+    shell_words(line)
+}
+
+#[tokio::test]
+async fn a_listing_stopped_by_max_pages_says_how_to_resume() {
+    let server = FaultServer::start().await.unwrap();
+    let run = courier(&["paginate", &server.url_for("/items"), "--max-pages", "1"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), (1..=10).collect::<Vec<_>>());
+    let args = resume_args(&run.stderr);
+    assert_eq!(
+        args,
+        ["paginate", &server.url_for("/items?page=2&per_page=10")]
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = courier(&args).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), (11..=23).collect::<Vec<_>>());
+    assert!(run.stderr.is_empty(), "the end was reached: {run:?}");
+}
+
+#[tokio::test]
+async fn a_cursor_listing_resumes_from_the_printed_cursor() {
+    let server = FaultServer::start().await.unwrap();
+    let start = server.url_for("/cursor?limit=4");
+    let run = courier(&["paginate", &start, "--cursor", "--max-pages", "2"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), (1..=8).collect::<Vec<_>>());
+    let args = resume_args(&run.stderr);
+    assert_eq!(args[..3], ["paginate", start.as_str(), "--cursor"]);
+    assert_eq!(args[3], "--resume-cursor", "{args:?}");
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = courier(&args).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), (9..=23).collect::<Vec<_>>());
+    let hits = server.hits("cursor");
+    assert_eq!(hits.len(), 2 + 4, "8 items, then 15 in pages of 4");
+}
+
+#[tokio::test]
+async fn a_failed_page_says_how_to_ask_for_it_again() {
+    let server = FaultServer::start().await.unwrap();
+    let second = server.url_for("/s/second");
+    server.set_plan(
+        "first",
+        vec![
+            Step::ok()
+                .header("link", format!("<{second}>; rel=\"next\"").as_str())
+                .body(r#"[{"id":1}]"#),
+        ],
+    );
+    server.set_plan(
+        "second",
+        vec![
+            Step::status(503).header("retry-after", "0").times(3),
+            Step::ok().body(r#"[{"id":2}]"#),
+        ],
+    );
+    let run = courier(&["paginate", &server.url_for("/s/first")]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(ids(&run.stdout), vec![1]);
+    assert!(run.stderr.contains("503"), "{run:?}");
+    assert_eq!(resume_args(&run.stderr), ["paginate", second.as_str()]);
+    let run = courier(&["paginate", &second]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), vec![2]);
+}
