@@ -1,7 +1,7 @@
 //! courier's layers one by one in a `tower::ServiceBuilder`, mixed with tower-http's
 //! `TraceLayer` and tower's `ConcurrencyLimit`, over the hyper-util client.
 //!
-//! No preset here: each layer is picked by hand, in the order DESIGN.md gives (deadline
+//! No preset here: each layer is picked by hand, in the order docs/ARCHITECTURE.md gives (deadline
 //! outside retry, the attempt timeout inside it). `ServiceBuilderExt` adds one method per
 //! courier layer, named so as not to clash with tower's own (`courier_retry`).
 //!

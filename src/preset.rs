@@ -108,7 +108,8 @@ type L1<S> = Maybe<Deadline<L2<S>>, L2<S>>;
 #[cfg(not(feature = "deadline"))]
 type L1<S> = L2<S>;
 
-/// The preset as a `tower::Layer`: DESIGN's order and defaults, each layer optional.
+/// The preset as a `tower::Layer`: the order and defaults of docs/ARCHITECTURE.md, each layer
+/// optional.
 ///
 /// Defaults: a 90 s total deadline, a 30 s attempt timeout, the ETag cache (64 MiB), retry
 /// (3 attempts, full jitter, 60 s max wait, 10 % budget), the circuit breaker (5 failures, 30 s

@@ -1,5 +1,5 @@
-//! Every row of DESIGN.md's scenario table through the preset, over hyper and over reqwest,
-//! against the fault server on loopback. Attempts are counted by the server.
+//! Every row of the scenario table (docs/ARCHITECTURE.md) through the preset, over hyper and
+//! over reqwest, against the fault server on loopback. Attempts are counted by the server.
 
 #[path = "../crates/courier-cli/src/scenarios.rs"]
 #[allow(dead_code, unreachable_pub)]

@@ -112,8 +112,8 @@ impl Default for RetryLayer {
 }
 
 impl RetryLayer {
-    /// A layer with DESIGN.md's defaults: 3 attempts, full jitter from 0.5 s capped at 30 s,
-    /// server waits up to 60 s, a 10 % per-host budget.
+    /// A layer with the defaults of docs/ARCHITECTURE.md: 3 attempts, full jitter from 0.5 s
+    /// capped at 30 s, server waits up to 60 s, a 10 % per-host budget.
     pub fn new() -> Self {
         Self {
             config: Arc::new(Config::new()),

@@ -1,5 +1,5 @@
-//! RetryLayer at the layer level: DESIGN.md's scenario table and every bullet of the issue, on
-//! paused time against a scripted upstream.
+//! RetryLayer at the layer level: the scenario table (docs/ARCHITECTURE.md) and every rule of
+//! the retry policy, on paused time against a scripted upstream.
 
 mod common;
 
