@@ -1,4 +1,4 @@
-//! DESIGN.md's scenario table, run through the preset against the fault server.
+//! The scenario table (docs/ARCHITECTURE.md), run through the preset against the fault server.
 //!
 //! Shared by `courier demo` and the cross-crate tests (which include this file by path), so the
 //! demo and CI check the same rows the same way: attempts are counted by the server.
@@ -49,7 +49,7 @@ impl Transport {
 /// What the server counted for one row, and whether it is what the row expects.
 #[derive(Debug, Clone)]
 pub struct RowResult {
-    /// The scenario, as DESIGN.md words it.
+    /// The scenario, as docs/ARCHITECTURE.md words it.
     pub scenario: &'static str,
     /// What courier must do.
     pub expected: &'static str,

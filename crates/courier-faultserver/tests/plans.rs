@@ -119,7 +119,7 @@ async fn hits_record_method_path_query_key_and_redact_credentials() {
     assert_eq!(hits[1].idempotency_key, None);
     assert!(hits[0].t_ms >= 0.0 && hits[1].t_ms >= hits[0].t_ms);
 
-    // The same over HTTP, in DESIGN.md's shape (plus `headers`).
+    // The same over HTTP, in the documented shape (plus `headers`).
     let a = get(&client, &format!("{}/__hits/orders", server.url())).await;
     let json = a.json();
     let first = &json["hits"][0];
