@@ -34,7 +34,7 @@ const AFTER_HELP: &str = "\
 Exit status:
   0    the call worked (every call, for batch and paginate)
   1    a call failed: a status of 400 or more, a connection, TLS or deadline failure, an open
-       circuit, a page that failed, a failed demo row
+       circuit, a page that failed, a batch line that is not a request, a failed demo row
   2    a usage error: a bad option, or a file named on the command line that cannot be read
   130  Ctrl-C stopped a batch or a listing";
 
@@ -60,6 +60,13 @@ enum Command {
     Serve(serve::ServeArgs),
     /// Run the scenario table through the preset against a fault server of its own.
     Demo,
+    /// Print a shell completion script, e.g. `courier completions bash >
+    /// ~/.local/share/bash-completion/completions/courier`.
+    Completions {
+        /// The shell.
+        #[arg(value_enum)]
+        shell: clap_complete::Shell,
+    },
 }
 
 /// Starts a tokio runtime from `builder` (its drivers enabled); `Err` carries the exit status
@@ -81,5 +88,20 @@ fn main() -> ExitCode {
         Command::Paginate(args) => paginate::run(*args),
         Command::Serve(args) => serve::run(args),
         Command::Demo => demo::run(),
+        Command::Completions { shell } => completions(shell),
+    }
+}
+
+/// Writes the completion script for `shell` to stdout.
+fn completions(shell: clap_complete::Shell) -> ExitCode {
+    use clap::CommandFactory;
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut Cli::command(), "courier", &mut script);
+    let mut stdout = std::io::stdout().lock();
+    match output::write_or_quit(&mut stdout, &script)
+        .and_then(|()| output::write_or_quit(&mut stdout, b""))
+    {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(code) => code,
     }
 }

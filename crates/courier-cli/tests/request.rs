@@ -538,7 +538,7 @@ async fn help_lists_exit_codes_and_says_pacing_lasts_one_run() {
         );
     }
     let run = courier(&["--help"]).await;
-    for want in ["Exit status:", "130", "batch"] {
+    for want in ["Exit status:", "130", "batch", "completions"] {
         assert!(
             run.stdout.contains(want),
             "want {want:?} in\n{}",
