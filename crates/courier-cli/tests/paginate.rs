@@ -2,9 +2,13 @@
 
 mod common;
 
-use common::courier;
+use std::process::Stdio;
+use std::time::Duration;
+
+use common::{PATIENCE, courier};
 use courier_faultserver::{FaultServer, Step};
 use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, BufReader};
 
 fn ids(stdout: &str) -> Vec<u64> {
     stdout
@@ -276,4 +280,63 @@ async fn a_failed_page_says_how_to_ask_for_it_again() {
     let run = courier(&["paginate", &second]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(ids(&run.stdout), vec![2]);
+}
+
+#[tokio::test]
+async fn ctrl_c_stops_a_listing_and_says_how_to_resume() {
+    let server = FaultServer::start().await.unwrap();
+    let second = server.url_for("/s/late");
+    server.set_plan(
+        "early",
+        vec![
+            Step::ok()
+                .header("link", format!("<{second}>; rel=\"next\"").as_str())
+                .body(r#"[{"id":1}]"#),
+        ],
+    );
+    server.set_plan(
+        "late",
+        vec![Step::ok().delay(Duration::from_secs(20)).body("[]")],
+    );
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(["paginate", &server.url_for("/s/early")])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    tokio::time::timeout(PATIENCE, stdout.read_line(&mut first))
+        .await
+        .expect("the first page comes")
+        .unwrap();
+    assert_eq!(first, "{\"id\":1}\n");
+    // The second page is on its way: wait until the server has it, then interrupt.
+    tokio::time::timeout(PATIENCE, async {
+        while server.hits("late").is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the second page is asked for");
+    let pid = child.id().expect("still running").to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-INT", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+    let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
+        .await
+        .expect("the listing stops at once")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(130), "{out:?}");
+    assert!(
+        out.stdout.is_empty(),
+        "nothing after the first page: {out:?}"
+    );
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("interrupted\n"), "{stderr}");
+    assert_eq!(resume_args(&stderr), ["paginate", second.as_str()]);
 }

@@ -635,6 +635,7 @@ async fn dry_run_prints_the_plan_and_sends_nothing() {
         "deadline:        90 s".into(),
         "attempt timeout: 30 s".into(),
         "rate limit:      off".into(),
+        concat!("user agent:      courier/", env!("CARGO_PKG_VERSION"), "\n").into(),
         "authorization: <redacted>".into(),
         "body: 2 bytes".into(),
         "nothing was sent".into(),
@@ -661,6 +662,8 @@ async fn dry_run_prints_the_plan_and_sends_nothing() {
         "3",
         "--seed",
         "9",
+        "-A",
+        "",
         "--dry-run",
     ])
     .await;
@@ -675,6 +678,7 @@ async fn dry_run_prints_the_plan_and_sends_nothing() {
         "attempt timeout: 0.25 s",
         "rate limit:      2 requests per second, burst 3",
         "jitter seed:     9",
+        "user agent:      none",
     ] {
         assert!(plan.contains(want), "want {want:?} in\n{plan}");
     }
