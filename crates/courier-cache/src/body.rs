@@ -1,7 +1,7 @@
 //! The response body: stored bytes, or the upstream body, possibly copied into the store as it
 //! streams.
 
-use crate::service::Storing;
+use crate::response::Storing;
 use bytes::{Buf, Bytes, BytesMut};
 use http_body::{Body, Frame, SizeHint};
 use pin_project_lite::pin_project;

@@ -2,7 +2,7 @@
 
 use crate::body::CacheBody;
 use crate::entry::Entry;
-use crate::service::{Completion, Lookup, Pending};
+use crate::response::{Completion, Lookup, Pending};
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{Extensions, Method, Request, Response, Uri, Version};

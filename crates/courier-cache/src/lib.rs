@@ -191,6 +191,7 @@ mod flight;
 pub mod future;
 mod key;
 mod layer;
+mod response;
 mod service;
 mod store;
 

@@ -1,0 +1,589 @@
+//! What becomes of the upstream's answer: a 304 merged into the stored entry, a full answer
+//! stored as its body streams, a failure answered by a stale entry, an unsafe method's success
+//! invalidating the URI; and the responses built from stored entries.
+
+use crate::body::CacheBody;
+use crate::entry::{Entry, Fields, Timing, normalized, vary_names};
+use crate::flight::FlightGuard;
+use crate::key::{KeyText, UriKey, loggable};
+use crate::layer::Shared;
+use crate::service::TARGET;
+use bytes::Bytes;
+use courier_core::Attempts;
+use courier_core::cache_control::CacheControl;
+use courier_core::extensions::CacheStatus;
+use http::header::{self, HeaderName};
+use http::{Extensions, HeaderMap, HeaderValue, Response, StatusCode, Uri};
+use http_body::Body;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// A response built from a stored entry.
+///
+/// `age`, when given, is sent as the `Age` field (hits and stale answers). `extensions` are
+/// those of the answer from below it stands for (a 304, a 5xx), with the [`Attempts`] the
+/// layers below put there; without one (a hit, a concurrent revalidation, a failure that came
+/// up as an error) it carries an empty [`Attempts`]: no attempt of this call is on record.
+pub(crate) fn cached_response(
+    entry: &Entry,
+    head: bool,
+    status: CacheStatus,
+    age: Option<Duration>,
+    extensions: Option<Extensions>,
+) -> Response<Bytes> {
+    let mut response = Response::new(if head {
+        Bytes::new()
+    } else {
+        entry.body.clone()
+    });
+    *response.status_mut() = entry.status;
+    *response.version_mut() = entry.version;
+    *response.headers_mut() = entry.headers.clone();
+    if let Some(age) = age {
+        response
+            .headers_mut()
+            .insert(header::AGE, age_value(age.as_secs()));
+    }
+    match extensions {
+        Some(extensions) => *response.extensions_mut() = extensions,
+        None => {
+            response.extensions_mut().insert(Attempts::new());
+        }
+    }
+    response.extensions_mut().insert(status);
+    response
+}
+
+/// `Age` values below this many seconds (over an hour) are served from [`AGE_DIGITS`], without
+/// allocating.
+const STATIC_AGES: usize = 4096;
+
+/// The decimal digits of every `n < STATIC_AGES`, left-aligned.
+static AGE_DIGITS: [[u8; 4]; STATIC_AGES] = age_digits();
+
+const fn digit_count(n: usize) -> usize {
+    match n {
+        0..10 => 1,
+        10..100 => 2,
+        100..1000 => 3,
+        _ => 4,
+    }
+}
+
+const fn age_digits() -> [[u8; 4]; STATIC_AGES] {
+    let mut table = [[0_u8; 4]; STATIC_AGES];
+    let mut n = 0;
+    while n < STATIC_AGES {
+        let mut i = digit_count(n);
+        let mut rest = n;
+        while i > 0 {
+            i -= 1;
+            table[n][i] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+        }
+        n += 1;
+    }
+    table
+}
+
+/// The `Age` field for `secs`.
+fn age_value(secs: u64) -> HeaderValue {
+    if let Ok(n) = usize::try_from(secs)
+        && n < STATIC_AGES
+        && let Ok(value) =
+            HeaderValue::from_maybe_shared(Bytes::from_static(&AGE_DIGITS[n][..digit_count(n)]))
+    {
+        return value;
+    }
+    HeaderValue::from(secs)
+}
+
+fn pass<RB>(mut response: Response<RB>, status: CacheStatus) -> Response<CacheBody<RB>> {
+    response.extensions_mut().insert(status);
+    response.map(CacheBody::upstream)
+}
+
+// === impl Pending ===
+
+/// What the response future must do with the upstream's answer.
+pub(crate) enum Pending {
+    /// Pass it through, marked `Bypass`.
+    Bypass,
+    /// An unsafe method: a successful answer invalidates the URI.
+    Invalidate { shared: Arc<Shared>, key: UriKey },
+    /// A cacheable request: store, merge a 304, or fall back to a stale entry.
+    Lookup(Lookup),
+}
+
+/// A GET or HEAD the cache looked up: what it selected, and what it takes to deal with the
+/// answer.
+pub(crate) struct Lookup {
+    pub(crate) shared: Arc<Shared>,
+    pub(crate) key: UriKey,
+    /// The key's hash in the in-memory store, from the lookup.
+    pub(crate) key_hash: Option<u64>,
+    /// The entry this request selected, if any.
+    pub(crate) entry: Option<Arc<Entry>>,
+    /// Whether the cache added the conditionals (so a 304 is the cache's to answer).
+    pub(crate) added_conditionals: bool,
+    pub(crate) head: bool,
+    pub(crate) credentials: u64,
+    /// The request carried `Authorization` (fingerprinted or not); HEAD requests keep no
+    /// copy of their fields, so this is recorded apart.
+    pub(crate) authorization: bool,
+    /// The caller's request headers, for `Vary` (`None` for HEAD, which is never stored, and
+    /// when the request had none), without the conditionals the cache added.
+    pub(crate) request_headers: Option<HeaderMap>,
+    pub(crate) request_time: Instant,
+    /// Held by the request that revalidates for others (single-flight).
+    pub(crate) flight: Option<FlightGuard>,
+}
+
+impl fmt::Debug for Pending {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Bypass => f.write_str("Bypass"),
+            Self::Invalidate { key, .. } => f.debug_struct("Invalidate").field("uri", key).finish(),
+            Self::Lookup(l) => l.fmt(f),
+        }
+    }
+}
+
+impl fmt::Debug for Lookup {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lookup")
+            .field("uri", &self.key)
+            .field("entry", &self.entry)
+            .field("added_conditionals", &self.added_conditionals)
+            .field("leads_flight", &self.flight.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What becomes of the upstream's answer.
+pub(crate) enum Completion<T> {
+    /// The answer to the caller.
+    Done(T),
+    /// A 304 that selects no stored response answered a request that was conditional only
+    /// because the cache made it so: send it again without the conditionals.
+    Resend,
+}
+
+impl Pending {
+    /// The answer to the caller, made from the upstream's; called once, in place (the future
+    /// drops `self` afterwards), unless it asks for the request to be sent again (`resendable`
+    /// says whether it may), after which it is called once more with the new answer.
+    pub(crate) fn complete<RB: Body, E>(
+        &mut self,
+        result: Result<Response<RB>, E>,
+        resendable: bool,
+    ) -> Completion<Result<Response<CacheBody<RB>>, E>> {
+        match self {
+            Self::Bypass => Completion::Done(result.map(|r| pass(r, CacheStatus::Bypass))),
+            Self::Invalidate { shared, key } => Completion::Done(result.map(|response| {
+                let status = response.status();
+                if status.is_success() || status.is_redirection() {
+                    invalidate(shared, key, response.headers());
+                }
+                pass(response, CacheStatus::Bypass)
+            })),
+            Self::Lookup(lookup) => lookup.complete(result, resendable),
+        }
+    }
+}
+
+fn invalidate(shared: &Shared, key: &UriKey, headers: &HeaderMap) {
+    let key = key.text();
+    let origin = key.origin();
+    let mut removed = shared.store.remove(key.as_str());
+    if shared.invalidate_locations {
+        for name in [header::LOCATION, header::CONTENT_LOCATION] {
+            let Some(value) = headers.get(&name).and_then(|v| v.to_str().ok()) else {
+                continue;
+            };
+            let Ok(uri) = value.trim().parse::<Uri>() else {
+                continue;
+            };
+            let target = if uri.authority().is_some() {
+                let target = KeyText::new(&uri, None);
+                // Only the same host: another host's entries are not this response's to drop.
+                (target.origin().eq_ignore_ascii_case(origin)).then(|| target.as_str().to_owned())
+            } else if value.starts_with('/') {
+                Some(format!(
+                    "{origin}{}",
+                    uri.path_and_query().map_or("/", |p| p.as_str())
+                ))
+            } else {
+                None
+            };
+            if let Some(target) = target {
+                removed |= shared.store.remove(&target);
+            }
+        }
+    }
+    if removed {
+        tracing::debug!(target: TARGET, event = "invalidate", uri = %loggable(key.as_str()), "unsafe method invalidated stored entries");
+    }
+}
+
+impl Lookup {
+    /// The answer of a request whose leader revalidated the entry for it.
+    pub(crate) fn followed<RB>(self, updated: &Entry) -> Response<CacheBody<RB>> {
+        tracing::debug!(
+            target: TARGET,
+            event = "revalidated",
+            uri = %self.key.loggable(),
+            head = self.head,
+            single_flight = true,
+            "answered by a concurrent revalidation"
+        );
+        cached_response(updated, self.head, CacheStatus::Revalidated, None, None)
+            .map(CacheBody::stored)
+    }
+
+    fn complete<RB: Body, E>(
+        &mut self,
+        result: Result<Response<RB>, E>,
+        resendable: bool,
+    ) -> Completion<Result<Response<CacheBody<RB>>, E>> {
+        let response = match result {
+            Ok(response) if !response.status().is_server_error() => response,
+            failed => return Completion::Done(self.failed(failed)),
+        };
+        if response.status() == StatusCode::NOT_MODIFIED {
+            return match self.not_modified(response, resendable) {
+                Some(response) => Completion::Done(Ok(response)),
+                None => Completion::Resend,
+            };
+        }
+        Completion::Done(Ok(self.full(response)))
+    }
+
+    /// The request's (or HEAD's) full answer: stored when it may be.
+    fn full<RB: Body>(&mut self, response: Response<RB>) -> Response<CacheBody<RB>> {
+        let status = response.status();
+
+        if self.head {
+            // RFC 9111 section 4.3.5: a HEAD answer naming another representation outdates the
+            // stored one.
+            if let Some(entry) = &self.entry {
+                let differs = response.headers().get(header::ETAG)
+                    != entry.headers.get(header::ETAG)
+                    || response.headers().get(header::LAST_MODIFIED)
+                        != entry.headers.get(header::LAST_MODIFIED);
+                if status.is_success() && differs {
+                    self.shared.remove_entry(&self.key, self.key_hash, entry);
+                }
+            }
+            return pass(response, CacheStatus::Miss);
+        }
+
+        if let Some(entry) = self.entry.as_ref().filter(|_| status.is_success()) {
+            // A full answer replaces what was stored for this request.
+            self.shared.remove_entry(&self.key, self.key_hash, entry);
+        }
+        if response.headers().is_empty() {
+            // Neither a validator, nor a freshness lifetime, nor `no-store`: nothing to do.
+            return pass(response, CacheStatus::Miss);
+        }
+        let cc = CacheControl::from_headers(response.headers());
+        if cc.no_store {
+            if self.shared.store.remove(self.key.text().as_str()) {
+                tracing::debug!(target: TARGET, event = "remove", uri = %self.key.loggable(), "no-store removed the stored entries");
+            }
+            return pass(response, CacheStatus::Miss);
+        }
+        if self.forbidden_when_shared(&cc) {
+            return pass(response, CacheStatus::Miss);
+        }
+        let Some((len, exact)) =
+            self.storable_len(status, response.headers(), &cc, response.body())
+        else {
+            return pass(response, CacheStatus::Miss);
+        };
+        let Some(vary) = vary_names(response.headers()) else {
+            return pass(response, CacheStatus::Miss);
+        };
+        let request_headers = self.sent_headers();
+        let vary = vary
+            .into_iter()
+            .map(|name| {
+                let value = request_headers
+                    .as_ref()
+                    .and_then(|headers| normalized(headers, &name));
+                (name, value)
+            })
+            .collect();
+        let timing = self.timing(Instant::now());
+        let storing = Storing {
+            shared: self.shared.clone(),
+            key: self.key.clone(),
+            key_hash: self.key_hash,
+            status,
+            version: response.version(),
+            headers: response.headers().clone(),
+            credentials: self.credentials,
+            vary,
+            request_headers: request_headers.unwrap_or_default(),
+            timing,
+        };
+        let max = self.shared.max_entry_bytes;
+        let mut response = response;
+        response.extensions_mut().insert(CacheStatus::Miss);
+        if len == 0 && response.body().is_end_stream() {
+            storing.finish(Bytes::new());
+            return response.map(CacheBody::upstream);
+        }
+        response.map(|body| CacheBody::teed(body, len, exact, max, storing))
+    }
+
+    /// The request's headers as they were sent: the caller's, with the conditionals the cache
+    /// added (`None` for HEAD, and when the request had none).
+    fn sent_headers(&mut self) -> Option<HeaderMap> {
+        let mut headers = self.request_headers.take();
+        if let Some(entry) = self
+            .entry
+            .as_ref()
+            .filter(|_| self.added_conditionals && !self.head)
+        {
+            // The caller sent no conditional (else the cache adds none): appending is inserting.
+            let headers = headers.get_or_insert_with(HeaderMap::new);
+            if entry.etag.is_some()
+                && let Some(value) = &entry.etag_value
+            {
+                headers.append(header::IF_NONE_MATCH, value.clone());
+            }
+            if let Some(lm) = &entry.last_modified {
+                headers.append(header::IF_MODIFIED_SINCE, lm.clone());
+            }
+        }
+        headers
+    }
+
+    /// When the request was sent and its answer arrived (`now`), on both clocks.
+    fn timing(&self, now: Instant) -> Timing {
+        Timing {
+            request_time: self.request_time,
+            response_time: now,
+            response_wall: self.shared.clock.now(),
+        }
+    }
+
+    /// A transport error or a 5xx: a stored entry within its stale window answers instead.
+    #[cold]
+    fn failed<RB: Body, E>(
+        &mut self,
+        failed: Result<Response<RB>, E>,
+    ) -> Result<Response<CacheBody<RB>>, E> {
+        let now = Instant::now();
+        let shared = self.shared.is_shared_for(self.authorization);
+        if let Some(entry) = self
+            .entry
+            .as_ref()
+            .filter(|e| self.shared.stale_allowed(e, now, shared))
+        {
+            tracing::info!(
+                target: TARGET,
+                event = "stale",
+                uri = %self.key.loggable(),
+                status = failed.as_ref().ok().map(|r| r.status().as_u16()),
+                staleness_secs = entry.staleness(now, shared).as_secs(),
+                "upstream failed; served a stored entry"
+            );
+            let extensions = failed.ok().map(|r| r.into_parts().0.extensions);
+            let age = Some(entry.current_age(now));
+            let response = cached_response(entry, self.head, CacheStatus::Stale, age, extensions);
+            return Ok(response.map(CacheBody::stored));
+        }
+        failed.map(|r| pass(r, CacheStatus::Miss))
+    }
+
+    /// A 304: answered with the stored entry it selects, which it updates. `None` when it
+    /// selects nothing and the request is to be sent again without the cache's conditionals
+    /// (`resendable`: it may be).
+    fn not_modified<RB: Body>(
+        &mut self,
+        response: Response<RB>,
+        resendable: bool,
+    ) -> Option<Response<CacheBody<RB>>> {
+        let Some(entry) = self.entry.as_ref().filter(|_| self.added_conditionals) else {
+            // The caller's own question (or no question at all): the 304 is its answer.
+            return Some(pass(response, CacheStatus::Miss));
+        };
+        let fields = Fields::scan(response.headers());
+        if !entry.selected_by(&fields) {
+            // RFC 9111 section 4.3.4: no stored response is selected, so nothing is
+            // updated, and the stored body is not ours to serve for it. Nor is the 304 an
+            // answer to the caller, who asked no conditional question: ask again, once.
+            tracing::debug!(
+                target: TARGET,
+                event = "validator_mismatch",
+                uri = %self.key.loggable(),
+                resent = resendable,
+                "304 names a representation the cache does not hold"
+            );
+            if !resendable {
+                return Some(pass(response, CacheStatus::Miss));
+            }
+            // The callers waiting on this revalidation ask on their own.
+            drop(self.flight.take());
+            self.added_conditionals = false;
+            self.request_time = Instant::now();
+            return None;
+        }
+        // The updated entry's `Cache-Control` is the 304's when it has one.
+        let has_cache_control = fields.has_cache_control();
+        let (parts, _body) = response.into_parts();
+        let timing = self.timing(Instant::now());
+        let updated = Arc::new(entry.freshened(&parts.headers, timing));
+        // Whether the update may be stored depends on the request too (its `Authorization`),
+        // so a 304 without `Cache-Control` is checked against the directives it keeps.
+        let refused = (has_cache_control && updated.cache_control.no_store)
+            || self.forbidden_when_shared(&updated.cache_control);
+        if refused {
+            self.shared.store.remove(self.key.text().as_str());
+            // Not ours to share: the callers waiting on this revalidation ask on their own.
+            drop(self.flight.take());
+        } else {
+            self.shared
+                .replace_entry(&self.key, self.key_hash, entry, updated.clone());
+            if let Some(flight) = self.flight.take() {
+                flight.complete(&updated);
+            }
+        }
+        tracing::debug!(
+            target: TARGET,
+            event = "revalidated",
+            uri = %self.key.loggable(),
+            head = self.head,
+            "304 answered with the stored body"
+        );
+        let response = cached_response(
+            &updated,
+            self.head,
+            CacheStatus::Revalidated,
+            None,
+            Some(parts.extensions),
+        );
+        Some(response.map(CacheBody::stored))
+    }
+
+    /// Whether the request is a HEAD.
+    pub(crate) fn is_head(&self) -> bool {
+        self.head
+    }
+
+    /// The caller's fields, to send a GET again with (`None` when it had none).
+    pub(crate) fn caller_headers(&self) -> Option<HeaderMap> {
+        self.request_headers.clone()
+    }
+
+    /// Whether a response with these directives must not be stored because, for this request,
+    /// the cache is a shared one (RFC 9111 sections 3.5 and 5.2.2.7).
+    ///
+    /// It is shared between all callers when it fingerprints no credential field, and between
+    /// callers with different `Authorization` when the request has one that is not
+    /// fingerprinted. A shared cache stores no `private` response, and no response to a request
+    /// with `Authorization` unless `public`, `s-maxage` or `must-revalidate` allows it.
+    fn forbidden_when_shared(&self, cc: &CacheControl) -> bool {
+        let credentials = &self.shared.credential_headers;
+        let unseparated_authorization =
+            self.authorization && !credentials.contains(&header::AUTHORIZATION);
+        let shared = self.shared.is_shared_for(self.authorization);
+        (shared && cc.private)
+            || (unseparated_authorization
+                && !(cc.public || cc.must_revalidate || cc.s_maxage.is_some()))
+    }
+
+    /// The announced body length (an upper bound) and the exact length when it is known
+    /// (`Content-Length`, else an exact size hint), when the response may be stored and its
+    /// body fits.
+    fn storable_len<RB: Body>(
+        &self,
+        status: StatusCode,
+        headers: &HeaderMap,
+        cc: &CacheControl,
+        body: &RB,
+    ) -> Option<(usize, Option<usize>)> {
+        if !self.shared.statuses.contains(&status) {
+            return None;
+        }
+        let validated =
+            headers.contains_key(header::ETAG) || headers.contains_key(header::LAST_MODIFIED);
+        // A shared cache takes the lifetime from `s-maxage` first (RFC 9111 section 5.2.2.10).
+        let lifetime = match cc.s_maxage {
+            Some(s_maxage) if self.shared.is_shared_for(self.authorization) => {
+                s_maxage > Duration::ZERO
+            }
+            _ => {
+                cc.max_age.is_some_and(|a| a > Duration::ZERO)
+                    || (cc.max_age.is_none() && headers.contains_key(header::EXPIRES))
+            }
+        };
+        if !validated && !lifetime {
+            return None;
+        }
+        let declared = headers
+            .get(header::CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|t| t.trim().parse::<u64>().ok());
+        let hint = body.size_hint();
+        let len = declared.or(hint.upper())?;
+        let len = usize::try_from(len).ok()?;
+        // When the length is known exactly it is `len`: the declared one, or an exact hint
+        // (which is its own upper bound).
+        let exact = declared.or(hint.exact()).map(|_| len);
+        (len <= self.shared.max_entry_bytes).then_some((len, exact))
+    }
+}
+
+// === impl Storing ===
+
+/// A response on its way into the store, waiting for its body to end.
+pub(crate) struct Storing {
+    shared: Arc<Shared>,
+    key: UriKey,
+    key_hash: Option<u64>,
+    status: StatusCode,
+    version: http::Version,
+    headers: HeaderMap,
+    credentials: u64,
+    vary: Vec<(HeaderName, Option<Vec<u8>>)>,
+    request_headers: HeaderMap,
+    timing: Timing,
+}
+
+impl Storing {
+    /// Stores the entry with its complete body.
+    pub(crate) fn finish(self, body: Bytes) {
+        let len = body.len();
+        let entry = Arc::new(Entry::new(
+            self.status,
+            self.version,
+            self.headers,
+            body,
+            self.credentials,
+            self.vary,
+            self.timing,
+        ));
+        let weight = entry.weight();
+        let (credentials, request) = (self.credentials, &self.request_headers);
+        // The new entry replaces every variant this request would have selected.
+        self.shared.update_variants(
+            &self.key,
+            self.key_hash,
+            |e| !e.matches(credentials, request),
+            Some(entry),
+        );
+        tracing::debug!(
+            target: TARGET,
+            event = "store",
+            uri = %self.key.loggable(),
+            body_len = len,
+            weight,
+            "response stored"
+        );
+    }
+}
