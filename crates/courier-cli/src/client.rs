@@ -23,7 +23,7 @@ pub(crate) struct ClientArgs {
     #[arg(long, value_name = "FILE", value_parser = parse::ca_file)]
     pub(crate) cacert: Option<parse::CaFile>,
     /// The User-Agent of requests that set none with -H; '' sends none
-    /// [default: courier/<version>].
+    /// [default: courier/VERSION].
     #[arg(short = 'A', long, value_name = "STRING", value_parser = parse::user_agent)]
     pub(crate) user_agent: Option<HeaderValue>,
 }
