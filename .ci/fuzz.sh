@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Fuzzing: every cargo-fuzz target in fuzz/ for a bounded time each, from the seed corpus in
+# fuzz/seeds/<target>. Fails when a target finds a crash; the input is left in
+# fuzz/artifacts/<target>/ and printed, to become a regression test in the crate that owns the
+# parser. Needs the nightly toolchain; installs cargo-fuzz when it is missing.
+#
+#   .ci/fuzz.sh                      # every target, 30 s each
+#   FUZZ_SECONDS=600 .ci/fuzz.sh     # longer
+#   .ci/fuzz.sh plan link            # some targets only
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+seconds=${FUZZ_SECONDS:-30}
+
+if ! rustup toolchain list | grep -q '^nightly'; then
+    echo "== installing the nightly toolchain"
+    rustup toolchain install nightly --profile minimal
+fi
+if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+    echo "== installing cargo-fuzz"
+    cargo install cargo-fuzz --locked
+fi
+
+cd fuzz
+echo "== building the fuzz targets (release, debug assertions, address sanitizer)"
+cargo +nightly fuzz build
+
+if [ $# -gt 0 ]; then
+    targets=("$@")
+else
+    mapfile -t targets < <(cargo +nightly fuzz list)
+fi
+
+# New inputs go to a scratch corpus; the seeds in the repository are only read.
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+
+failed=()
+report=()
+for target in "${targets[@]}"; do
+    [ -d "seeds/$target" ] || { echo "fuzz: no seeds/$target for target $target" >&2; exit 1; }
+    mkdir -p "$work/$target"
+    echo "== fuzz $target for ${seconds} s"
+    if cargo +nightly fuzz run "$target" "$work/$target" "seeds/$target" -- \
+        -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
+        >"$work/$target.log" 2>&1; then
+        runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$work/$target.log")
+        corpus=$(find "$work/$target" -type f | wc -l)
+        report+=("$(printf '%-14s %s, corpus %s' "$target" "$runs" "$corpus")")
+    else
+        failed+=("$target")
+        report+=("$(printf '%-14s FAILED' "$target")")
+        grep -v '^#[0-9]' "$work/$target.log" | tail -40 >&2
+        for crash in artifacts/"$target"/*; do
+            [ -f "$crash" ] || continue
+            echo "fuzz: $target: input $crash (base64): $(base64 -w0 "$crash")" >&2
+        done
+        echo "fuzz: reproduce with (cd fuzz && cargo +nightly fuzz run $target <input>);" \
+            "add the input as a regression test in the crate that owns the parser" >&2
+    fi
+done
+
+echo "== fuzzing summary (${seconds} s per target)"
+printf '  %s\n' "${report[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "fuzz: crashes in: ${failed[*]}" >&2
+    exit 1
+fi
