@@ -43,8 +43,10 @@ pub enum Error {
         /// The transport's own error.
         source: BoxError,
     },
-    /// A pagination stream met a page it had visited already, or a page it could not read.
-    Pagination(String),
+    /// A pagination stream met a page it had visited already, a link it does not follow, or a
+    /// page it could not read.
+    #[cfg(feature = "paginate")]
+    Pagination(crate::paginate::PaginationError),
 }
 
 impl Error {
@@ -56,6 +58,7 @@ impl Error {
             }
             Self::AttemptTimedOut(_) => FailureKind::Timeout,
             Self::Transport { kind, .. } => *kind,
+            #[cfg(feature = "paginate")]
             Self::Pagination(_) => FailureKind::Other,
         }
     }
@@ -135,7 +138,8 @@ impl fmt::Display for Error {
                 }
                 Ok(())
             }
-            Self::Pagination(msg) => write!(f, "pagination stopped: {msg}"),
+            #[cfg(feature = "paginate")]
+            Self::Pagination(e) => write!(f, "pagination stopped: {e}"),
         }
     }
 }
@@ -148,7 +152,8 @@ impl StdError for Error {
             Self::CircuitOpen(e) => Some(e),
             Self::RateLimited(e) => Some(e),
             Self::Transport { source, .. } => Some(&**source),
-            Self::Pagination(_) => None,
+            #[cfg(feature = "paginate")]
+            Self::Pagination(e) => Some(e),
         }
     }
 }
@@ -196,9 +201,17 @@ mod tests {
         ));
     }
 
+    #[cfg(feature = "paginate")]
     #[test]
     fn converting_twice_keeps_the_variant() {
-        let e: BoxError = Box::new(Error::Pagination("loop".into()));
-        assert!(matches!(Error::from(e), Error::Pagination(_)));
+        use crate::paginate::PaginationError;
+        let looping = PaginationError::CursorLoop {
+            cursor: "c2".into(),
+        };
+        let e: BoxError = Box::new(Error::Pagination(looping));
+        assert!(matches!(
+            Error::from(e),
+            Error::Pagination(PaginationError::CursorLoop { .. })
+        ));
     }
 }

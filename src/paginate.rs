@@ -60,6 +60,102 @@ use tower::ServiceExt;
 use tower_service::Service;
 use url::{Position, Url};
 
+/// Why a pagination stream stopped, other than a failed call (that is the call's own
+/// [`Error`]). Each variant names the page or link at fault.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum PaginationError {
+    /// A page's body is not JSON.
+    NotJson {
+        /// The page.
+        url: String,
+        /// The JSON parser's complaint.
+        source: serde_json::Error,
+    },
+    /// A page's JSON holds no array at the top, or under `field`.
+    NoArray {
+        /// The page.
+        url: String,
+        /// The field the items were looked for under, if any.
+        field: Option<String>,
+    },
+    /// A link or a cursor made a URL that is not a valid request URI.
+    InvalidUri {
+        /// The URL.
+        url: String,
+        /// Why `http` refused it.
+        source: http::uri::InvalidUri,
+    },
+    /// The request for a page could not be built.
+    Request(http::Error),
+    /// A page links back to a page of this run: following it would loop.
+    LinkLoop {
+        /// The page holding the link.
+        from: String,
+        /// The page it links back to.
+        to: String,
+    },
+    /// A page links to another origin, which is not followed unless allowed, so that the
+    /// stack's credentials stay with their origin.
+    CrossOrigin {
+        /// The page holding the link.
+        from: String,
+        /// The link.
+        to: String,
+        /// The listing's origin.
+        origin: String,
+    },
+    /// The server handed out a cursor it had handed out before.
+    CursorLoop {
+        /// The cursor seen twice.
+        cursor: String,
+    },
+}
+
+impl fmt::Display for PaginationError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::NotJson { url, source } => write!(f, "page {url} is not JSON: {source}"),
+            Self::NoArray { url, field: None } => write!(f, "page {url} holds no array"),
+            Self::NoArray {
+                url,
+                field: Some(field),
+            } => write!(f, "page {url} holds no array under {field:?}"),
+            Self::InvalidUri { url, source } => {
+                write!(f, "{url} is not a valid request URI: {source}")
+            }
+            Self::Request(source) => write!(f, "the page's request cannot be built: {source}"),
+            Self::LinkLoop { from, to } => {
+                write!(f, "{from} links back to {to}, which was already visited")
+            }
+            Self::CrossOrigin { from, to, origin } => write!(
+                f,
+                "{from} links to {to}, off the listing's origin {origin}; it is not followed, so \
+                 that the stack's credentials stay with their origin: allow cross-origin links \
+                 (`allow_cross_origin(true)`, or `courier paginate --allow-cross-origin`) to \
+                 follow it if that server is trusted"
+            ),
+            Self::CursorLoop { cursor } => {
+                write!(
+                    f,
+                    "cursor {cursor:?} was already used; the server is looping"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for PaginationError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Self::NotJson { source, .. } => Some(source),
+            Self::InvalidUri { source, .. } => Some(source),
+            Self::Request(source) => Some(source),
+            _ => None,
+        }
+    }
+}
+
 /// One page: where it came from, its status and headers, and its whole body.
 #[derive(Debug, Clone)]
 pub struct Page {
@@ -102,19 +198,22 @@ impl Page {
     ///
     /// [`Error::Pagination`] when the body is not JSON or holds no such array.
     pub fn json_items(&self, field: Option<&str>) -> Result<Vec<serde_json::Value>, Error> {
-        let value: serde_json::Value = serde_json::from_slice(&self.body)
-            .map_err(|e| Error::Pagination(format!("page {} is not JSON: {e}", self.url)))?;
+        let value: serde_json::Value = serde_json::from_slice(&self.body).map_err(|source| {
+            Error::Pagination(PaginationError::NotJson {
+                url: self.url.to_string(),
+                source,
+            })
+        })?;
         let value = match field {
             Some(f) => value.get(f).cloned().unwrap_or(serde_json::Value::Null),
             None => value,
         };
         match value {
             serde_json::Value::Array(items) => Ok(items),
-            _ => Err(Error::Pagination(format!(
-                "page {} holds no array{}",
-                self.url,
-                field.map(|f| format!(" under {f:?}")).unwrap_or_default()
-            ))),
+            _ => Err(Error::Pagination(PaginationError::NoArray {
+                url: self.url.to_string(),
+                field: field.map(str::to_owned),
+            })),
         }
     }
 }
@@ -186,13 +285,15 @@ where
     RB::Error: Into<BoxError>,
 {
     Box::pin(async move {
-        let uri: http::Uri = url
-            .as_str()
-            .parse()
-            .map_err(|e| Error::Pagination(format!("{url} is not a valid request URI: {e}")))?;
+        let uri: http::Uri = url.as_str().parse().map_err(|source| {
+            Error::Pagination(PaginationError::InvalidUri {
+                url: url.to_string(),
+                source,
+            })
+        })?;
         let req = http::Request::get(uri)
             .body(B::default())
-            .map_err(|e| Error::Pagination(e.to_string()))?;
+            .map_err(|source| Error::Pagination(PaginationError::Request(source)))?;
         let resp = service
             .oneshot(req)
             .await
@@ -427,20 +528,18 @@ impl sealed::Walk for LinkPosition {
         // A fragment is never sent: `/p#top` is the page `/p`.
         let same_page = |a: &Url| a[..Position::AfterQuery] == next[..Position::AfterQuery];
         if self.visited.iter().any(same_page) {
-            return Err(Error::Pagination(format!(
-                "{last} links back to {next}, which was already visited"
-            )));
+            return Err(Error::Pagination(PaginationError::LinkLoop {
+                from: last.to_string(),
+                to: next.to_string(),
+            }));
         }
         let (origin, other) = (first.origin(), next.origin());
         if !cross_origin && origin != other {
-            return Err(Error::Pagination(format!(
-                "{last} links to {next}, on {} rather than the listing's origin {}; it is not \
-                 followed, so that the stack's credentials stay with their origin: allow \
-                 cross-origin links (`allow_cross_origin(true)`, or `courier paginate \
-                 --allow-cross-origin`) to follow it if that server is trusted",
-                other.ascii_serialization(),
-                origin.ascii_serialization(),
-            )));
+            return Err(Error::Pagination(PaginationError::CrossOrigin {
+                from: last.to_string(),
+                to: next.to_string(),
+                origin: origin.ascii_serialization(),
+            }));
         }
         Ok(Some(next.clone()))
     }
@@ -485,9 +584,9 @@ impl CursorWalk {
 impl sealed::Walk for CursorWalk {
     fn next_url(&self, _cross_origin: bool) -> Result<Option<Url>, Error> {
         if let Some(c) = &self.looped {
-            return Err(Error::Pagination(format!(
-                "cursor {c:?} was already used; the server is looping"
-            )));
+            return Err(Error::Pagination(PaginationError::CursorLoop {
+                cursor: c.clone(),
+            }));
         }
         if self.position.done {
             return Ok(None);
@@ -522,8 +621,12 @@ impl sealed::Walk for CursorWalk {
     }
 
     fn advance(&mut self, page: &Page) -> Result<(), Error> {
-        let body: serde_json::Value = serde_json::from_slice(&page.body)
-            .map_err(|e| Error::Pagination(format!("page {} is not JSON: {e}", page.url)))?;
+        let body: serde_json::Value = serde_json::from_slice(&page.body).map_err(|source| {
+            Error::Pagination(PaginationError::NotJson {
+                url: page.url.to_string(),
+                source,
+            })
+        })?;
         let next = match body.get(&self.field) {
             None | Some(serde_json::Value::Null) => None,
             Some(serde_json::Value::String(s)) if s.is_empty() => None,
