@@ -1,0 +1,221 @@
+use super::*;
+
+fn open_30s(_: u32) -> u64 {
+    30_000
+}
+
+#[test]
+fn forcing_the_phase_it_is_in_keeps_the_generation() {
+    let m = Machine::new();
+    let g = m.load().generation();
+    assert_eq!(
+        m.force(Phase::Closed),
+        None,
+        "a reset of a clean closed breaker"
+    );
+    assert_eq!(m.load().generation(), g);
+    assert!(m.force(Phase::ForcedOpen).is_some());
+    let g = m.load().generation();
+    assert_eq!(m.force(Phase::ForcedOpen), None);
+    assert_eq!(m.load().generation(), g, "forced open again");
+}
+
+#[test]
+fn word_round_trips_and_saturates() {
+    let w = Word::new(Phase::HalfOpen, u16::MAX, 99, u64::MAX);
+    assert_eq!(w.phase(), Phase::HalfOpen);
+    assert_eq!(w.generation(), u16::MAX);
+    assert_eq!(w.trips(), TRIPS_MAX);
+    assert_eq!(w.payload(), PAYLOAD_MAX);
+    assert_eq!(w.next(Phase::Closed, 0, 0).generation(), 0, "wraps");
+}
+
+#[test]
+fn closed_to_open_to_half_open_to_closed() {
+    let m = Machine::new();
+    let (a, _) = m.admit(1, || unreachable!("closed never reads the clock"));
+    let Admission::Go(t) = a else { panic!() };
+    assert_eq!(m.on_failure(t, Some(2), 0, open_30s), None);
+    let tr = m.on_failure(t, Some(2), 10, open_30s).expect("trips");
+    assert_eq!(
+        (tr.from, tr.to, tr.reason),
+        (Phase::Closed, Phase::Open, Reason::ConsecutiveFailures)
+    );
+    assert_eq!(m.load().payload(), 30_010);
+    // A stale outcome from the closed generation changes nothing.
+    assert_eq!(m.on_failure(t, Some(2), 20, open_30s), None);
+    assert_eq!(
+        m.admit(1, || 30_009).0,
+        Admission::Reject {
+            retry_in_ms: Some(1)
+        }
+    );
+    let (a, tr) = m.admit(1, || 30_010);
+    assert_eq!(tr.map(|t| t.to), Some(Phase::HalfOpen));
+    let Admission::Go(trial) = a else { panic!() };
+    assert_eq!(
+        m.admit(1, || 30_011).0,
+        Admission::Reject {
+            retry_in_ms: Some(0)
+        }
+    );
+    let tr = m.on_success(trial).expect("closes");
+    assert_eq!((tr.from, tr.to), (Phase::HalfOpen, Phase::Closed));
+    assert_eq!(m.load().trips(), 0);
+}
+
+#[test]
+fn released_trial_frees_the_permit() {
+    let m = Machine::new();
+    m.trip(0, Reason::FailureRate, 0, open_30s).unwrap();
+    let (Admission::Go(trial), _) = m.admit(1, || 30_000) else {
+        panic!()
+    };
+    m.release(trial);
+    assert_eq!(m.load().payload(), 0);
+    assert_eq!(m.load().phase(), Phase::HalfOpen);
+    // Releasing twice does not underflow.
+    m.release(trial);
+    assert_eq!(m.load().payload(), 0);
+    let (Admission::Go(next), _) = m.admit(1, || 30_000) else {
+        panic!()
+    };
+    let tr = m
+        .on_failure(next, Some(5), 30_001, |trips| 1000 * u64::from(trips))
+        .unwrap();
+    assert_eq!(
+        (tr.from, tr.to, tr.open_ms),
+        (Phase::HalfOpen, Phase::Open, 2000)
+    );
+}
+
+use proptest::prelude::*;
+
+#[derive(Debug, Clone)]
+enum Op {
+    Admit,
+    Succeed(usize),
+    Fail(usize),
+    Release(usize),
+    Tick(u64),
+    Force(u8),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        4 => Just(Op::Admit),
+        2 => any::<usize>().prop_map(Op::Succeed),
+        3 => any::<usize>().prop_map(Op::Fail),
+        2 => any::<usize>().prop_map(Op::Release),
+        2 => (0u64..60).prop_map(Op::Tick),
+        1 => (0u8..3).prop_map(Op::Force),
+    ]
+}
+
+proptest! {
+    /// Whatever the order of admissions, verdicts, cancellations and forced changes, the
+    /// half-open permit count equals the trials of the current generation still out, it
+    /// never passes the bound, and an open breaker always becomes due.
+    #[test]
+    fn permits_match_outstanding_trials(
+        max in 1u32..4,
+        threshold in 1u32..4,
+        ops in proptest::collection::vec(op(), 1..200),
+    ) {
+        let m = Machine::new();
+        let mut now = 0u64;
+        let mut out: Vec<Ticket> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Admit => {
+                    if let (Admission::Go(t), _) = m.admit(max, || now) {
+                        out.push(t);
+                    }
+                }
+                Op::Succeed(i) if !out.is_empty() => {
+                    let t = out.swap_remove(i % out.len());
+                    m.on_success(t);
+                }
+                Op::Fail(i) if !out.is_empty() => {
+                    let t = out.swap_remove(i % out.len());
+                    m.on_failure(t, Some(threshold), now, |_| 10);
+                }
+                Op::Release(i) if !out.is_empty() => {
+                    let t = out.swap_remove(i % out.len());
+                    m.release(t);
+                }
+                Op::Tick(ms) => now += ms,
+                Op::Force(p) => {
+                    m.force([Phase::ForcedOpen, Phase::ForcedClosed, Phase::Closed][p as usize]);
+                }
+                _ => {}
+            }
+            let w = m.load();
+            if w.phase() == Phase::HalfOpen {
+                let live = out
+                    .iter()
+                    .filter(|t| **t == Ticket::Trial(w.generation()))
+                    .count() as u64;
+                prop_assert_eq!(w.payload(), live);
+                prop_assert!(w.payload() <= u64::from(max));
+            }
+            if w.phase() == Phase::Open {
+                prop_assert!(w.payload() <= now + 10, "an open breaker becomes due");
+            }
+        }
+    }
+}
+
+#[test]
+fn forced_states() {
+    let m = Machine::new();
+    assert_eq!(
+        m.force(Phase::ForcedOpen).map(|t| t.to),
+        Some(Phase::ForcedOpen)
+    );
+    assert_eq!(m.admit(1, || 0).0, Admission::Reject { retry_in_ms: None });
+    m.force(Phase::ForcedClosed);
+    assert_eq!(m.admit(1, || 0).0, Admission::Go(Ticket::Unchecked));
+    assert_eq!(m.on_failure(Ticket::Unchecked, Some(1), 0, open_30s), None);
+    assert_eq!(
+        m.force(Phase::Closed).map(|t| t.reason),
+        Some(Reason::Reset)
+    );
+    assert_eq!(m.force(Phase::Closed), None, "no change, no event");
+}
+
+#[test]
+fn a_packed_ticket_unpacks_to_itself() {
+    for g in [0, 1, 0x7fff, u16::MAX] {
+        for t in [Ticket::Closed(g), Ticket::Trial(g)] {
+            assert_eq!(Ticket::unpack(t.pack()), Some(t));
+        }
+        assert_eq!(Ticket::packed_closed(Ticket::Closed(g).pack()), Some(g));
+        assert_eq!(Ticket::packed_closed(Ticket::Trial(g).pack()), None);
+    }
+    assert_eq!(
+        Ticket::unpack(Ticket::Unchecked.pack()),
+        Some(Ticket::Unchecked)
+    );
+    assert_eq!(Ticket::packed_closed(Ticket::Unchecked.pack()), None);
+    assert_eq!(Ticket::unpack(Ticket::SPENT), None);
+    assert_eq!(Ticket::packed_closed(Ticket::SPENT), None);
+}
+
+#[test]
+fn closed_clean_is_the_success_that_changes_nothing() {
+    let m = Machine::new();
+    let (Admission::Go(Ticket::Closed(g)), _) = m.admit(1, || 0) else {
+        panic!()
+    };
+    assert_eq!(m.closed(), Some(g));
+    assert!(m.closed_clean(g));
+    assert!(!m.closed_clean(g.wrapping_add(1)), "another generation");
+    m.on_failure(Ticket::Closed(g), Some(5), 0, open_30s);
+    assert!(!m.closed_clean(g), "a failure is counted");
+    m.on_success(Ticket::Closed(g));
+    assert!(m.closed_clean(g));
+    m.trip(g, Reason::FailureRate, 0, open_30s).unwrap();
+    assert_eq!(m.closed(), None);
+    assert!(!m.closed_clean(g) && !m.closed_clean(g.wrapping_add(1)));
+}
