@@ -12,9 +12,12 @@
 //!   established connection wraps it: hyper reports the same kinds on a socket that has already
 //!   sent the request.
 //!
-//! It recognises hyper-util's legacy client error, `hyper::Error`, `std::io::Error` kinds,
-//! tokio's and tower's `Elapsed`, courier's own refusals, and `reqwest::Error` behind the
-//! `reqwest` feature.
+//! It recognises `std::io::Error` kinds, tokio's `Elapsed`, courier's own refusals and
+//! [`TlsError`] always; hyper-util's legacy client error and `hyper::Error` with the `hyper`
+//! feature; `reqwest::Error` with the `reqwest` feature; tower's `Elapsed` with the `tower`
+//! feature. The `courier` facade turns on the features of the transports it is built with, so
+//! that this crate itself carries no HTTP client. Without the feature, a transport's error is
+//! still read through the `std::io::Error` it wraps, where it wraps one.
 
 use crate::error::{AttemptTimedOut, CircuitOpen, DeadlineExceeded, RateLimited};
 use http::{HeaderMap, StatusCode};
@@ -139,19 +142,26 @@ fn is_transport_error(e: &(dyn Error + 'static)) -> bool {
     if e.is::<reqwest::Error>() {
         return true;
     }
-    e.is::<hyper::Error>() || e.is::<hyper_util::client::legacy::Error>()
+    #[cfg(feature = "hyper")]
+    if e.is::<hyper::Error>() || e.is::<hyper_util::client::legacy::Error>() {
+        return true;
+    }
+    let _ = e;
+    false
 }
 
 fn classify_one(e: &(dyn Error + 'static)) -> Option<FailureKind> {
     if e.is::<DeadlineExceeded>() || e.is::<CircuitOpen>() || e.is::<RateLimited>() {
         return Some(FailureKind::Local);
     }
-    if e.is::<AttemptTimedOut>()
-        || e.is::<tokio::time::error::Elapsed>()
-        || e.is::<tower::timeout::error::Elapsed>()
-    {
+    if e.is::<AttemptTimedOut>() || e.is::<tokio::time::error::Elapsed>() {
         return Some(FailureKind::Timeout);
     }
+    #[cfg(feature = "tower")]
+    if e.is::<tower::timeout::error::Elapsed>() {
+        return Some(FailureKind::Timeout);
+    }
+    #[cfg(feature = "hyper")]
     if let Some(err) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
         if err.is_connect() {
             return Some(if chain_has_tls(e) {
@@ -162,6 +172,7 @@ fn classify_one(e: &(dyn Error + 'static)) -> Option<FailureKind> {
         }
         return None;
     }
+    #[cfg(feature = "hyper")]
     if let Some(err) = e.downcast_ref::<hyper::Error>() {
         if is_callers_own(err) {
             return Some(FailureKind::Local);
@@ -222,6 +233,7 @@ fn classify_io(err: &io::Error) -> Option<FailureKind> {
 /// The caller's side of a request failed, not the host: the request's own body erred
 /// (`User::Body`) or ended short of its length ("body write aborted"), or the request was one
 /// hyper cannot send. Sending it again fails the same way.
+#[cfg(feature = "hyper")]
 fn is_callers_own(err: &hyper::Error) -> bool {
     err.is_user() || err.is_body_write_aborted()
 }
@@ -238,6 +250,7 @@ fn chain_has_callers_own(err: &(dyn Error + 'static)) -> bool {
     false
 }
 
+#[cfg(feature = "hyper")]
 fn chain_has_tls(err: &(dyn Error + 'static)) -> bool {
     let mut next: Option<&(dyn Error + 'static)> = Some(err);
     while let Some(e) = next {
@@ -384,8 +397,11 @@ mod tests {
         assert_eq!(classify_error(&err), FailureKind::Local);
         let err = Wrap(Box::new(AttemptTimedOut::new(Duration::from_secs(1))));
         assert_eq!(classify_error(&err), FailureKind::Timeout);
-        let err = Wrap(Box::new(tower::timeout::error::Elapsed::new()));
-        assert_eq!(classify_error(&err), FailureKind::Timeout);
+        #[cfg(feature = "tower")]
+        {
+            let err = Wrap(Box::new(tower::timeout::error::Elapsed::new()));
+            assert_eq!(classify_error(&err), FailureKind::Timeout);
+        }
         // A refusal wrapped in an io::Error payload is still ours.
         let err = io::Error::other(RateLimited::new(Duration::from_secs(1)));
         assert_eq!(classify_error(&err), FailureKind::Local);
