@@ -21,6 +21,14 @@
 //! - [`ascii`]: ASCII case eight bytes at a time, for the keys built on every request.
 //!
 //! Nothing here panics on header input: garbage counts as absent.
+//!
+//! # Features
+//!
+//! The crate carries no HTTP client. [`classify`] recognises the errors of the clients it is told
+//! about: `hyper` (hyper and hyper-util's legacy client), `reqwest`, and `tower` (tower's timeout
+//! error). The `courier` facade turns on those of the transports it is built with; a layer put
+//! over a hyper or reqwest client without the facade wants the matching feature here, or a
+//! transport failure it does not recognise is classified `Other` and not retried.
 
 pub mod ascii;
 pub mod body;
