@@ -1,0 +1,226 @@
+use super::*;
+use proptest::prelude::*;
+
+fn host(name: &str) -> Uri {
+    format!("http://{name}/").parse().unwrap()
+}
+
+trait Short {
+    fn deposit_(&self, uri: &Uri, now: Instant);
+    fn withdraw_(&self, uri: &Uri, now: Instant) -> Option<Withdrawal>;
+}
+
+impl Short for Arc<BudgetState> {
+    fn deposit_(&self, uri: &Uri, now: Instant) {
+        self.deposit(uri, &HeaderMap::new(), now)
+    }
+    fn withdraw_(&self, uri: &Uri, now: Instant) -> Option<Withdrawal> {
+        self.withdraw(uri, &HeaderMap::new(), now)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn ten_percent_no_floor_is_exact() {
+    let b = RetryBudget::new().ratio(0.1).floor(0).build();
+    let h = host("a");
+    let now = Instant::now();
+    for _ in 0..9 {
+        b.deposit_(&h, now);
+    }
+    assert!(b.withdraw_(&h, now).is_none(), "9 requests earn 0.9 retry");
+    b.deposit_(&h, now);
+    b.withdraw_(&h, now).expect("10 requests earn one").commit();
+    assert!(b.withdraw_(&h, now).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn floor_and_window() {
+    let b = RetryBudget::new().ratio(0.0).floor(2).build();
+    let h = host("a");
+    b.withdraw_(&h, Instant::now()).unwrap().commit();
+    b.withdraw_(&h, Instant::now()).unwrap().commit();
+    assert!(b.withdraw_(&h, Instant::now()).is_none());
+    tokio::time::advance(Duration::from_secs(10)).await;
+    assert!(
+        b.withdraw_(&h, Instant::now()).is_some(),
+        "spent floor comes back"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn dropped_withdrawal_is_refunded() {
+    let b = RetryBudget::new().ratio(0.0).floor(1).build();
+    let h = host("a");
+    let w = b.withdraw_(&h, Instant::now()).unwrap();
+    assert!(b.withdraw_(&h, Instant::now()).is_none());
+    drop(w);
+    assert!(b.withdraw_(&h, Instant::now()).is_some());
+}
+
+#[tokio::test(start_paused = true)]
+async fn hosts_are_separate_and_bounded() {
+    let b = RetryBudget::new().ratio(0.0).floor(1).max_hosts(2).build();
+    b.withdraw_(&host("a"), Instant::now()).unwrap().commit();
+    assert!(b.withdraw_(&host("a"), Instant::now()).is_none());
+    b.withdraw_(&host("b"), Instant::now()).unwrap().commit();
+    b.withdraw_(&host("c"), Instant::now()).unwrap().commit();
+    assert!(b.hosts() <= 2);
+    tokio::time::advance(Duration::from_secs(11)).await;
+    for name in ["d", "e", "f"] {
+        b.deposit_(&host(name), Instant::now());
+    }
+    assert!(b.hosts() <= 2);
+    let g = RetryBudget::new()
+        .ratio(0.0)
+        .floor(1)
+        .per_host(false)
+        .build();
+    g.withdraw_(&host("a"), Instant::now()).unwrap().commit();
+    assert!(
+        g.withdraw_(&host("b"), Instant::now()).is_none(),
+        "one shared budget"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn host_matching_ignores_case_and_reads_the_host_header() {
+    let b = RetryBudget::new().ratio(0.0).floor(1).build();
+    let now = Instant::now();
+    b.withdraw_(&host("API.example"), now).unwrap().commit();
+    assert!(
+        b.withdraw_(&host("api.EXAMPLE"), now).is_none(),
+        "same host"
+    );
+    let mut headers = HeaderMap::new();
+    headers.insert("host", "svc:8080".parse().unwrap());
+    let origin_form: Uri = "/a?b=c".parse().unwrap();
+    b.withdraw(&origin_form, &headers, now).unwrap().commit();
+    assert!(b.withdraw(&origin_form, &headers, now).is_none());
+    assert_eq!(b.hosts(), 2);
+    // The shared budget for requests without any host.
+    b.withdraw(&origin_form, &HeaderMap::new(), now)
+        .unwrap()
+        .commit();
+    assert_eq!(b.hosts(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deposit_after_an_eviction_reaches_the_hosts_new_cell() {
+    let b = RetryBudget::new().ratio(1.0).floor(0).max_hosts(1).build();
+    let now = Instant::now();
+    // This thread now keeps "a"'s cell; making "b" evicts it.
+    b.deposit_(&host("a"), now);
+    assert!(b.withdraw_(&host("b"), now).is_none());
+    assert_eq!(b.hosts(), 1);
+    b.deposit_(&host("a"), now);
+    b.withdraw_(&host("a"), now)
+        .expect("the deposit went to the cell in the map")
+        .commit();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_cached_cell_is_told_apart_by_scheme_and_port_not_case() {
+    let b = RetryBudget::new().ratio(1.0).floor(0).build();
+    let now = Instant::now();
+    let uri = |s: &str| s.parse::<Uri>().unwrap();
+    for u in [
+        "http://a.example/",
+        "http://A.Example/x",
+        "https://a.example/",
+        "http://a.example:8080/",
+    ] {
+        b.deposit_(&uri(u), now);
+    }
+    for (u, retries) in [
+        ("http://a.example/", 2),
+        ("https://a.example/", 1),
+        ("http://a.example:8080/", 1),
+    ] {
+        for _ in 0..retries {
+            b.withdraw_(&uri(u), now).expect(u).commit();
+        }
+        assert!(b.withdraw_(&uri(u), now).is_none(), "{u}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn budgets_on_one_thread_keep_their_deposits_apart() {
+    let one = RetryBudget::new().ratio(1.0).floor(0).build();
+    let two = RetryBudget::new().ratio(1.0).floor(0).build();
+    let (a, now) = (host("a"), Instant::now());
+    one.deposit_(&a, now);
+    two.deposit_(&a, now);
+    two.deposit_(&a, now);
+    one.withdraw_(&a, now).unwrap().commit();
+    assert!(one.withdraw_(&a, now).is_none(), "one deposit, one retry");
+    two.withdraw_(&a, now).unwrap().commit();
+    two.withdraw_(&a, now).unwrap().commit();
+    assert!(two.withdraw_(&a, now).is_none());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_deposit_into_a_new_slot_clears_what_it_held() {
+    let b = RetryBudget::new().ratio(1.0).floor(0).build();
+    let a = host("a");
+    b.deposit_(&a, Instant::now());
+    // Same slot, one window later: the old deposit has left.
+    tokio::time::advance(Duration::from_secs(10)).await;
+    b.deposit_(&a, Instant::now());
+    b.withdraw_(&a, Instant::now()).unwrap().commit();
+    assert!(b.withdraw_(&a, Instant::now()).is_none());
+}
+
+proptest! {
+    #[test]
+    fn word_lowercase_matches_bytewise(bytes in any::<[u8; 8]>()) {
+        let want = u64::from_le_bytes(bytes.map(|b| b.to_ascii_lowercase()));
+        prop_assert_eq!(ascii_lowercase(u64::from_le_bytes(bytes)), want);
+    }
+}
+
+proptest! {
+    /// Whatever the timing, retries in any window never exceed ratio * requests + floor.
+    #[test]
+    fn never_more_than_the_share(
+        steps in proptest::collection::vec((0u64..3000, any::<bool>()), 1..400),
+        percent in 0u32..50,
+        floor in 0u32..5,
+    ) {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let b = RetryBudget::new().ratio(f64::from(percent) / 100.0).floor(floor).build();
+            let h = host("a");
+            let start = Instant::now();
+            let mut events: Vec<(Duration, bool)> = Vec::new();
+            for (gap_ms, is_request) in steps {
+                tokio::time::advance(Duration::from_millis(gap_ms)).await;
+                let now = Instant::now();
+                if is_request {
+                    b.deposit_(&h, now);
+                    events.push((now - start, true));
+                } else if let Some(mut w) = b.withdraw_(&h, now) {
+                    w.commit();
+                    events.push((now - start, false));
+                }
+            }
+            // The window of ten 1 s slots always covers the last 9 s of withdrawals and
+            // never more than the last 10 s of deposits.
+            for (s, is_request) in &events {
+                if *is_request {
+                    continue;
+                }
+                let ret = events.iter().filter(|(t, r)| !*r && *t <= *s && *t + Duration::from_secs(9) > *s).count() as u64;
+                let req = events.iter().filter(|(t, r)| *r && *t <= *s && *t + Duration::from_secs(10) > *s).count() as u64;
+                prop_assert!(
+                    ret * 100 <= req * u64::from(percent) + u64::from(floor) * 100,
+                    "{ret} retries against {req} requests at {s:?}"
+                );
+            }
+            Ok(())
+        })?;
+    }
+}
