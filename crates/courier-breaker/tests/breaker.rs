@@ -5,6 +5,7 @@ use courier_breaker::{
     OpenBackoff, RequestHead,
 };
 use courier_core::{BoxError, DeadlineExceeded, HostKey, RateLimited};
+use courier_testkit::contract::{self, ReadyOnce};
 use http::{Request, Response, StatusCode};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -786,46 +787,22 @@ async fn a_service_drops_its_previous_breaker_once_evicted() {
 
 // === tower contract ===
 
-/// Ready only after `poll_ready` on this very instance; a clone starts unready.
-#[derive(Debug)]
-struct Picky {
-    ready: bool,
-}
-
-impl Clone for Picky {
-    fn clone(&self) -> Self {
-        Self { ready: false }
-    }
-}
-
-impl Service<Request<()>> for Picky {
-    type Response = Response<()>;
-    type Error = BoxError;
-    type Future = std::future::Ready<Result<Response<()>, BoxError>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.ready = true;
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request<()>) -> Self::Future {
-        assert!(self.ready, "called without poll_ready on this instance");
-        self.ready = false;
-        std::future::ready(Ok(Response::new(())))
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn calls_the_instance_it_made_ready() {
-    let mut svc = CircuitBreakerLayer::new().layer(Picky { ready: false });
-    for _ in 0..3 {
-        let ready = svc.ready().await.unwrap();
-        let _clone = ready.clone();
-        assert!(ready.call(req("a")).await.is_ok());
-    }
-    assert!(svc.get_ref().ready.eq(&false));
+    let upstream = tower::service_fn(|_: Request<()>| {
+        std::future::ready(Ok::<_, BoxError>(Response::new(())))
+    });
+    let checked = contract::check(
+        upstream,
+        |inner| CircuitBreakerLayer::new().layer(inner),
+        || req("a"),
+    )
+    .await;
+    assert_eq!(checked.calls, contract::CALLS);
+    let mut svc = checked.service;
+    assert!(!svc.get_ref().is_ready());
     let _ = svc.get_mut();
-    let _inner: Picky = svc.into_inner();
+    let _inner: ReadyOnce<_> = svc.into_inner();
 }
 
 #[test]
