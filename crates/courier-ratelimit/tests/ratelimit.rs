@@ -4,6 +4,7 @@ use courier_core::{BoxError, CacheStatus, Deadline, RateLimited};
 use courier_ratelimit::{
     InMemoryStore, Mode, Rate, RateLimitStore, TokenBucketRateLimit, TokenBucketRateLimitLayer,
 };
+use courier_testkit::contract;
 use http::{Request, Response, StatusCode};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
@@ -667,52 +668,13 @@ async fn a_free_slot_calls_at_once_and_a_waiter_dropped_unpolled_gives_its_slot_
 
 // === tower contract ===
 
-/// Ready only after its own `poll_ready`; a clone starts unready.
-struct ReadyOnce {
-    ready: bool,
-    calls: Arc<Mutex<u32>>,
-}
-
-impl Clone for ReadyOnce {
-    fn clone(&self) -> Self {
-        Self {
-            ready: false,
-            calls: self.calls.clone(),
-        }
-    }
-}
-
-impl Service<Request<()>> for ReadyOnce {
-    type Response = Response<()>;
-    type Error = Infallible;
-    type Future = std::future::Ready<Result<Response<()>, Infallible>>;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
-        self.ready = true;
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, _: Request<()>) -> Self::Future {
-        assert!(self.ready, "called an instance that was not made ready");
-        self.ready = false;
-        *self.calls.lock().unwrap() += 1;
-        std::future::ready(Ok(Response::new(())))
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn calls_the_instance_that_was_made_ready() {
-    let calls = Arc::new(Mutex::new(0));
-    let mut svc = layer(1.0, 1).layer(ReadyOnce {
-        ready: false,
-        calls: calls.clone(),
+    let upstream = tower::service_fn(|_: Request<()>| {
+        std::future::ready(Ok::<_, Infallible>(Response::new(())))
     });
-    let f1 = svc.ready().await.unwrap().call(get("a"));
-    let f2 = svc.ready().await.unwrap().call(get("a"));
-    let (r1, r2) = tokio::join!(f1, f2);
-    r1.unwrap();
-    r2.unwrap();
-    assert_eq!(*calls.lock().unwrap(), 2);
+    let checked = contract::check(upstream, |inner| layer(1.0, 1).layer(inner), || get("a")).await;
+    assert_eq!(checked.calls, contract::CALLS);
 }
 
 #[test]
