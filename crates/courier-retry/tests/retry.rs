@@ -13,6 +13,7 @@ use courier_core::{
 use courier_retry::future::ResponseFuture;
 use courier_retry::policy::backoff_ceiling;
 use courier_retry::{Jitter, ReplayBody, Retry, RetryBody, RetryBudget, RetryLayer};
+use courier_testkit::contract;
 use http::{Request, Response, StatusCode};
 use http_body::{Body, Frame};
 use proptest::prelude::*;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, UNIX_EPOCH};
-use tower::{Layer, Service, ServiceExt};
+use tower::{Layer, ServiceExt};
 
 const URL: &str = "http://api.example/v1/items";
 
@@ -775,54 +776,16 @@ async fn dropping_the_future_during_backoff_stops_everything() {
 
 // === the tower contract ===
 
-/// Readiness is per instance and a clone starts unready: calling an instance that was not
-/// made ready is a bug.
-struct Strict {
-    ready: bool,
-    mock: Mock,
-}
-
-impl Clone for Strict {
-    fn clone(&self) -> Self {
-        Self {
-            ready: false,
-            mock: self.mock.clone(),
-        }
-    }
-}
-
-impl Service<Request<String>> for Strict {
-    type Response = Response<String>;
-    type Error = BoxError;
-    type Future = <Mock as Service<Request<String>>>::Future;
-
-    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
-        self.ready = true;
-        Poll::Ready(Ok(()))
-    }
-
-    fn call(&mut self, req: Request<String>) -> Self::Future {
-        assert!(
-            self.ready,
-            "called an instance poll_ready did not make ready"
-        );
-        self.ready = false;
-        self.mock.call(req)
-    }
-}
-
 #[tokio::test(start_paused = true)]
 async fn calls_the_instance_made_ready() {
+    // The first call is retried twice, through the instance each attempt made ready.
     let mock = Mock::new([Answer::Status(503), Answer::Status(503)]);
-    let mut svc = layer().layer(Strict {
-        ready: false,
-        mock: mock.clone(),
-    });
-    for _ in 0..2 {
-        let res = svc.ready().await.unwrap().call(get(URL)).await.unwrap();
+    let checked = contract::check(mock.clone(), |inner| layer().layer(inner), || get(URL)).await;
+    for res in &checked.responses {
         assert_eq!(res.status(), StatusCode::OK);
     }
-    assert_eq!(mock.count(), 4);
+    assert_eq!(checked.calls, contract::CALLS + 2);
+    assert_eq!(mock.count(), contract::CALLS + 2);
 }
 
 #[test]
