@@ -3,6 +3,8 @@
 //! - [`contract`]: the tower readiness contract, one checker for every layer: an inner service
 //!   whose clones start unready, and a driver that fails when a layer calls an instance it did
 //!   not make ready.
+//! - [`body`]: bodies that follow a script (frames, errors, a size hint that lies, a stall, a
+//!   pause before each frame) and a body fed through a channel.
 //! - [`tls`]: a certificate authority made per test, and an HTTPS server on 127.0.0.1 that
 //!   presents a certificate from it (valid, for another host name, or expired) and counts the
 //!   connections and the requests that reach it.
@@ -10,5 +12,6 @@
 //! It depends on no courier crate, so that any of them can take it as a dev-dependency without
 //! a second copy of itself in its tests.
 
+pub mod body;
 pub mod contract;
 pub mod tls;
