@@ -5,10 +5,10 @@ mod support;
 use bytes::Bytes;
 use courier_cache::{CacheBody, EtagCache, EtagCacheLayer, MemoryStore};
 use courier_core::{BoxError, CacheStatus};
+use courier_testkit::body::{ChannelBody, ScriptedBody};
 use courier_testkit::contract;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
-use std::collections::VecDeque;
 use std::time::Duration;
 use support::*;
 use tokio::time::advance;
@@ -453,10 +453,7 @@ async fn a_body_over_the_cap_streams_through_and_is_not_stored() {
     assert!(svc.store().is_empty());
 
     // Unknown length: streamed, not stored.
-    let body = ScriptBody {
-        frames: VecDeque::from([Ok(Bytes::from("ab")), Ok(Bytes::from("cd"))]),
-        hint: None,
-    };
+    let body = ScriptedBody::<BoxError>::chunks(["ab", "cd"]);
     mock.push(Ok(Response::builder()
         .header("etag", "\"u\"")
         .body(body.boxed())
@@ -466,10 +463,7 @@ async fn a_body_over_the_cap_streams_through_and_is_not_stored() {
     assert!(svc.store().is_empty());
 
     // Within the cap and of known length (size hint only): stored.
-    let body = ScriptBody {
-        frames: VecDeque::from([Ok(Bytes::from("ab")), Ok(Bytes::from("cd"))]),
-        hint: Some(4),
-    };
+    let body = ScriptedBody::<BoxError>::chunks(["ab", "cd"]).exact_len(4);
     mock.push(Ok(Response::builder()
         .header("etag", "\"k\"")
         .body(body.boxed())
@@ -482,13 +476,7 @@ async fn a_body_over_the_cap_streams_through_and_is_not_stored() {
 async fn a_body_that_fails_or_is_dropped_midway_is_never_stored() {
     let mock = Mock::new();
     let mut svc = layer().layer(mock.service());
-    let failing = ScriptBody {
-        frames: VecDeque::from([
-            Ok(Bytes::from("hello")),
-            Err::<Bytes, BoxError>("connection reset".into()),
-        ]),
-        hint: None,
-    };
+    let failing = ScriptedBody::<BoxError>::chunks(["hello"]).error("connection reset".into());
     mock.push(Ok(Response::builder()
         .header("etag", "\"r\"")
         .header("content-length", "10")
@@ -499,10 +487,7 @@ async fn a_body_that_fails_or_is_dropped_midway_is_never_stored() {
     assert!(svc.store().is_empty());
 
     // Dropped after the first frame.
-    let partial = ScriptBody {
-        frames: VecDeque::from([Ok(Bytes::from("hello")), Ok(Bytes::from("world"))]),
-        hint: Some(10),
-    };
+    let partial = ScriptedBody::<BoxError>::chunks(["hello", "world"]).exact_len(10);
     mock.push(Ok(Response::builder()
         .header("etag", "\"r\"")
         .body(partial.boxed())
@@ -515,14 +500,10 @@ async fn a_body_that_fails_or_is_dropped_midway_is_never_stored() {
     assert!(svc.store().is_empty());
 
     // A consumer that keeps polling past the error still never gets it stored.
-    let resumed = ScriptBody {
-        frames: VecDeque::from([
-            Ok(Bytes::from("hello")),
-            Err::<Bytes, BoxError>("reset".into()),
-            Ok(Bytes::from("world")),
-        ]),
-        hint: Some(10),
-    };
+    let resumed = ScriptedBody::<BoxError>::chunks(["hello"])
+        .error("reset".into())
+        .data("world")
+        .exact_len(10);
     mock.push(Ok(Response::builder()
         .header("etag", "\"r\"")
         .body(resumed.boxed())
@@ -545,10 +526,10 @@ async fn a_body_that_fails_or_is_dropped_midway_is_never_stored() {
 async fn the_body_streams_to_the_caller_while_it_is_stored() {
     let mock = Mock::new();
     let mut svc = layer().layer(mock.service());
-    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (tx, body) = ChannelBody::<BoxError>::new();
     mock.push(Ok(Response::builder()
         .header("etag", "\"t\"")
-        .body(ChannelBody { rx, hint: Some(5) }.boxed())
+        .body(body.exact_len(5).boxed())
         .unwrap()));
     tx.send(Ok(Bytes::from("hel"))).unwrap();
     // The response comes back before the body is complete: nothing is buffered up front.

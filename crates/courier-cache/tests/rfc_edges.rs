@@ -4,7 +4,8 @@
 mod support;
 
 use bytes::Bytes;
-use courier_core::CacheStatus;
+use courier_core::{BoxError, CacheStatus};
+use courier_testkit::body::ScriptedBody;
 use http::{HeaderValue, Method, Request, Response};
 use http_body_util::BodyExt;
 use std::collections::VecDeque;
@@ -79,10 +80,7 @@ async fn unsafe_extension_methods_invalidate_the_uri() {
 async fn a_body_shorter_than_its_content_length_is_not_stored() {
     let mock = Mock::new();
     let mut svc = layer().layer(mock.service());
-    let short = ScriptBody {
-        frames: VecDeque::from([Ok(Bytes::from("hello"))]),
-        hint: None,
-    };
+    let short = ScriptedBody::<BoxError>::chunks(["hello"]);
     mock.push(Ok(Response::builder()
         .header("cache-control", "max-age=600")
         .header("content-length", "10")
@@ -103,10 +101,7 @@ async fn a_body_shorter_than_its_content_length_is_not_stored() {
 async fn huge_content_length_with_an_uncapped_entry_size_does_not_panic() {
     let mock = Mock::new();
     let mut svc = layer().max_entry_bytes(usize::MAX).layer(mock.service());
-    let body = ScriptBody {
-        frames: VecDeque::from([Ok(Bytes::from("hello"))]),
-        hint: None,
-    };
+    let body = ScriptedBody::<BoxError>::chunks(["hello"]);
     mock.push(Ok(Response::builder()
         .header("etag", "\"a\"")
         .header("content-length", "18446744073709551615")
@@ -228,10 +223,7 @@ async fn an_overflowing_age_is_infinitely_old_not_zero() {
 async fn a_body_shorter_than_its_exact_size_hint_is_not_stored() {
     let mock = Mock::new();
     let mut svc = layer().layer(mock.service());
-    let short = ScriptBody {
-        frames: VecDeque::from([Ok(Bytes::from("hello"))]),
-        hint: Some(10),
-    };
+    let short = ScriptedBody::<BoxError>::chunks(["hello"]).exact_len(10);
     mock.push(Ok(Response::builder()
         .header("cache-control", "max-age=600")
         .body(short.boxed())

@@ -6,13 +6,11 @@ use bytes::Bytes;
 use courier_cache::{CacheBody, EtagCacheLayer};
 use courier_core::{BoxError, CacheStatus, ManualClock};
 use http::{HeaderMap, Method, Request, Response, StatusCode};
-use http_body::{Body, Frame, SizeHint};
+use http_body::Body;
 use http_body_util::BodyExt;
 use http_body_util::combinators::BoxBody;
 use std::collections::VecDeque;
-use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tower::{Service, ServiceExt};
 
@@ -50,56 +48,6 @@ pub fn t0() -> SystemTime {
 
 pub fn date(at: SystemTime) -> String {
     httpdate::fmt_http_date(at)
-}
-
-/// A body of known frames, an optional error after them and an optional size hint.
-pub struct ScriptBody {
-    pub frames: VecDeque<Result<Bytes, BoxError>>,
-    pub hint: Option<u64>,
-}
-
-impl Body for ScriptBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        Poll::Ready(self.frames.pop_front().map(|r| r.map(Frame::data)))
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self.hint {
-            Some(n) => SizeHint::with_exact(n),
-            None => SizeHint::default(),
-        }
-    }
-}
-
-/// A body fed by the test through a channel, with an optional exact size hint.
-pub struct ChannelBody {
-    pub rx: tokio::sync::mpsc::UnboundedReceiver<Result<Bytes, BoxError>>,
-    pub hint: Option<u64>,
-}
-
-impl Body for ChannelBody {
-    type Data = Bytes;
-    type Error = BoxError;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, BoxError>>> {
-        self.rx.poll_recv(cx).map(|o| o.map(|r| r.map(Frame::data)))
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match self.hint {
-            Some(n) => SizeHint::with_exact(n),
-            None => SizeHint::default(),
-        }
-    }
 }
 
 pub fn full(data: impl Into<Bytes>) -> TestBody {
