@@ -6,8 +6,9 @@ use courier_core::{AttemptTimedOut, BoxError, DeadlineExceeded};
 use courier_deadline::propagate::DEFAULT_HEADER;
 use courier_deadline::scope::scope;
 use courier_deadline::{AttemptTimeoutLayer, DeadlineBody, DeadlineLayer};
+use courier_testkit::body::ScriptedBody;
 use http::{Request, Response, StatusCode};
-use http_body::{Body, Frame};
+use http_body::Body;
 use http_body_util::{BodyExt, Empty};
 use std::convert::Infallible;
 use std::future::Future;
@@ -24,25 +25,8 @@ fn ms(n: u64) -> Duration {
 }
 
 /// A body that yields one frame, then pends forever without waking anyone.
-#[derive(Debug, Default)]
-struct FrameThenPending {
-    sent: bool,
-}
-
-impl Body for FrameThenPending {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if self.sent {
-            return Poll::Pending;
-        }
-        self.sent = true;
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"x")))))
-    }
+fn frame_then_stall() -> ScriptedBody<Infallible> {
+    ScriptedBody::chunks(["x"]).stall()
 }
 
 /// Answers after `delay` with a body that sends one byte and then stalls.
@@ -50,13 +34,13 @@ fn stalling(
     delay: Duration,
 ) -> impl Service<
     Request<()>,
-    Response = Response<FrameThenPending>,
+    Response = Response<ScriptedBody<Infallible>>,
     Error = Infallible,
     Future = impl Send,
 > + Clone {
     service_fn(move |_req: Request<()>| async move {
         tokio::time::sleep(delay).await;
-        Ok::<_, Infallible>(Response::new(FrameThenPending::default()))
+        Ok::<_, Infallible>(Response::new(frame_then_stall()))
     })
 }
 
