@@ -429,29 +429,13 @@ impl<B> fmt::Debug for ReplayBody<B> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use courier_testkit::body::ScriptedBody;
     use http_body_util::BodyExt;
     use std::convert::Infallible;
 
     /// A body that yields its chunks one poll at a time.
-    struct Chunks(std::collections::VecDeque<&'static str>);
-
-    impl Body for Chunks {
-        type Data = Bytes;
-        type Error = Infallible;
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-            Poll::Ready(
-                self.0
-                    .pop_front()
-                    .map(|c| Ok(Frame::data(Bytes::from_static(c.as_bytes())))),
-            )
-        }
-    }
-
-    fn chunks(parts: &[&'static str]) -> Chunks {
-        Chunks(parts.iter().copied().collect())
+    fn chunks(parts: &[&'static str]) -> ScriptedBody<Infallible> {
+        ScriptedBody::chunks(parts.iter().copied())
     }
 
     async fn collect<B: Body<Data = Bytes, Error = BoxError>>(b: B) -> Result<Bytes, BoxError> {
@@ -616,19 +600,10 @@ mod tests {
 
     #[tokio::test]
     async fn a_failed_body_answers_no() {
-        struct Failing;
-        impl Body for Failing {
-            type Data = Bytes;
-            type Error = std::io::Error;
-            fn poll_frame(
-                self: Pin<&mut Self>,
-                _: &mut Context<'_>,
-            ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-                Poll::Ready(Some(Err(std::io::ErrorKind::BrokenPipe.into())))
-            }
-        }
         let mut cx = Context::from_waker(Waker::noop());
-        let mut body = ReplayBody::new(Failing);
+        let failing =
+            ScriptedBody::<std::io::Error>::new().error(std::io::ErrorKind::BrokenPipe.into());
+        let mut body = ReplayBody::new(failing);
         let template = body.try_clone_body().unwrap();
         assert!(body.frame().await.unwrap().is_err());
         assert_eq!(template.poll_replayable(&mut cx), Poll::Ready(false));

@@ -10,14 +10,13 @@ use common::attempts;
 use courier_core::extensions::{Decision, Reason};
 use courier_core::{BoxError, Deadline};
 use courier_retry::{Jitter, ReplayBody, RetryBudget, RetryLayer};
+use courier_testkit::body::ScriptedBody;
 use http::{Request, Response, StatusCode};
-use http_body::{Body, Frame};
 use http_body_util::BodyExt;
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Layer, ServiceExt};
@@ -35,25 +34,10 @@ fn layer() -> RetryLayer {
 }
 
 /// A streaming request body (no size hint): `n` chunks of 1 KiB, chunk `i` made of byte `i`.
-struct Stream {
-    next: usize,
-    n: usize,
-}
+type Stream = ScriptedBody<Infallible>;
 
-impl Body for Stream {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if self.next == self.n {
-            return Poll::Ready(None);
-        }
-        let i = self.next;
-        self.next += 1;
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![i as u8; KIB])))))
-    }
+fn stream(n: usize) -> Stream {
+    ScriptedBody::chunks((0..n).map(|i| vec![i as u8; KIB]))
 }
 
 /// The bytes of a whole `Stream` of `n` chunks.
@@ -62,9 +46,7 @@ fn whole(n: usize) -> Bytes {
 }
 
 fn put(n: usize) -> Request<ReplayBody<Stream>> {
-    Request::put(URL)
-        .body(ReplayBody::new(Stream { next: 0, n }))
-        .unwrap()
+    Request::put(URL).body(ReplayBody::new(stream(n))).unwrap()
 }
 
 /// What the first attempt does with the request body.
@@ -370,33 +352,10 @@ mod loopback {
     use hyper_util::rt::TokioExecutor;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     use tokio::net::TcpListener;
-    use tokio::time::Sleep;
 
     /// A streaming body of `n` 1 KiB chunks, one every millisecond.
-    struct Slow {
-        next: usize,
-        n: usize,
-        gap: Option<Pin<Box<Sleep>>>,
-    }
-
-    impl Body for Slow {
-        type Data = Bytes;
-        type Error = Infallible;
-        fn poll_frame(
-            mut self: Pin<&mut Self>,
-            cx: &mut Context<'_>,
-        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-            if self.next == self.n {
-                return Poll::Ready(None);
-            }
-            let gap = self
-                .gap
-                .get_or_insert_with(|| Box::pin(tokio::time::sleep(ms(1))));
-            std::task::ready!(gap.as_mut().poll(cx));
-            self.gap = None;
-            self.next += 1;
-            Poll::Ready(Some(Ok(Frame::data(Bytes::from(vec![b'x'; KIB])))))
-        }
+    fn slow(n: usize) -> ScriptedBody<Infallible> {
+        ScriptedBody::chunks((0..n).map(|_| vec![b'x'; KIB])).gap(ms(1))
     }
 
     /// Answers every request head with a 503 as soon as it has read the head, then reads and
@@ -447,21 +406,16 @@ mod loopback {
     #[tokio::test]
     async fn hyper_an_early_503_with_a_body_past_the_cap_is_sent_once() {
         let (url, heads) = early_server().await;
-        let client: Client<HttpConnector, ReplayBody<Slow>> = Client::builder(TokioExecutor::new())
-            .retry_canceled_requests(false)
-            .build_http();
+        let client: Client<HttpConnector, ReplayBody<ScriptedBody<Infallible>>> =
+            Client::builder(TokioExecutor::new())
+                .retry_canceled_requests(false)
+                .build_http();
         // Long enough for the 80 ms body to pass the cap before a retry would go out.
         let svc = RetryLayer::new()
             .jitter(Jitter::None)
             .base(ms(500))
             .layer(client);
-        let req = Request::put(url)
-            .body(ReplayBody::new(Slow {
-                next: 0,
-                n: 80,
-                gap: None,
-            }))
-            .unwrap();
+        let req = Request::put(url).body(ReplayBody::new(slow(80))).unwrap();
         let res = tokio::time::timeout(Duration::from_secs(10), svc.oneshot(req))
             .await
             .expect("bounded in time")

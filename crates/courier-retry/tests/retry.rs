@@ -13,9 +13,9 @@ use courier_core::{
 use courier_retry::future::ResponseFuture;
 use courier_retry::policy::backoff_ceiling;
 use courier_retry::{Jitter, ReplayBody, Retry, RetryBody, RetryBudget, RetryLayer};
+use courier_testkit::body::ScriptedBody;
 use courier_testkit::contract;
 use http::{Request, Response, StatusCode};
-use http_body::{Body, Frame};
 use proptest::prelude::*;
 use std::convert::Infallible;
 use std::io;
@@ -646,29 +646,15 @@ async fn one_event_per_attempt_without_credentials() {
 // === bodies ===
 
 /// A streaming body of chunks, not `Clone`.
-struct Chunks(Vec<&'static str>);
-
-impl Body for Chunks {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if self.0.is_empty() {
-            return Poll::Ready(None);
-        }
-        Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(
-            self.0.remove(0).as_bytes(),
-        )))))
-    }
+fn chunks(parts: &[&'static str]) -> ScriptedBody<Infallible> {
+    ScriptedBody::chunks(parts.iter().copied())
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_streaming_body_is_replayed_whole() {
     let mock = Mock::new([Answer::Status(503)]);
     let req = Request::put(URL)
-        .body(ReplayBody::new(Chunks(vec!["a", "bc", "def"])))
+        .body(ReplayBody::new(chunks(&["a", "bc", "def"])))
         .unwrap();
     let res = layer().layer(mock.clone()).oneshot(req).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
@@ -683,7 +669,7 @@ async fn a_streaming_body_is_replayed_whole() {
 async fn a_body_over_the_replay_cap_is_sent_once() {
     let mock = Mock::new([Answer::Status(503)]);
     let req = Request::put(URL)
-        .body(ReplayBody::with_cap(Chunks(vec!["abc", "def"]), 4))
+        .body(ReplayBody::with_cap(chunks(&["abc", "def"]), 4))
         .unwrap();
     let res = layer().layer(mock.clone()).oneshot(req).await.unwrap();
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -693,29 +679,6 @@ async fn a_body_over_the_replay_cap_is_sent_once() {
         attempts(&res).last().unwrap().reason,
         Reason::BodyNotReplayable
     );
-}
-
-/// A response body that says whether it was read to the end.
-struct Tracked {
-    data: Option<Bytes>,
-    done: Arc<AtomicBool>,
-}
-
-impl Body for Tracked {
-    type Data = Bytes;
-    type Error = Infallible;
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        match self.data.take() {
-            Some(d) => Poll::Ready(Some(Ok(Frame::data(d)))),
-            None => {
-                self.done.store(true, Ordering::SeqCst);
-                Poll::Ready(None)
-            }
-        }
-    }
 }
 
 #[tokio::test(start_paused = true)]
@@ -738,10 +701,8 @@ async fn a_failed_body_is_drained_before_the_next_attempt() {
                     n == 0 || saw_drained,
                     "the next attempt comes after the drain"
                 );
-                let body = Tracked {
-                    data: Some(Bytes::from_static(b"busy")),
-                    done,
-                };
+                // Says whether it was read to the end.
+                let body = ScriptedBody::<Infallible>::chunks(["busy"]).signal_end(done);
                 Ok::<_, Infallible>(Response::builder().status(status).body(body).unwrap())
             }
         }
@@ -801,7 +762,7 @@ fn types_are_send_sync_static() {
     fn retry_body<B: RetryBody>() {}
     retry_body::<String>();
     retry_body::<http_body_util::Full<Bytes>>();
-    retry_body::<ReplayBody<Chunks>>();
+    retry_body::<ReplayBody<ScriptedBody<Infallible>>>();
 }
 
 /// A request extension of the caller's own.
