@@ -3,6 +3,7 @@
 use bytes::Bytes;
 use courier_core::FailureKind;
 use courier_core::classify::classify_error;
+use courier_testkit::body::ScriptedBody;
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
@@ -71,26 +72,10 @@ async fn no_answer_in_time_is_timeout() {
 }
 
 /// A request body that sends one chunk, then fails with `err`.
-struct FailingBody {
-    sent: bool,
-    err: Option<std::io::Error>,
-}
+type FailingBody = ScriptedBody<std::io::Error>;
 
-impl hyper::body::Body for FailingBody {
-    type Data = Bytes;
-    type Error = std::io::Error;
-    fn poll_frame(
-        mut self: std::pin::Pin<&mut Self>,
-        _: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<Option<Result<hyper::body::Frame<Bytes>, std::io::Error>>> {
-        if !self.sent {
-            self.sent = true;
-            return std::task::Poll::Ready(Some(Ok(hyper::body::Frame::data(Bytes::from_static(
-                b"part",
-            )))));
-        }
-        std::task::Poll::Ready(self.err.take().map(Err))
-    }
+fn failing_body(err: std::io::Error) -> FailingBody {
+    ScriptedBody::chunks(["part"]).error(err)
 }
 
 /// The request's own body failing while it is written is the caller's: `Local`, whatever the
@@ -127,10 +112,7 @@ async fn request_body_that_errs_is_local() {
         std::io::ErrorKind::TimedOut,
     ] {
         let req = http::Request::put(format!("http://{addr}/"))
-            .body(FailingBody {
-                sent: false,
-                err: Some(std::io::Error::from(kind)),
-            })
+            .body(failing_body(std::io::Error::from(kind)))
             .unwrap();
         let err = tokio::time::timeout(Duration::from_secs(5), client.request(req))
             .await
