@@ -5,6 +5,8 @@
 //!   not make ready.
 //! - [`body`]: bodies that follow a script (frames, errors, a size hint that lies, a stall, a
 //!   pause before each frame) and a body fed through a channel.
+//! - [`redis`]: a `redis-server` of a test's own on a free loopback port (or the one at
+//!   `COURIER_REDIS_URL`), and key prefixes no other test uses.
 //! - [`tls`]: a certificate authority made per test, and an HTTPS server on 127.0.0.1 that
 //!   presents a certificate from it (valid, for another host name, or expired) and counts the
 //!   connections and the requests that reach it.
@@ -14,4 +16,5 @@
 
 pub mod body;
 pub mod contract;
+pub mod redis;
 pub mod tls;
