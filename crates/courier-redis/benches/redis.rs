@@ -11,12 +11,10 @@
 // criterion_group! generates an undocumented function.
 #![allow(missing_docs)]
 
-#[path = "../tests/support/mod.rs"]
-mod support;
-
 use courier_core::HostKey;
 use courier_ratelimit::{InMemoryStore, Quota, Rate, RateLimitStore};
 use courier_redis::{LocalOrRedis, RedisStore};
+use courier_testkit::redis as test_redis;
 use criterion::{Criterion, criterion_group, criterion_main};
 use std::hint::black_box;
 use std::num::NonZeroU32;
@@ -54,12 +52,12 @@ fn one_decision(c: &mut Criterion) {
             .iter(|| async { black_box(either.acquire(&key, q, Duration::MAX).await) })
     });
 
-    let Some(mut redis) = rt.block_on(support::redis("bench one_decision")) else {
+    let Some(mut redis) = rt.block_on(test_redis::redis("bench one_decision")) else {
         g.finish();
         return;
     };
     let url = redis.url();
-    let prefix = support::unique_prefix("bench");
+    let prefix = test_redis::unique_prefix("bench");
     let store: RedisStore<HostKey> = rt.block_on(async {
         RedisStore::builder(url.as_str())
             .prefix(prefix)

@@ -1,18 +1,16 @@
-//! Against a real Redis (see `support`): the script's semantics on the server, four replicas
+//! Against a real Redis (see `courier_testkit::redis`): the script's semantics on the server, four replicas
 //! sharing one limit, shared parking, and outages (stopped, paused, restarted) under both
 //! failure policies. Real time: the server's clock is the one that counts. Every wait is
 //! bounded.
 
-mod support;
-
 use courier_core::{BoxError, HostKey, RateLimited};
 use courier_ratelimit::{Decision, Mode, Quota, Rate, RateLimitStore, TokenBucketRateLimitLayer};
 use courier_redis::{FailurePolicy, RedisStore};
+use courier_testkit::redis::{own_redis, redis, unique_prefix};
 use redis::AsyncCommands;
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{own_redis, redis, unique_prefix};
 use tokio::time::{Instant, timeout};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
 
