@@ -457,9 +457,6 @@ where
 // The preset with its buckets in Redis: two replicas share a server's park; an unreachable
 // Redis under fail-closed refuses through the whole stack. The tests that need a Redis start
 // their own (or use COURIER_REDIS_URL), and say that they were skipped where neither is there.
-#[cfg(all(test, feature = "redis"))]
-#[path = "../crates/courier-redis/tests/support/mod.rs"]
-mod redis_support;
 
 #[cfg(all(test, feature = "redis"))]
 mod shared_rate_limit_tests {
@@ -538,12 +535,13 @@ mod shared_rate_limit_tests {
     /// Retry-After seen by one holds the other.
     #[tokio::test]
     async fn replicas_of_the_preset_share_a_park() {
-        let Some(redis) = super::redis_support::redis("replicas_of_the_preset_share_a_park").await
+        let Some(redis) =
+            courier_testkit::redis::redis("replicas_of_the_preset_share_a_park").await
         else {
             return;
         };
         let url = redis.url();
-        let prefix = super::redis_support::unique_prefix("preset");
+        let prefix = courier_testkit::redis::unique_prefix("preset");
         let connect = || async {
             RedisStore::builder(url.as_str())
                 .prefix(prefix.as_str())

@@ -7,7 +7,7 @@
 //!   pause before each frame) and a body fed through a channel.
 //! - [`redis`]: a `redis-server` of a test's own on a free loopback port (or the one at
 //!   `COURIER_REDIS_URL`), and key prefixes no other test uses.
-//! - [`tls`]: a certificate authority made per test, and an HTTPS server on 127.0.0.1 that
+//! - `tls` (feature `tls`): a certificate authority made per test, and an HTTPS server on 127.0.0.1 that
 //!   presents a certificate from it (valid, for another host name, or expired) and counts the
 //!   connections and the requests that reach it.
 //!
@@ -17,4 +17,5 @@
 pub mod body;
 pub mod contract;
 pub mod redis;
+#[cfg(feature = "tls")]
 pub mod tls;
