@@ -7,41 +7,11 @@ use courier::CourierLayer;
 use courier::core::FailureKind;
 use courier::retry::{ReplayBody, RetryLayer};
 use courier_faultserver::FaultServer;
+use courier_testkit::body::ScriptedBody;
 use http::Request;
-use http_body::{Body, Frame, SizeHint};
 use std::convert::Infallible;
-use std::pin::Pin;
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tower::ServiceExt;
-
-/// A request body whose exact size hint says more bytes than it yields.
-#[derive(Clone)]
-struct Short {
-    said: u64,
-    has: Bytes,
-    done: bool,
-}
-
-impl Body for Short {
-    type Data = Bytes;
-    type Error = Infallible;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
-        if self.done {
-            return Poll::Ready(None);
-        }
-        self.done = true;
-        Poll::Ready(Some(Ok(Frame::data(self.has.clone()))))
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        SizeHint::with_exact(self.said)
-    }
-}
 
 #[tokio::test]
 async fn a_body_shorter_than_its_size_hint_is_not_retried() {
@@ -54,12 +24,13 @@ async fn a_body_shorter_than_its_size_hint_is_not_retried() {
                 .seed(7),
         )
         .attempt_timeout(Duration::from_secs(1))
-        .hyper::<ReplayBody<Short>>();
-    let body = Short {
-        said: 100,
-        has: Bytes::from_static(b"only fifty bytes ................................."),
-        done: false,
-    };
+        .hyper::<ReplayBody<ScriptedBody<Infallible>>>();
+    // Its exact size hint says more bytes than it yields.
+    let body = ScriptedBody::new()
+        .data(Bytes::from_static(
+            b"only fifty bytes .................................",
+        ))
+        .exact_len(100);
     let req = Request::put(server.url_for("/s/short"))
         .body(ReplayBody::new(body))
         .unwrap();
@@ -74,28 +45,6 @@ async fn a_body_shorter_than_its_size_hint_is_not_retried() {
     assert_eq!(server.hits("short").len(), 0, "nothing complete was sent");
 }
 
-/// A streaming request body whose source fails after its first chunk with `err`.
-struct Failing {
-    sent: bool,
-    err: Option<std::io::Error>,
-}
-
-impl Body for Failing {
-    type Data = Bytes;
-    type Error = std::io::Error;
-
-    fn poll_frame(
-        mut self: Pin<&mut Self>,
-        _: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, std::io::Error>>> {
-        if !self.sent {
-            self.sent = true;
-            return Poll::Ready(Some(Ok(Frame::data(Bytes::from_static(b"part")))));
-        }
-        Poll::Ready(self.err.take().map(Err))
-    }
-}
-
 #[tokio::test]
 async fn a_body_whose_source_fails_is_local_over_either_transport() {
     let server = FaultServer::start().await.unwrap();
@@ -105,18 +54,20 @@ async fn a_body_whose_source_fails_is_local_over_either_transport() {
         std::io::ErrorKind::UnexpectedEof,
         std::io::ErrorKind::TimedOut,
     ];
-    let hyper = CourierLayer::new().hyper::<ReplayBody<Failing>>();
-    let reqwest = CourierLayer::new().reqwest::<ReplayBody<Failing>>(
+    let hyper = CourierLayer::new().hyper::<ReplayBody<ScriptedBody<std::io::Error>>>();
+    let reqwest = CourierLayer::new().reqwest::<ReplayBody<ScriptedBody<std::io::Error>>>(
         courier::transport::reqwest_client_builder()
             .build()
             .expect("a plain-HTTP client"),
     );
     for kind in kinds {
+        // A streaming body whose source fails after its first chunk.
         let failing = || {
-            ReplayBody::new(Failing {
-                sent: false,
-                err: Some(std::io::Error::from(kind)),
-            })
+            ReplayBody::new(
+                ScriptedBody::new()
+                    .data(Bytes::from_static(b"part"))
+                    .error(std::io::Error::from(kind)),
+            )
         };
         let req = Request::put(server.url_for("/s/failing"))
             .body(failing())
