@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use courier_faultserver::FaultServer;
 
-use crate::scenarios::{self, Transport};
+use courier_cli::scenarios::{self, Transport};
 
 /// The demo gives up past this; its rows take about 3 s.
 const TIME_LIMIT: Duration = Duration::from_secs(15);

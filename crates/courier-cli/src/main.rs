@@ -17,10 +17,6 @@ mod paginate;
 mod parse;
 mod plan;
 mod request;
-// Shared with the workspace's cross-crate tests, which build both transports; the demo uses
-// hyper only.
-#[allow(dead_code, unreachable_pub)]
-mod scenarios;
 mod serve;
 mod stack;
 

@@ -1,7 +1,7 @@
 //! The scenario table (docs/ARCHITECTURE.md), run through the preset against the fault server.
 //!
-//! Shared by `courier demo` and the cross-crate tests (which include this file by path), so the
-//! demo and CI check the same rows the same way: attempts are counted by the server.
+//! Shared by `courier demo` and the crate's tests, so the demo and CI check the same rows the
+//! same way: attempts are counted by the server.
 
 use bytes::Bytes;
 use courier::CourierLayer;

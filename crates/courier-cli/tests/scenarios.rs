@@ -1,12 +1,8 @@
 //! Every row of the scenario table (docs/ARCHITECTURE.md) through the preset, over hyper and
 //! over reqwest, against the fault server on loopback. Attempts are counted by the server.
 
-#[path = "../crates/courier-cli/src/scenarios.rs"]
-#[allow(dead_code, unreachable_pub)]
-mod scenarios;
-
+use courier_cli::scenarios::{Transport, run_all, table};
 use courier_faultserver::FaultServer;
-use scenarios::{Transport, run_all, table};
 
 async fn run(transport: Transport) {
     let server = FaultServer::start().await.expect("fault server starts");
