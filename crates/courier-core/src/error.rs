@@ -2,6 +2,7 @@
 //!
 //! Layers that can fail on their own return [`BoxError`]; callers test the cause with
 //! [`is_caused_by`] or `err.is::<CircuitOpen>()`. An HTTP status is never turned into an error.
+//! A setting that cannot work is refused when it is built, with [`InvalidConfig`].
 
 use std::error::Error;
 use std::fmt;
@@ -179,6 +180,68 @@ impl fmt::Display for RateLimited {
 
 impl Error for RateLimited {}
 
+/// A setting that cannot work, refused when it is built, with what to use instead.
+///
+/// Every layer's fallible setting answers this one type, so a caller handles a bad rate, a bad
+/// failure-rate threshold and the like alike.
+///
+/// ```
+/// use courier_core::InvalidConfig;
+///
+/// let err = InvalidConfig::new("a threshold must be in (0, 1]", 1.5, "0.5 for half the calls");
+/// assert_eq!(err.requirement(), "a threshold must be in (0, 1]");
+/// assert_eq!(err.given(), "1.5");
+/// assert_eq!(
+///     err.to_string(),
+///     "invalid setting: a threshold must be in (0, 1], got 1.5; use 0.5 for half the calls"
+/// );
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InvalidConfig {
+    requirement: &'static str,
+    given: String,
+    instead: &'static str,
+}
+
+impl InvalidConfig {
+    /// `given` does not meet `requirement`; `instead` is what to use (a value or a way to
+    /// pick one), printed after "use".
+    pub fn new(requirement: &'static str, given: impl fmt::Display, instead: &'static str) -> Self {
+        Self {
+            requirement,
+            given: given.to_string(),
+            instead,
+        }
+    }
+
+    /// What the setting must be.
+    pub fn requirement(&self) -> &str {
+        self.requirement
+    }
+
+    /// The value that was given, as text.
+    pub fn given(&self) -> &str {
+        &self.given
+    }
+
+    /// What to use instead.
+    pub fn instead(&self) -> &str {
+        self.instead
+    }
+}
+
+impl fmt::Display for InvalidConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "invalid setting: {}, got {}; use {}",
+            self.requirement, self.given, self.instead
+        )
+    }
+}
+
+impl Error for InvalidConfig {}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -225,6 +288,7 @@ mod tests {
             CircuitOpen::new(Duration::from_secs(1)).to_string(),
             RateLimited::new(Duration::from_secs(1)).to_string(),
             AttemptTimedOut::new(Duration::from_secs(1)).to_string(),
+            InvalidConfig::new("a rate must be above zero", 0, "10 for ten a second").to_string(),
         ];
         for t in texts {
             assert!(t.chars().next().unwrap().is_lowercase(), "{t}");

@@ -14,10 +14,12 @@
 //! - [`cache_control`]: `Cache-Control` directives and entity tags.
 //! - [`extensions`]: the request and response extensions layers pass to each other: the
 //!   [`Deadline`], the attempt records and the cache status.
-//! - [`error`]: the refusals every layer and the facade agree on, and helpers that walk
-//!   `source()` chains.
+//! - [`error`]: the refusals every layer and the facade agree on, the one [`InvalidConfig`] of
+//!   every fallible setting, and helpers that walk `source()` chains.
 //! - [`clock`]: the injectable wall clock, the one place `SystemTime` is read.
 //! - [`host`]: the per-host key the stateful layers use, and the request head key functions see.
+//! - [`key`]: [`KeyFn`], the one way every keyed layer picks a request's key: [`PerHost`] (the
+//!   default), [`Global`] or [`KeyBy`] a function of your own.
 //! - [`ascii`]: ASCII case eight bytes at a time, for the keys built on every request.
 //!
 //! Nothing here panics on header input: garbage counts as absent.
@@ -40,13 +42,16 @@ pub mod extensions;
 pub mod hints;
 pub mod host;
 pub mod idempotency;
+pub mod key;
 pub mod link;
 
 pub use classify::FailureKind;
 pub use clock::{ManualClock, SystemClock, WallClock};
 pub use error::{
-    AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, RateLimited, cause_ref, is_caused_by,
+    AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, InvalidConfig, RateLimited,
+    cause_ref, is_caused_by,
 };
 pub use extensions::{AttemptRecord, Attempts, CacheStatus, Deadline, WaitSource};
 pub use hints::{HintConfig, ResetFormat, ServerHint};
 pub use host::{HostKey, RequestHead};
+pub use key::{Global, KeyBy, KeyFn, PerHost};
