@@ -1,7 +1,7 @@
 //! The settings of a bucket: its [`Rate`], its burst (a [`Quota`]) and what to do when it is
 //! empty ([`Mode`]).
 
-use crate::error::InvalidConfig;
+use courier_core::InvalidConfig;
 use std::num::{NonZeroU32, NonZeroU64};
 use std::time::Duration;
 
@@ -43,8 +43,9 @@ impl Rate {
     pub fn per_second(rps: f64) -> Result<Self, InvalidConfig> {
         const WHAT: &str = "a rate must be a finite number of requests per second above zero, \
                             at most 1e9 and at least one a year";
+        const INSTEAD: &str = "a number in that range, such as 10.0 for ten requests a second";
         if !rps.is_finite() || rps <= 0.0 || rps > NANOS_PER_SEC {
-            return Err(InvalidConfig::new(WHAT, rps));
+            return Err(InvalidConfig::new(WHAT, rps, INSTEAD));
         }
         // Rounded up, so the bucket never runs faster than asked (a rate of 3/s is not let
         // through as one every 333 333 333 ns, four in a second); a quotient within float
@@ -56,9 +57,9 @@ impl Rate {
             exact.ceil()
         };
         if !(1.0..=MAX_INTERVAL.as_nanos() as f64).contains(&ns) {
-            return Err(InvalidConfig::new(WHAT, rps));
+            return Err(InvalidConfig::new(WHAT, rps, INSTEAD));
         }
-        Self::from_interval_ns(ns as u64).ok_or_else(|| InvalidConfig::new(WHAT, rps))
+        Self::from_interval_ns(ns as u64).ok_or_else(|| InvalidConfig::new(WHAT, rps, INSTEAD))
     }
 
     /// `count` requests every `per`.
@@ -82,6 +83,7 @@ impl Rate {
                 InvalidConfig::new(
                     "the interval between two requests (per / count) must be between 1 ns and a year",
                     format_args!("{count} per {per:?}"),
+                    "a count and a period whose quotient is in that range, such as 10 per second",
                 )
             })
     }
@@ -191,7 +193,12 @@ mod tests {
             1e-12,
         ] {
             let err = Rate::per_second(bad).unwrap_err();
-            assert!(err.to_string().starts_with("invalid rate limit"), "{err}");
+            assert!(
+                err.to_string().starts_with("invalid setting: a rate"),
+                "{err}"
+            );
+            assert!(err.requirement().starts_with("a rate must be"), "{err}");
+            assert_eq!(err.given(), bad.to_string());
         }
         assert!(Rate::new(NonZeroU32::MAX, Duration::from_nanos(1)).is_err());
         assert!(Rate::every(Duration::ZERO).is_err());

@@ -1,9 +1,9 @@
 //! The response future of [`TokenBucketRateLimit`](crate::TokenBucketRateLimit).
 
 use crate::error::RateLimited;
-use crate::key::KeyFn;
 use crate::layer::Shared;
 use crate::store::{Decision, Denial, Entry, Grant, RateLimitStore};
+use courier_core::KeyFn;
 use courier_core::{BoxError, CacheStatus, WaitSource};
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, Request, Response};

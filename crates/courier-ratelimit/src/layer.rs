@@ -1,8 +1,7 @@
 use crate::config::{Mode, Quota, Rate};
-use crate::key::{Global, KeyBy, KeyFn, PerHost, RequestHead};
 use crate::service::TokenBucketRateLimit;
 use crate::store::{InMemoryStore, RateLimitStore};
-use courier_core::{HintConfig, HostKey};
+use courier_core::{Global, HintConfig, HostKey, KeyBy, KeyFn, PerHost, RequestHead};
 use std::fmt;
 use std::hash::Hash;
 use std::num::NonZeroU32;
@@ -89,7 +88,7 @@ impl<KF, St> TokenBucketRateLimitLayer<KF, St> {
         &self.shared.store
     }
 
-    /// The key function.
+    /// How buckets are keyed: [`PerHost`], [`Global`] or [`KeyBy`].
     pub fn key_fn(&self) -> &KF {
         &self.shared.key_fn
     }
@@ -153,9 +152,9 @@ impl<KF: KeyFn + Clone, St: Clone> TokenBucketRateLimitLayer<KF, St> {
         TokenBucketRateLimitLayer::from_parts(shared.config, shared.key_fn, store)
     }
 
-    /// Picks buckets with `key_fn`, kept in a fresh [`InMemoryStore`] (call `max_keys` or
-    /// `store_in` after this one).
-    pub fn key_fn_with<KF2: KeyFn + Clone>(
+    /// Keys buckets by `key_fn`, kept in a fresh [`InMemoryStore`] (call `max_keys` or
+    /// `store_in` after the key setter).
+    fn keyed<KF2: KeyFn + Clone>(
         self,
         key_fn: KF2,
     ) -> TokenBucketRateLimitLayer<KF2, InMemoryStore<KF2::Key>> {
@@ -163,18 +162,32 @@ impl<KF: KeyFn + Clone, St: Clone> TokenBucketRateLimitLayer<KF, St> {
         TokenBucketRateLimitLayer::from_parts(shared.config, key_fn, InMemoryStore::new())
     }
 
-    /// One bucket for every request.
-    pub fn global(self) -> TokenBucketRateLimitLayer<Global, InMemoryStore<()>> {
-        self.key_fn_with(Global)
+    /// One bucket per host: scheme and authority ([`HostKey`]), in a fresh [`InMemoryStore`]
+    /// (call `max_keys` or `store_in` after this one).
+    ///
+    /// Defaults to one bucket per host.
+    pub fn per_host(self) -> TokenBucketRateLimitLayer<PerHost, InMemoryStore<HostKey>> {
+        self.keyed(PerHost)
     }
 
-    /// A bucket per key `f` returns for the request's head (method, URI, headers, extensions).
+    /// One bucket for every request, in a fresh [`InMemoryStore`] (call `max_keys` or
+    /// `store_in` after this one).
+    ///
+    /// Defaults to one bucket per host.
+    pub fn global(self) -> TokenBucketRateLimitLayer<Global, InMemoryStore<()>> {
+        self.keyed(Global)
+    }
+
+    /// A bucket per key `f` returns for the request's head (method, URI, headers, extensions),
+    /// in a fresh [`InMemoryStore`] (call `max_keys` or `store_in` after this one).
+    ///
+    /// Defaults to one bucket per host.
     pub fn key_by<F, K>(self, f: F) -> TokenBucketRateLimitLayer<KeyBy<F>, InMemoryStore<K>>
     where
         F: Fn(&RequestHead<'_>) -> K + Clone + Send + Sync + 'static,
         K: Clone + Eq + Hash + fmt::Debug + Send + Sync + 'static,
     {
-        self.key_fn_with(KeyBy(f))
+        self.keyed(KeyBy(f))
     }
 }
 

@@ -1,10 +1,13 @@
 //! `TokenBucketRateLimitLayer`: paces every request per host, and obeys the server's quota.
 //!
 //! A client that paces itself a margin below the server's limit never sees a 429. This layer
-//! keeps one token bucket per host (scheme + authority) by default, per key of your own
+//! keeps one token bucket per host (scheme + authority) by default
+//! ([`TokenBucketRateLimitLayer::per_host`]), per key of your own
 //! ([`TokenBucketRateLimitLayer::key_by`]), or one for everything
-//! ([`TokenBucketRateLimitLayer::global`]). `burst` requests may start at once; after that one
-//! every `1 / rate`. In any window of length `d`, at most `burst + rate * d` requests start.
+//! ([`TokenBucketRateLimitLayer::global`]); the keys are courier-core's [`KeyFn`]s
+//! ([`PerHost`], [`KeyBy`], [`Global`]), as the circuit breaker's are. `burst` requests may
+//! start at once; after that one every `1 / rate`. In any window of length `d`, at most
+//! `burst + rate * d` requests start.
 //!
 //! ```
 //! use courier_ratelimit::{Rate, TokenBucketRateLimitLayer};
@@ -108,14 +111,13 @@ mod config;
 pub mod error;
 pub mod future;
 mod gcra;
-mod key;
 mod layer;
 mod service;
 pub mod store;
 
 pub use config::{MAX_INTERVAL, Mode, Quota, Rate};
+pub use courier_core::{Global, KeyBy, KeyFn, PerHost, RequestHead};
 pub use error::{InvalidConfig, RateLimited};
-pub use key::{Global, KeyBy, KeyFn, PerHost, RequestHead};
 pub use layer::{DEFAULT_LOG_WAITS_OVER, DEFAULT_MAX_WAIT, TokenBucketRateLimitLayer};
 pub use service::TokenBucketRateLimit;
 pub use store::{Decision, Denial, Grant, InMemoryStore, RateLimitStore};

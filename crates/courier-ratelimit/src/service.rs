@@ -1,10 +1,9 @@
 use crate::config::Mode;
 use crate::future::{Held, ResponseFuture};
 use crate::gcra::Outcome;
-use crate::key::{KeyFn, PerHost};
 use crate::layer::Shared;
 use crate::store::{Decision, Entry, InMemoryStore, RateLimitStore, saturating_nanos};
-use courier_core::{BoxError, Deadline, HostKey};
+use courier_core::{BoxError, Deadline, HostKey, KeyFn, PerHost, RequestHead};
 use http::{Request, Response};
 use std::fmt;
 use std::sync::Arc;
@@ -122,7 +121,7 @@ where
                 Some(decision) => ResponseFuture::decided(decision, None, key, shared),
             };
         }
-        let key = shared.key_fn.key(&req);
+        let key = shared.key_fn.key(&RequestHead::new(&req));
         let acquire = shared.store.acquire(&key, shared.config.quota, max_wait);
         let shared = Arc::clone(shared);
         let pending = Box::new((self.take_ready(), req));
@@ -162,6 +161,7 @@ where
         let (t, tau) = (quota.interval_nanos(), quota.tolerance_nanos());
         let max_wait = saturating_nanos(max_wait);
         let now = store.now_ns();
+        let req = &RequestHead::new(req);
         loop {
             if !matches!(&self.last, Some(last) if is_key(&shared.key_fn, req, &last.key)) {
                 self.last = None;
@@ -189,7 +189,7 @@ where
 
 /// Whether `req`'s key is `key`: told in place when the key function can, else by making it.
 #[inline]
-fn is_key<KF: KeyFn, B>(key_fn: &KF, req: &Request<B>, key: &KF::Key) -> bool {
+fn is_key<KF: KeyFn>(key_fn: &KF, req: &RequestHead<'_>, key: &KF::Key) -> bool {
     key_fn
         .is_key(req, key)
         .unwrap_or_else(|| key_fn.key(req) == *key)
