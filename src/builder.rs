@@ -70,7 +70,7 @@ pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
         layer: courier_breaker::CircuitBreakerLayer<M>,
     ) -> ServiceBuilder<Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
     where
-        M: courier_breaker::MakeKey;
+        M: courier_breaker::KeyFn;
 
     /// Adds a [`TokenBucketRateLimitLayer`](courier_ratelimit::TokenBucketRateLimitLayer).
     #[cfg(feature = "ratelimit")]
@@ -123,7 +123,7 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
         layer: courier_breaker::CircuitBreakerLayer<M>,
     ) -> ServiceBuilder<Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
     where
-        M: courier_breaker::MakeKey,
+        M: courier_breaker::KeyFn,
     {
         self.layer(layer)
     }

@@ -1,6 +1,6 @@
 //! What trips a breaker, how long it stays open, and what counts as a failure.
 
-use crate::error::InvalidConfig;
+use courier_core::InvalidConfig;
 use http::StatusCode;
 use std::fmt;
 use std::num::{NonZeroU32, NonZeroUsize};
@@ -42,12 +42,16 @@ impl FailureRate {
     ) -> Result<Self, InvalidConfig> {
         if !(threshold > 0.0 && threshold <= 1.0) {
             return Err(InvalidConfig::new(
-                "failure rate threshold must be in (0, 1]; use 0.5 for half the calls",
+                "a failure rate threshold must be in (0, 1]",
+                threshold,
+                "0.5 for half the calls",
             ));
         }
         if window < Duration::from_millis(10) {
             return Err(InvalidConfig::new(
-                "failure rate window must be at least 10 ms; use a few seconds",
+                "a failure rate window must be at least 10 ms",
+                format_args!("{window:?}"),
+                "a few seconds",
             ));
         }
         Ok(Self {
@@ -231,6 +235,23 @@ mod tests {
             assert!(!set.contains(StatusCode::from_u16(s).unwrap()), "{s}");
         }
         assert_eq!(format!("{set:?}"), "{500, 502, 503, 504}");
+    }
+
+    #[test]
+    fn failure_rate_refuses_what_cannot_work_and_says_what_to_use() {
+        let window = Duration::from_secs(10);
+        for bad in [0.0, -0.5, 1.5, f64::NAN] {
+            let err = FailureRate::new(bad, window, NonZeroU32::MIN).unwrap_err();
+            assert_eq!(
+                err.requirement(),
+                "a failure rate threshold must be in (0, 1]"
+            );
+            assert_eq!(err.given(), bad.to_string());
+            assert!(err.to_string().contains("; use 0.5"), "{err}");
+        }
+        let err = FailureRate::new(0.5, Duration::from_millis(9), NonZeroU32::MIN).unwrap_err();
+        assert_eq!(err.given(), "9ms");
+        assert!(FailureRate::new(1.0, Duration::from_millis(10), NonZeroU32::MIN).is_ok());
     }
 
     #[test]

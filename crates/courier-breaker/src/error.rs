@@ -2,29 +2,8 @@
 //!
 //! An open circuit fails the call with [`CircuitOpen`] (from `courier-core`), boxed in a
 //! [`BoxError`]; test for it with `err.is::<CircuitOpen>()`. Errors from the inner service pass
-//! through unchanged, boxed.
+//! through unchanged, boxed. A setting that cannot work (a failure rate out of range) is
+//! refused when it is built, with [`InvalidConfig`] (from `courier-core`, the one every layer's
+//! settings answer).
 
-use std::error::Error;
-use std::fmt;
-
-pub use courier_core::{BoxError, CircuitOpen};
-
-/// A setting that cannot work, with what to use instead.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct InvalidConfig {
-    message: &'static str,
-}
-
-impl InvalidConfig {
-    pub(crate) const fn new(message: &'static str) -> Self {
-        Self { message }
-    }
-}
-
-impl fmt::Display for InvalidConfig {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "invalid circuit breaker setting: {}", self.message)
-    }
-}
-
-impl Error for InvalidConfig {}
+pub use courier_core::{BoxError, CircuitOpen, InvalidConfig};

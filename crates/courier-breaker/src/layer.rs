@@ -2,11 +2,12 @@
 
 use crate::config::{Config, FailureRate, OpenBackoff, StatusSet};
 use crate::handle::BreakerHandle;
-use crate::key::{ByHost, Global, MakeKey};
 use crate::registry::Shared;
 use crate::service::CircuitBreaker;
+use courier_core::{Global, KeyBy, KeyFn, PerHost, RequestHead};
 use http::StatusCode;
 use std::fmt;
+use std::hash::Hash;
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
 use std::time::Duration;
@@ -17,17 +18,17 @@ use tower_layer::Layer;
 /// Every service this layer makes, and every clone of those, shares the same breakers
 /// (behind an `Arc`), and so does the [`handle`](Self::handle). Each setter starts a fresh
 /// set of breakers, so take the handle after the last setter.
-pub struct CircuitBreakerLayer<M: MakeKey = ByHost> {
+pub struct CircuitBreakerLayer<K: KeyFn = PerHost> {
     config: Config,
-    make_key: M,
-    shared: Arc<Shared<M::Key>>,
+    key_fn: K,
+    shared: Arc<Shared<K::Key>>,
 }
 
 impl CircuitBreakerLayer {
     /// A breaker per host with the defaults: open after 5 consecutive failures, stay open
     /// 30 s, then let 1 trial through; 500, 502, 503 and 504 count as failures.
     pub fn new() -> Self {
-        Self::with(Config::default(), ByHost)
+        Self::with(Config::default(), PerHost)
     }
 }
 
@@ -37,35 +38,50 @@ impl Default for CircuitBreakerLayer {
     }
 }
 
-impl<M: MakeKey> CircuitBreakerLayer<M> {
-    fn with(config: Config, make_key: M) -> Self {
-        let single =
-            M::SINGLE.then(|| make_key.make_key(&crate::RequestHead::new(&http::Request::new(()))));
+impl<K: KeyFn> CircuitBreakerLayer<K> {
+    fn with(config: Config, key_fn: K) -> Self {
+        let single = K::SINGLE.then(|| key_fn.key(&RequestHead::new(&http::Request::new(()))));
         Self {
             shared: Arc::new(Shared::new(config.clone(), single)),
             config,
-            make_key,
+            key_fn,
         }
     }
 
     fn set(mut self, f: impl FnOnce(&mut Config)) -> Self {
         f(&mut self.config);
-        Self::with(self.config, self.make_key)
+        Self::with(self.config, self.key_fn)
     }
 
-    /// Keys breakers by `make_key`: [`ByHost`], [`Global`], or any
-    /// `Fn(&RequestHead<'_>) -> K`.
+    /// How breakers are keyed: [`PerHost`], [`Global`] or [`KeyBy`].
+    pub fn key_fn(&self) -> &K {
+        &self.key_fn
+    }
+
+    /// One breaker per host: scheme and authority ([`HostKey`](courier_core::HostKey)).
     ///
-    /// Defaults to [`ByHost`] (scheme and authority).
-    pub fn key_fn<M2: MakeKey>(self, make_key: M2) -> CircuitBreakerLayer<M2> {
-        CircuitBreakerLayer::with(self.config, make_key)
+    /// Defaults to one per host.
+    pub fn per_host(self) -> CircuitBreakerLayer<PerHost> {
+        CircuitBreakerLayer::with(self.config, PerHost)
     }
 
     /// One breaker for every request, whatever its host.
     ///
     /// Defaults to one per host.
     pub fn global(self) -> CircuitBreakerLayer<Global> {
-        self.key_fn(Global)
+        CircuitBreakerLayer::with(self.config, Global)
+    }
+
+    /// A breaker per key `f` returns for the request's head (method, URI, headers,
+    /// extensions), e.g. per host and tenant.
+    ///
+    /// Defaults to one per host.
+    pub fn key_by<F, Key>(self, f: F) -> CircuitBreakerLayer<KeyBy<F>>
+    where
+        F: Fn(&RequestHead<'_>) -> Key + Clone + Send + Sync + 'static,
+        Key: Hash + Eq + Clone + fmt::Debug + Send + Sync + 'static,
+    {
+        CircuitBreakerLayer::with(self.config, KeyBy(f))
     }
 
     /// Opens after this many failures in a row (ignored when
@@ -143,36 +159,36 @@ impl<M: MakeKey> CircuitBreakerLayer<M> {
 
     /// A handle on the breakers this layer's services share: read states, force open or
     /// closed, reset.
-    pub fn handle(&self) -> BreakerHandle<M::Key> {
+    pub fn handle(&self) -> BreakerHandle<K::Key> {
         BreakerHandle {
             shared: self.shared.clone(),
         }
     }
 }
 
-impl<M: MakeKey + Clone> Clone for CircuitBreakerLayer<M> {
+impl<K: KeyFn + Clone> Clone for CircuitBreakerLayer<K> {
     fn clone(&self) -> Self {
         Self {
             config: self.config.clone(),
-            make_key: self.make_key.clone(),
+            key_fn: self.key_fn.clone(),
             shared: self.shared.clone(),
         }
     }
 }
 
-impl<M: MakeKey + fmt::Debug> fmt::Debug for CircuitBreakerLayer<M> {
+impl<K: KeyFn + fmt::Debug> fmt::Debug for CircuitBreakerLayer<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreakerLayer")
             .field("config", &self.config)
-            .field("make_key", &self.make_key)
+            .field("key_fn", &self.key_fn)
             .finish()
     }
 }
 
-impl<S, M: MakeKey + Clone> Layer<S> for CircuitBreakerLayer<M> {
-    type Service = CircuitBreaker<S, M>;
+impl<S, K: KeyFn + Clone> Layer<S> for CircuitBreakerLayer<K> {
+    type Service = CircuitBreaker<S, K>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        CircuitBreaker::from_parts(inner, self.make_key.clone(), self.shared.clone())
+        CircuitBreaker::from_parts(inner, self.key_fn.clone(), self.shared.clone())
     }
 }

@@ -14,9 +14,11 @@
 //!     └──────────────────────────────────────── trial succeeded ─────────┘
 //! ```
 //!
-//! - **Keys**: one breaker per host (scheme and authority, [`HostKey`]) by default; one for
-//!   everything with [`CircuitBreakerLayer::global`]; or any key with
-//!   [`CircuitBreakerLayer::key_fn`].
+//! - **Keys**: one breaker per host (scheme and authority, [`HostKey`]) by default
+//!   ([`CircuitBreakerLayer::per_host`]); one for everything with
+//!   [`CircuitBreakerLayer::global`]; or a key of your own with
+//!   [`CircuitBreakerLayer::key_by`]. The keys are courier-core's [`KeyFn`]s ([`PerHost`],
+//!   [`Global`], [`KeyBy`]), as the rate limiter's are.
 //! - **What counts as a failure**: any error from the inner service (a transport failure),
 //!   and a response whose status is in [`failure_statuses`](CircuitBreakerLayer::failure_statuses)
 //!   (500, 502, 503, 504 by default). A 429 or any other 4xx is a healthy server answering on
@@ -94,9 +96,10 @@ mod state;
 
 pub use config::{FailureRate, OpenBackoff};
 pub use courier_core::{BoxError, CircuitOpen, HostKey};
+pub use courier_core::{Global, KeyBy, KeyFn, PerHost, RequestHead};
 pub use error::InvalidConfig;
 pub use handle::{BreakerHandle, CircuitState, CircuitStatus};
-pub use key::{BreakerKey, ByHost, Global, MakeKey, RequestHead};
+pub use key::BreakerKey;
 pub use layer::CircuitBreakerLayer;
 pub use service::CircuitBreaker;
 

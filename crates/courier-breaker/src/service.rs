@@ -2,10 +2,9 @@
 
 use crate::future::{Guard, ResponseFuture};
 use crate::handle::BreakerHandle;
-use crate::key::{ByHost, MakeKey, RequestHead};
 use crate::layer::CircuitBreakerLayer;
 use crate::registry::{Breaker, Shared};
-use courier_core::BoxError;
+use courier_core::{BoxError, KeyFn, PerHost, RequestHead};
 use std::fmt;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -18,13 +17,13 @@ use tower_service::Service;
 /// # Clone
 ///
 /// Clones share the breakers (behind an `Arc`) and clone the inner service.
-pub struct CircuitBreaker<S, M: MakeKey = ByHost> {
+pub struct CircuitBreaker<S, K: KeyFn = PerHost> {
     inner: S,
-    make_key: M,
-    shared: Arc<Shared<M::Key>>,
+    key_fn: K,
+    shared: Arc<Shared<K::Key>>,
     /// The previous call's breaker and the eviction generation it was found in: a run of
     /// calls to one host skips the key, the hash and the map.
-    last: Option<(u64, Arc<Breaker<M::Key>>)>,
+    last: Option<(u64, Arc<Breaker<K::Key>>)>,
 }
 
 impl<S> CircuitBreaker<S> {
@@ -34,11 +33,11 @@ impl<S> CircuitBreaker<S> {
     }
 }
 
-impl<S, M: MakeKey> CircuitBreaker<S, M> {
-    pub(crate) fn from_parts(inner: S, make_key: M, shared: Arc<Shared<M::Key>>) -> Self {
+impl<S, K: KeyFn> CircuitBreaker<S, K> {
+    pub(crate) fn from_parts(inner: S, key_fn: K, shared: Arc<Shared<K::Key>>) -> Self {
         Self {
             inner,
-            make_key,
+            key_fn,
             shared,
             last: None,
         }
@@ -60,26 +59,26 @@ impl<S, M: MakeKey> CircuitBreaker<S, M> {
     }
 
     /// A handle on the breakers this service shares with its layer.
-    pub fn handle(&self) -> BreakerHandle<M::Key> {
+    pub fn handle(&self) -> BreakerHandle<K::Key> {
         BreakerHandle {
             shared: self.shared.clone(),
         }
     }
 }
 
-impl<S, M: MakeKey> CircuitBreaker<S, M> {
+impl<S, K: KeyFn> CircuitBreaker<S, K> {
     /// The breaker of `req`: the previous call's when the key is the same and no eviction ran
     /// since, else from the shared map.
     #[inline]
-    fn breaker_for(&mut self, req: &RequestHead<'_>) -> Arc<Breaker<M::Key>> {
-        if M::SINGLE {
-            return self.shared.breaker(self.make_key.make_key(req));
+    fn breaker_for(&mut self, req: &RequestHead<'_>) -> Arc<Breaker<K::Key>> {
+        if K::SINGLE {
+            return self.shared.breaker(self.key_fn.key(req));
         }
         // Read before the lookup: an eviction that removes what the lookup finds bumps it after.
         let generation = self.shared.generation();
         if let Some((g, b)) = &self.last
             && *g == generation
-            && self.make_key.is_key(req, &b.key) == Some(true)
+            && self.key_fn.is_key(req, &b.key) == Some(true)
         {
             return b.clone();
         }
@@ -89,8 +88,8 @@ impl<S, M: MakeKey> CircuitBreaker<S, M> {
     /// The breaker of `req` from the shared map, kept for the next call.
     #[cold]
     #[inline(never)]
-    fn lookup(&mut self, req: &RequestHead<'_>, generation: u64) -> Arc<Breaker<M::Key>> {
-        let key = self.make_key.make_key(req);
+    fn lookup(&mut self, req: &RequestHead<'_>, generation: u64) -> Arc<Breaker<K::Key>> {
+        let key = self.key_fn.key(req);
         if let Some((g, b)) = &self.last
             && *g == generation
             && key == b.key
@@ -103,11 +102,11 @@ impl<S, M: MakeKey> CircuitBreaker<S, M> {
     }
 }
 
-impl<S: Clone, M: MakeKey + Clone> Clone for CircuitBreaker<S, M> {
+impl<S: Clone, K: KeyFn + Clone> Clone for CircuitBreaker<S, K> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            make_key: self.make_key.clone(),
+            key_fn: self.key_fn.clone(),
             shared: self.shared.clone(),
             // A clone made per request (as a retry layer above makes) starts warm: one
             // reference count instead of a map lookup on its first call.
@@ -116,25 +115,25 @@ impl<S: Clone, M: MakeKey + Clone> Clone for CircuitBreaker<S, M> {
     }
 }
 
-impl<S: fmt::Debug, M: MakeKey + fmt::Debug> fmt::Debug for CircuitBreaker<S, M> {
+impl<S: fmt::Debug, K: KeyFn + fmt::Debug> fmt::Debug for CircuitBreaker<S, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("CircuitBreaker")
             .field("inner", &self.inner)
-            .field("make_key", &self.make_key)
+            .field("key_fn", &self.key_fn)
             .field("keys", &self.shared.len())
             .finish()
     }
 }
 
-impl<S, M, B, ResB> Service<http::Request<B>> for CircuitBreaker<S, M>
+impl<S, K, B, ResB> Service<http::Request<B>> for CircuitBreaker<S, K>
 where
     S: Service<http::Request<B>, Response = http::Response<ResB>>,
     S::Error: Into<BoxError>,
-    M: MakeKey,
+    K: KeyFn,
 {
     type Response = http::Response<ResB>;
     type Error = BoxError;
-    type Future = ResponseFuture<S::Future, M::Key>;
+    type Future = ResponseFuture<S::Future, K::Key>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         self.inner.poll_ready(cx).map_err(Into::into)

@@ -607,7 +607,7 @@ async fn global_and_custom_keys() {
     };
     let layer = CircuitBreakerLayer::new()
         .consecutive_failures(nz(1))
-        .key_fn(by_tenant);
+        .key_by(by_tenant);
     let handle = layer.handle();
     let mut svc = layer.layer(up.clone());
     let tenant = |t: &str| {
