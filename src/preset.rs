@@ -62,7 +62,9 @@ use courier_cache::{EtagCache, EtagCacheLayer};
 #[cfg(feature = "deadline")]
 use courier_deadline::{AttemptTimeout, AttemptTimeoutLayer, Deadline, DeadlineLayer};
 #[cfg(feature = "ratelimit")]
-use courier_ratelimit::{PerHost, TokenBucketRateLimit, TokenBucketRateLimitLayer};
+use courier_core::PerHost;
+#[cfg(feature = "ratelimit")]
+use courier_ratelimit::{TokenBucketRateLimit, TokenBucketRateLimitLayer};
 #[cfg(feature = "redis")]
 use courier_redis::{LocalOrRedis, RedisStore};
 #[cfg(feature = "retry")]
