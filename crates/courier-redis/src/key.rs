@@ -8,9 +8,11 @@ use std::sync::Arc;
 ///
 /// Two keys that are equal (`Eq`) must write the same text, and two that differ should write
 /// different text: replicas agree on a bucket only by its name. Implemented for
-/// [`HostKey`] (scheme and authority in lowercase, without userinfo: `https://api.example.com`),
-/// for `()` (the layer's [`Global`](courier_ratelimit::Global) key, written `global`), and for
-/// strings and integers (for [`KeyBy`](courier_ratelimit::KeyBy) keys such as a tenant id).
+/// [`HostKey`] (the key of [`PerHost`](courier_core::PerHost), the layer's default: scheme and
+/// authority in lowercase, without userinfo: `https://api.example.com`), for `()` (the key of
+/// [`Global`](courier_core::Global), written `global`), and for strings and integers (for
+/// [`KeyBy`](courier_core::KeyBy) keys such as a tenant id). These are courier-core's
+/// [`KeyFn`](courier_core::KeyFn)s, which the rate limiter re-exports.
 pub trait RedisKey {
     /// Appends the key's text to `out`.
     fn write_redis_key(&self, out: &mut String);
