@@ -11,9 +11,11 @@
 //! ratio, cannot happen). The window is kept in ten slots; an entry leaves it between 0.9 and
 //! 1.0 window after it was made.
 //!
-//! Budgets are per host by default ([`HostKey`]), in a map bounded by
+//! Budgets are per host by default, keyed by [`HostKey`] as courier-core's
+//! [`PerHost`](courier_core::PerHost) keys the breaker and the rate limiter, in a map bounded by
 //! [`RetryBudget::max_hosts`]; a host with nothing left in its window holds no information and
-//! is evicted first.
+//! is evicted first. The budget does not go through [`KeyFn`](courier_core::KeyFn): it hashes
+//! the host's text in place, without building a key, because it runs on every request.
 //!
 //! # Clone
 //!
