@@ -61,7 +61,9 @@ impl KeyFn for PerHost {
 
     /// Compares the URI's scheme and authority in place ([`HostKey::matches`]); a request
     /// without an authority in its URI makes the key.
-    #[inline]
+    // Always: the caller's fast path (the previous request's host again) is this one call,
+    // and left to itself the compiler keeps it out of line once `matches` is inlined into it.
+    #[inline(always)]
     fn is_key(&self, req: &RequestHead<'_>, key: &HostKey) -> Option<bool> {
         key.matches(req.uri())
     }
