@@ -157,6 +157,11 @@ impl<K: KeyFn> CircuitBreakerLayer<K> {
         self.set(|c| c.seed = Some(seed))
     }
 
+    /// What a service keeps: the key function and the shared breakers.
+    pub(crate) fn into_parts(self) -> (K, Arc<Shared<K::Key>>) {
+        (self.key_fn, self.shared)
+    }
+
     /// A handle on the breakers this layer's services share: read states, force open or
     /// closed, reset.
     pub fn handle(&self) -> BreakerHandle<K::Key> {
@@ -189,6 +194,6 @@ impl<S, K: KeyFn + Clone> Layer<S> for CircuitBreakerLayer<K> {
     type Service = CircuitBreaker<S, K>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        CircuitBreaker::from_parts(inner, self.key_fn.clone(), self.shared.clone())
+        CircuitBreaker::new(inner, self.clone())
     }
 }

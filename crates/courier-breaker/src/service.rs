@@ -34,7 +34,10 @@ impl<S> CircuitBreaker<S> {
 }
 
 impl<S, K: KeyFn> CircuitBreaker<S, K> {
-    pub(crate) fn from_parts(inner: S, key_fn: K, shared: Arc<Shared<K::Key>>) -> Self {
+    /// Wraps `inner` in a breaker configured by `layer`, sharing the breakers of every other
+    /// service `layer` (or a clone of it) makes; the same as `layer.layer(inner)`.
+    pub fn new(inner: S, layer: CircuitBreakerLayer<K>) -> Self {
+        let (key_fn, shared) = layer.into_parts();
         Self {
             inner,
             key_fn,
