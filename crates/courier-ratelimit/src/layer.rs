@@ -26,7 +26,7 @@ pub const DEFAULT_LOG_WAITS_OVER: Duration = Duration::from_secs(1);
 /// makes, and every clone of those services, draws from the same buckets. Cloning never forks a
 /// limit, and no `Buffer` is needed.
 pub struct TokenBucketRateLimitLayer<KF = PerHost, St = InMemoryStore<HostKey>> {
-    shared: Arc<Shared<KF, St>>,
+    pub(crate) shared: Arc<Shared<KF, St>>,
 }
 
 #[derive(Debug, Clone)]
@@ -221,6 +221,6 @@ impl<S, KF: KeyFn, St> Layer<S> for TokenBucketRateLimitLayer<KF, St> {
     type Service = TokenBucketRateLimit<S, KF, St>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        TokenBucketRateLimit::new(inner, Arc::clone(&self.shared))
+        TokenBucketRateLimit::new(inner, self.clone())
     }
 }

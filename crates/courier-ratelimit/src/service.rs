@@ -1,7 +1,7 @@
 use crate::config::Mode;
 use crate::future::{Held, ResponseFuture};
 use crate::gcra::Outcome;
-use crate::layer::Shared;
+use crate::layer::{Shared, TokenBucketRateLimitLayer};
 use crate::store::{Decision, Entry, InMemoryStore, RateLimitStore, saturating_nanos};
 use courier_core::{BoxError, Deadline, HostKey, KeyFn, PerHost, RequestHead};
 use http::{Request, Response};
@@ -11,7 +11,7 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_service::Service;
 
-/// Paces the requests to `S` per key; see [`TokenBucketRateLimitLayer`](crate::TokenBucketRateLimitLayer).
+/// Paces the requests to `S` per key; see [`TokenBucketRateLimitLayer`].
 ///
 /// No token is taken in `poll_ready`, which only forwards the inner service's readiness. With
 /// the in-process store the decision is taken in `call`: a request with a free slot now calls
@@ -34,10 +34,12 @@ pub struct TokenBucketRateLimit<S, KF: KeyFn = PerHost, St = InMemoryStore<HostK
 // === impl TokenBucketRateLimit ===
 
 impl<S, KF: KeyFn, St> TokenBucketRateLimit<S, KF, St> {
-    pub(crate) fn new(inner: S, shared: Arc<Shared<KF, St>>) -> Self {
+    /// Wraps `inner` in a limiter configured by `layer`, drawing from the buckets of every
+    /// other service `layer` (or a clone of it) makes; the same as `layer.layer(inner)`.
+    pub fn new(inner: S, layer: TokenBucketRateLimitLayer<KF, St>) -> Self {
         Self {
             inner,
-            shared,
+            shared: layer.shared,
             last: None,
         }
     }
