@@ -57,15 +57,18 @@ impl DeadlineLayer {
     pub const fn budget(&self) -> Duration {
         self.budget
     }
+    /// What a [`Deadline`] keeps: the budget, the header, and whether the layers below bound
+    /// the wait for the headers.
+    pub(crate) fn into_parts(self) -> (Duration, Option<HeaderName>, bool) {
+        (self.budget, self.header, self.headers_bounded_below)
+    }
 }
 
 impl<S> Layer<S> for DeadlineLayer {
     type Service = Deadline<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        let mut svc = Deadline::new(inner, self.budget, self.header.clone());
-        svc.watch_headers = !self.headers_bounded_below;
-        svc
+        Deadline::new(inner, self.clone())
     }
 }
 
@@ -113,18 +116,17 @@ impl AttemptTimeoutLayer {
     pub const fn per_attempt(&self) -> Duration {
         self.per_attempt
     }
+    /// What an [`AttemptTimeout`] keeps: the bound, whether it covers the body, the header.
+    pub(crate) fn into_parts(self) -> (Duration, bool, Option<HeaderName>) {
+        (self.per_attempt, self.through_body, self.header)
+    }
 }
 
 impl<S> Layer<S> for AttemptTimeoutLayer {
     type Service = AttemptTimeout<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        AttemptTimeout::new(
-            inner,
-            self.per_attempt,
-            self.through_body,
-            self.header.clone(),
-        )
+        AttemptTimeout::new(inner, self.clone())
     }
 }
 
@@ -171,6 +173,10 @@ impl DeadlineScopeLayer {
         self.default_budget = budget;
         self
     }
+    /// What a [`DeadlineScope`] keeps: the header, the cap, the default budget.
+    pub(crate) fn into_parts(self) -> (HeaderName, Duration, Option<Duration>) {
+        (self.header, self.max, self.default_budget)
+    }
 }
 
 impl Default for DeadlineScopeLayer {
@@ -183,6 +189,6 @@ impl<S> Layer<S> for DeadlineScopeLayer {
     type Service = DeadlineScope<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        DeadlineScope::new(inner, self.header.clone(), self.max, self.default_budget)
+        DeadlineScope::new(inner, self.clone())
     }
 }

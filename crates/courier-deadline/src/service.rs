@@ -2,6 +2,7 @@
 
 use crate::bound::{Bound, Cause, saturating_after};
 use crate::future::{ResponseFuture, ScopeFuture};
+use crate::layer::{AttemptTimeoutLayer, DeadlineLayer, DeadlineScopeLayer};
 use crate::propagate::{read_header, write_header};
 use crate::scope::{earliest, effective_deadline, scoped, sync_scoped};
 use courier_core::BoxError;
@@ -53,19 +54,20 @@ pub struct Deadline<S> {
     header: Option<HeaderName>,
     /// Arms a timer while waiting for the headers; see
     /// [`DeadlineLayer::headers_bounded_below`](crate::DeadlineLayer::headers_bounded_below).
-    pub(crate) watch_headers: bool,
+    watch_headers: bool,
 }
 
 // === impl Deadline ===
 
 impl<S> Deadline<S> {
-    /// Wraps `inner` with a budget of `budget` per call, sending no header.
-    pub const fn new(inner: S, budget: Duration, header: Option<HeaderName>) -> Self {
+    /// Wraps `inner` in the deadline `layer` describes; the same as `layer.layer(inner)`.
+    pub fn new(inner: S, layer: DeadlineLayer) -> Self {
+        let (budget, header, headers_bounded_below) = layer.into_parts();
         Self {
             inner,
             budget,
             header,
-            watch_headers: true,
+            watch_headers: !headers_bounded_below,
         }
     }
 
@@ -155,13 +157,9 @@ pub struct AttemptTimeout<S> {
 // === impl AttemptTimeout ===
 
 impl<S> AttemptTimeout<S> {
-    /// Wraps `inner`, bounding each attempt to `per_attempt` (or less, see the type's docs).
-    pub const fn new(
-        inner: S,
-        per_attempt: Duration,
-        through_body: bool,
-        header: Option<HeaderName>,
-    ) -> Self {
+    /// Wraps `inner` in the attempt bound `layer` describes; the same as `layer.layer(inner)`.
+    pub fn new(inner: S, layer: AttemptTimeoutLayer) -> Self {
+        let (per_attempt, through_body, header) = layer.into_parts();
         Self {
             inner,
             per_attempt,
@@ -258,14 +256,9 @@ pub struct DeadlineScope<S> {
 // === impl DeadlineScope ===
 
 impl<S> DeadlineScope<S> {
-    /// Wraps `inner`, reading `header` capped at `max`, with `default_budget` for requests
-    /// without it.
-    pub const fn new(
-        inner: S,
-        header: HeaderName,
-        max: Duration,
-        default_budget: Option<Duration>,
-    ) -> Self {
+    /// Wraps `inner` in the scope `layer` describes; the same as `layer.layer(inner)`.
+    pub fn new(inner: S, layer: DeadlineScopeLayer) -> Self {
+        let (header, max, default_budget) = layer.into_parts();
         Self {
             inner,
             header,
