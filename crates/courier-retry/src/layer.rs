@@ -202,8 +202,9 @@ impl RetryLayer {
         self.with(|c| c.budget = None)
     }
 
-    pub(crate) fn config(&self) -> &Arc<Config> {
-        &self.config
+    /// What a [`Retry`] keeps: the shared configuration and budget.
+    pub(crate) fn into_config(self) -> Arc<Config> {
+        self.config
     }
 }
 
@@ -211,7 +212,7 @@ impl<S> Layer<S> for RetryLayer {
     type Service = Retry<S>;
 
     fn layer(&self, inner: S) -> Retry<S> {
-        Retry::with_config(inner, self.config.clone())
+        Retry::new(inner, self.clone())
     }
 }
 

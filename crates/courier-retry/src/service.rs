@@ -29,13 +29,13 @@ pub struct Retry<S> {
 // === impl Retry ===
 
 impl<S> Retry<S> {
-    /// Wraps `inner` with the defaults of [`RetryLayer::new`] and a budget of its own.
-    pub fn new(inner: S) -> Self {
-        Self::with_config(inner, RetryLayer::new().config().clone())
-    }
-
-    pub(crate) fn with_config(inner: S, config: Arc<Config>) -> Self {
-        Self { inner, config }
+    /// Wraps `inner` in the retry loop `layer` describes, sharing its budget with every
+    /// other service `layer` (or a clone of it) makes; the same as `layer.layer(inner)`.
+    pub fn new(inner: S, layer: RetryLayer) -> Self {
+        Self {
+            inner,
+            config: layer.into_config(),
+        }
     }
 
     /// The inner service.
