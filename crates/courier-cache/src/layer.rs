@@ -197,6 +197,6 @@ impl<S> Layer<S> for EtagCacheLayer {
     type Service = EtagCache<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        EtagCache::from_shared(inner, self.shared.clone())
+        EtagCache::new(inner, self.clone())
     }
 }

@@ -22,7 +22,6 @@ use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use tokio::time::Instant;
-use tower_layer::Layer;
 use tower_service::Service;
 
 /// The target of the cache's `tracing` events.
@@ -53,18 +52,18 @@ pub struct EtagCache<S> {
 // === impl EtagCache ===
 
 impl<S> EtagCache<S> {
-    /// Wraps `inner` with the defaults of [`EtagCacheLayer::new`].
-    pub fn new(inner: S) -> Self {
-        EtagCacheLayer::new().layer(inner)
+    /// Wraps `inner` in the cache `layer` describes, sharing its store with every other
+    /// service `layer` (or a clone of it) makes; the same as `layer.layer(inner)`.
+    pub fn new(inner: S, layer: EtagCacheLayer) -> Self {
+        Self {
+            inner,
+            shared: layer.shared,
+        }
     }
 
     /// A layer to configure.
     pub fn layer() -> EtagCacheLayer {
         EtagCacheLayer::new()
-    }
-
-    pub(crate) fn from_shared(inner: S, shared: Arc<Shared>) -> Self {
-        Self { inner, shared }
     }
 
     /// The inner service.

@@ -869,7 +869,7 @@ fn types_are_send_sync_static() {
 #[tokio::test(start_paused = true)]
 async fn direct_constructor_uses_the_defaults() {
     let mock = Mock::new();
-    let mut svc = EtagCache::new(mock.service());
+    let mut svc = EtagCache::new(mock.service(), EtagCacheLayer::new());
     // No Date: the system clock is not consulted for the age.
     mock.push(Ok(Response::builder()
         .header("cache-control", "max-age=60")
