@@ -16,8 +16,14 @@ use tower_layer::Layer;
 /// Wraps a service in a [`CircuitBreaker`]: one breaker per host by default.
 ///
 /// Every service this layer makes, and every clone of those, shares the same breakers
-/// (behind an `Arc`), and so does the [`handle`](Self::handle). Each setter starts a fresh
-/// set of breakers, so take the handle after the last setter.
+/// (behind an `Arc`), and so does the [`handle`](Self::handle).
+///
+/// # Setters
+///
+/// A layer is a value: each setter returns a layer with breakers of its own. The services it
+/// makes share them with each other, never with services made by the layer before the setter,
+/// which keep their settings and their breakers. A handle sees the breakers of the services
+/// made by the layer it was taken from, so take it after the last setter.
 pub struct CircuitBreakerLayer<K: KeyFn = PerHost> {
     config: Config,
     key_fn: K,
