@@ -2,6 +2,7 @@ use crate::config::{Mode, Quota, Rate};
 use crate::service::TokenBucketRateLimit;
 use crate::store::{InMemoryStore, RateLimitStore};
 use courier_core::{Global, HintConfig, HostKey, KeyBy, KeyFn, PerHost, RequestHead};
+use std::any::Any;
 use std::fmt;
 use std::hash::Hash;
 use std::num::NonZeroU32;
@@ -25,6 +26,16 @@ pub const DEFAULT_LOG_WAITS_OVER: Duration = Duration::from_secs(1);
 /// The buckets are shared state owned by the layer, behind an `Arc`: every service the layer
 /// makes, and every clone of those services, draws from the same buckets. Cloning never forks a
 /// limit, and no `Buffer` is needed.
+///
+/// # Setters
+///
+/// A layer is a value: each setter returns a layer with buckets of its own (a fresh
+/// [`InMemoryStore`] with the same room). The services it makes share them with each other,
+/// never with services made by the layer before the setter, which keep their settings and
+/// their buckets. The [`store`](Self::store) of a layer holds the buckets of the services that
+/// layer makes, so read it after the last setter. A store handed in with
+/// [`store_in`](Self::store_in) is yours and is kept by every later setter: sharing it (between
+/// layers, or between processes) is what it is for.
 pub struct TokenBucketRateLimitLayer<KF = PerHost, St = InMemoryStore<HostKey>> {
     pub(crate) shared: Arc<Shared<KF, St>>,
 }
@@ -45,6 +56,9 @@ pub(crate) struct Shared<KF, St> {
     pub(crate) config: Config,
     pub(crate) key_fn: KF,
     pub(crate) store: St,
+    /// Whether the layer made the store (an [`InMemoryStore`]) rather than being handed it
+    /// with `store_in`: a setter replaces a store the layer made with a fresh one.
+    own_store: bool,
 }
 
 // === impl TokenBucketRateLimitLayer ===
@@ -68,17 +82,19 @@ impl TokenBucketRateLimitLayer {
             },
             PerHost,
             InMemoryStore::new(),
+            true,
         )
     }
 }
 
 impl<KF, St> TokenBucketRateLimitLayer<KF, St> {
-    fn from_parts(config: Config, key_fn: KF, store: St) -> Self {
+    fn from_parts(config: Config, key_fn: KF, store: St, own_store: bool) -> Self {
         Self {
             shared: Arc::new(Shared {
                 config,
                 key_fn,
                 store,
+                own_store,
             }),
         }
     }
@@ -99,7 +115,7 @@ impl<KF, St> TokenBucketRateLimitLayer<KF, St> {
     }
 }
 
-impl<KF: KeyFn + Clone, St: Clone> TokenBucketRateLimitLayer<KF, St> {
+impl<KF: KeyFn + Clone, St: Clone + 'static> TokenBucketRateLimitLayer<KF, St> {
     fn into_shared(self) -> Shared<KF, St> {
         Arc::try_unwrap(self.shared).unwrap_or_else(|shared| (*shared).clone())
     }
@@ -107,6 +123,11 @@ impl<KF: KeyFn + Clone, St: Clone> TokenBucketRateLimitLayer<KF, St> {
     fn map_config(self, f: impl FnOnce(&mut Config)) -> Self {
         let mut shared = self.into_shared();
         f(&mut shared.config);
+        if shared.own_store
+            && let Some(fresh) = fresh_store::<KF::Key, St>(&shared.store)
+        {
+            shared.store = fresh;
+        }
         Self {
             shared: Arc::new(shared),
         }
@@ -149,7 +170,7 @@ impl<KF: KeyFn + Clone, St: Clone> TokenBucketRateLimitLayer<KF, St> {
         St2: RateLimitStore<KF::Key>,
     {
         let shared = self.into_shared();
-        TokenBucketRateLimitLayer::from_parts(shared.config, shared.key_fn, store)
+        TokenBucketRateLimitLayer::from_parts(shared.config, shared.key_fn, store, false)
     }
 
     /// Keys buckets by `key_fn`, kept in a fresh [`InMemoryStore`] (call `max_keys` or
@@ -159,7 +180,7 @@ impl<KF: KeyFn + Clone, St: Clone> TokenBucketRateLimitLayer<KF, St> {
         key_fn: KF2,
     ) -> TokenBucketRateLimitLayer<KF2, InMemoryStore<KF2::Key>> {
         let shared = self.into_shared();
-        TokenBucketRateLimitLayer::from_parts(shared.config, key_fn, InMemoryStore::new())
+        TokenBucketRateLimitLayer::from_parts(shared.config, key_fn, InMemoryStore::new(), true)
     }
 
     /// One bucket per host: scheme and authority ([`HostKey`]), in a fresh [`InMemoryStore`]
@@ -195,8 +216,21 @@ impl<KF: KeyFn + Clone> TokenBucketRateLimitLayer<KF, InMemoryStore<KF::Key>> {
     /// How many keys the in-process store keeps before it evicts idle ones (a fresh store
     /// replaces the current one). Defaults to 10 000.
     pub fn max_keys(self, max_keys: usize) -> Self {
-        self.store_in(InMemoryStore::with_max_keys(max_keys))
+        let shared = self.into_shared();
+        let store = InMemoryStore::with_max_keys(max_keys);
+        Self::from_parts(shared.config, shared.key_fn, store, true)
     }
+}
+
+/// An empty store like `store` (same room) when `store` is an [`InMemoryStore`].
+fn fresh_store<K, St>(store: &St) -> Option<St>
+where
+    K: Hash + Eq + Clone + Send + Sync + 'static,
+    St: 'static,
+{
+    let memory = (store as &dyn Any).downcast_ref::<InMemoryStore<K>>()?;
+    let fresh: Box<dyn Any> = Box::new(InMemoryStore::<K>::with_max_keys(memory.max_keys()));
+    fresh.downcast::<St>().ok().map(|store| *store)
 }
 
 impl<KF, St> Clone for TokenBucketRateLimitLayer<KF, St> {
