@@ -329,6 +329,11 @@ impl Cell {
 // === impl BudgetState ===
 
 impl BudgetState {
+    /// A fresh budget with the same settings: nothing deposited, nothing withdrawn.
+    pub(crate) fn renewed(&self) -> Arc<Self> {
+        self.config.build()
+    }
+
     fn epoch(&self, now: Instant) -> u64 {
         let since = now.saturating_duration_since(self.origin);
         let nanos = since

@@ -18,8 +18,13 @@ use tower_layer::Layer;
 /// # Clone
 ///
 /// The configuration and the [`RetryBudget`] live behind an `Arc`: every [`Retry`] this layer
-/// makes, and every clone of those, shares one budget. A setter called on a layer gives that
-/// layer its own copy of the configuration; [`RetryLayer::budget`] also gives it a fresh budget.
+/// makes, and every clone of those, shares one budget.
+///
+/// # Setters
+///
+/// A layer is a value: each setter returns a layer with a budget of its own (fresh, with the
+/// same settings). The services it makes share it with each other, never with services made
+/// by the layer before the setter, which keep their settings and their budget.
 #[derive(Clone)]
 pub struct RetryLayer {
     config: Arc<Config>,
@@ -120,9 +125,16 @@ impl RetryLayer {
         }
     }
 
-    fn with(mut self, f: impl FnOnce(&mut Config)) -> Self {
-        f(Arc::make_mut(&mut self.config));
-        self
+    /// A layer with state of its own: a fresh budget with the same settings, and calls
+    /// numbered from zero again.
+    fn with(self, f: impl FnOnce(&mut Config)) -> Self {
+        let mut config = Config::clone(&self.config);
+        f(&mut config);
+        config.budget = config.budget.map(|budget| budget.renewed());
+        config.calls = Arc::new(AtomicU64::new(0));
+        Self {
+            config: Arc::new(config),
+        }
     }
 
     /// How many attempts in all, the first included; 0 counts as 1. Defaults to 3.
@@ -189,7 +201,7 @@ impl RetryLayer {
         self.with(|c| c.hints = hints)
     }
 
-    /// A fresh retry budget, shared by every service this layer makes from now on. Defaults to
+    /// A fresh retry budget, shared by every service the returned layer makes. Defaults to
     /// [`RetryBudget::new`]: 10 % over 10 s plus 10 retries per window, per host.
     pub fn budget(self, budget: RetryBudget) -> Self {
         let state = budget.build();
