@@ -24,6 +24,16 @@ pub const DEFAULT_SINGLE_FLIGHT_WAIT: Duration = Duration::from_secs(10);
 ///
 /// The store lives behind an `Arc` owned by the layer: every service the layer makes, and every
 /// clone of those, share one store and one capacity.
+///
+/// # Setters
+///
+/// A layer is a value: each setter returns a layer with a store of its own (a fresh
+/// [`MemoryStore`] of the same capacity). The services it makes share it with each other,
+/// never with services made by the layer before the setter, which keep their settings and
+/// their entries. The [`store_ref`](Self::store_ref) of a layer holds the entries of the
+/// services that layer makes, so take it after the last setter. A store handed in with
+/// [`store`](Self::store) is yours and is kept by every later setter: sharing it is what it
+/// is for.
 #[derive(Clone)]
 pub struct EtagCacheLayer {
     pub(crate) shared: Arc<Shared>,
@@ -35,6 +45,9 @@ pub(crate) struct Shared {
     pub(crate) store: Arc<dyn CacheStore>,
     /// The store again when it is a [`MemoryStore`], which is looked up without key text.
     pub(crate) memory: Option<MemoryStore>,
+    /// Whether the layer made the store rather than being handed it with `store`: a setter
+    /// replaces a store the layer made with a fresh one.
+    own_store: bool,
     pub(crate) clock: Arc<dyn WallClock>,
     /// Seeds the credential fingerprints (at random, per layer).
     pub(crate) hasher: foldhash::quality::RandomState,
@@ -60,6 +73,7 @@ impl EtagCacheLayer {
             shared: Arc::new(Shared {
                 store: Arc::new(memory.clone()),
                 memory: Some(memory),
+                own_store: true,
                 clock: Arc::new(SystemClock),
                 hasher: foldhash::quality::RandomState::default(),
                 max_entry_bytes: DEFAULT_MAX_ENTRY_BYTES,
@@ -74,9 +88,22 @@ impl EtagCacheLayer {
         }
     }
 
-    fn with(mut self, f: impl FnOnce(&mut Shared)) -> Self {
-        f(Arc::make_mut(&mut self.shared));
-        self
+    /// A layer with state of its own: a fresh store (when the layer made it) and no
+    /// revalidations in flight.
+    fn with(self, f: impl FnOnce(&mut Shared)) -> Self {
+        let mut shared = Shared::clone(&self.shared);
+        f(&mut shared);
+        if shared.own_store
+            && let Some(memory) = &shared.memory
+        {
+            let memory = MemoryStore::new(memory.capacity());
+            shared.store = Arc::new(memory.clone());
+            shared.memory = Some(memory);
+        }
+        shared.flights = Arc::default();
+        Self {
+            shared: Arc::new(shared),
+        }
     }
 
     /// The total bytes held, bodies and headers included; a new in-memory store of that size
@@ -86,6 +113,7 @@ impl EtagCacheLayer {
         self.with(|s| {
             s.store = Arc::new(memory.clone());
             s.memory = Some(memory);
+            s.own_store = true;
         })
     }
 
@@ -151,6 +179,7 @@ impl EtagCacheLayer {
         self.with(|s| {
             s.store = store;
             s.memory = memory;
+            s.own_store = false;
         })
     }
 
@@ -161,7 +190,7 @@ impl EtagCacheLayer {
         self.with(|s| s.clock = clock)
     }
 
-    /// The store every service of this layer shares.
+    /// The store every service of this layer shares (read it after the last setter).
     pub fn store_ref(&self) -> &Arc<dyn CacheStore> {
         &self.shared.store
     }
