@@ -59,10 +59,10 @@ use tower_service::Service;
 use courier_breaker::{CircuitBreaker, CircuitBreakerLayer};
 #[cfg(feature = "cache")]
 use courier_cache::{EtagCache, EtagCacheLayer};
-#[cfg(feature = "deadline")]
-use courier_deadline::{AttemptTimeout, AttemptTimeoutLayer, Deadline, DeadlineLayer};
 #[cfg(feature = "ratelimit")]
 use courier_core::PerHost;
+#[cfg(feature = "deadline")]
+use courier_deadline::{AttemptTimeout, AttemptTimeoutLayer, Deadline, DeadlineLayer};
 #[cfg(feature = "ratelimit")]
 use courier_ratelimit::{TokenBucketRateLimit, TokenBucketRateLimitLayer};
 #[cfg(feature = "redis")]
