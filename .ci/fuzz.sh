@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Fuzzing: every cargo-fuzz target in fuzz/ for a bounded time each, from the seed corpus in
-# fuzz/seeds/<target>. Fails when a target finds a crash; the input is left in
-# fuzz/artifacts/<target>/ and printed, to become a regression test in the crate that owns the
-# parser. Needs the nightly toolchain; installs cargo-fuzz when it is missing.
+# fuzz/seeds/<target>, as many at once as there are cores. Fails when a target finds a crash;
+# the input is left in fuzz/artifacts/<target>/ and printed, to become a regression test in the
+# crate that owns the parser. Needs the nightly toolchain; installs cargo-fuzz when missing.
 #
 #   .ci/fuzz.sh                      # every target, 30 s each
 #   FUZZ_SECONDS=600 .ci/fuzz.sh     # longer
-#   .ci/fuzz.sh plan link            # some targets only
+#   FUZZ_JOBS=1 .ci/fuzz.sh plan     # some targets only, one at a time
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 seconds=${FUZZ_SECONDS:-30}
+jobs=${FUZZ_JOBS:-$(nproc)}
 
 if ! rustup toolchain list | grep -q '^nightly'; then
     echo "== installing the nightly toolchain"
@@ -24,6 +25,8 @@ fi
 cd fuzz
 echo "== building the fuzz targets (release, debug assertions, address sanitizer)"
 cargo +nightly fuzz build
+triple=$(rustc +nightly -vV | sed -n 's/^host: //p')
+bins=target/$triple/release
 
 if [ $# -gt 0 ]; then
     targets=("$@")
@@ -35,33 +38,53 @@ fi
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-failed=()
-report=()
+fuzz_one() { # target: runs it, leaves its log and its exit status in $work
+    local target=$1
+    mkdir -p "$work/$target" "artifacts/$target"
+    local status=0
+    "$bins/$target" "$work/$target" "seeds/$target" \
+        -artifact_prefix="artifacts/$target/" -max_total_time="$seconds" -timeout=20 \
+        -rss_limit_mb=2048 -print_final_stats=1 >"$work/$target.log" 2>&1 || status=$?
+    echo "$status" >"$work/$target.status"
+}
+
+echo "== fuzzing ${#targets[@]} targets, ${seconds} s each, ${jobs} at a time"
+running=0
 for target in "${targets[@]}"; do
+    [ -x "$bins/$target" ] || { echo "fuzz: no target $target" >&2; exit 1; }
     [ -d "seeds/$target" ] || { echo "fuzz: no seeds/$target for target $target" >&2; exit 1; }
-    mkdir -p "$work/$target"
-    echo "== fuzz $target for ${seconds} s"
-    if cargo +nightly fuzz run "$target" "$work/$target" "seeds/$target" -- \
-        -max_total_time="$seconds" -timeout=20 -rss_limit_mb=2048 -print_final_stats=1 \
-        >"$work/$target.log" 2>&1; then
-        runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' "$work/$target.log")
+    if [ "$running" -ge "$jobs" ]; then
+        wait -n || true
+        running=$((running - 1))
+    fi
+    fuzz_one "$target" &
+    running=$((running + 1))
+done
+wait
+
+failed=()
+echo "== fuzzing summary (${seconds} s per target)"
+for target in "${targets[@]}"; do
+    if [ "$(cat "$work/$target.status")" = 0 ]; then
+        runs=$(sed -n 's/^Done \([0-9]*\) runs in \([0-9]*\) second.*/\1 runs in \2 s/p' \
+            "$work/$target.log")
         corpus=$(find "$work/$target" -type f | wc -l)
-        report+=("$(printf '%-14s %s, corpus %s' "$target" "$runs" "$corpus")")
+        printf '  %-14s %s, corpus %s\n' "$target" "$runs" "$corpus"
     else
         failed+=("$target")
-        report+=("$(printf '%-14s FAILED' "$target")")
-        grep -v '^#[0-9]' "$work/$target.log" | tail -40 >&2
-        for crash in artifacts/"$target"/*; do
-            [ -f "$crash" ] || continue
-            echo "fuzz: $target: input $crash (base64): $(base64 -w0 "$crash")" >&2
-        done
-        echo "fuzz: reproduce with (cd fuzz && cargo +nightly fuzz run $target <input>);" \
-            "add the input as a regression test in the crate that owns the parser" >&2
+        printf '  %-14s FAILED\n' "$target"
     fi
 done
-
-echo "== fuzzing summary (${seconds} s per target)"
-printf '  %s\n' "${report[@]}"
+for target in "${failed[@]}"; do
+    echo "---- $target" >&2
+    grep -v '^#[0-9]' "$work/$target.log" | tail -40 >&2
+    for crash in artifacts/"$target"/*; do
+        [ -f "$crash" ] || continue
+        echo "fuzz: $target: input fuzz/$crash (base64): $(base64 -w0 "$crash")" >&2
+    done
+    echo "fuzz: reproduce with (cd fuzz && cargo +nightly fuzz run $target <input>);" \
+        "add the input as a regression test in the crate that owns the parser" >&2
+done
 if [ ${#failed[@]} -gt 0 ]; then
     echo "fuzz: crashes in: ${failed[*]}" >&2
     exit 1
