@@ -124,8 +124,11 @@ pub(crate) struct Tally {
     pub(crate) once_only_calls: u64,
     pub(crate) keyed_calls: u64,
     pub(crate) keyed_attempts: u64,
-    /// The longest a call that was not dropped took.
+    /// The longest a call that was not dropped took, and when it ended (since the start).
     pub(crate) slowest: Duration,
+    pub(crate) slowest_at: Duration,
+    /// When the first calls that missed their deadline ended (since the start).
+    pub(crate) late_calls_at: Vec<Duration>,
     pub(crate) late_attempts: u64,
     violations: BTreeMap<Invariant, (u64, Vec<String>)>,
 }
@@ -152,26 +155,35 @@ impl Tally {
         self.violations.is_empty()
     }
 
-    /// Records how a call ended and checks its duration against the deadline.
+    /// Records how a call ended, `at` this long after the start, and checks its duration
+    /// against the deadline.
     pub(crate) fn outcome(
         &mut self,
         index: u64,
         outcome: &str,
         took: Duration,
+        at: Duration,
         deadline: Duration,
     ) {
         self.calls += 1;
         *self.outcomes.entry(outcome.to_owned()).or_default() += 1;
         if outcome == DROPPED {
             self.dropped += 1;
-        } else {
-            self.slowest = self.slowest.max(took);
+        } else if took > self.slowest {
+            self.slowest = took;
+            self.slowest_at = at;
         }
         // A call still running when its caller dropped it past the bound broke it as well.
         if took > deadline + DEADLINE_SLACK {
+            if self.late_calls_at.len() < EXAMPLES {
+                self.late_calls_at.push(at);
+            }
             self.violate(
                 Invariant::Deadline,
-                format!("call {index} ({outcome}) took {took:?}, deadline {deadline:?}"),
+                format!(
+                    "call {index} ({outcome}) took {took:?}, deadline {deadline:?}; ended {:.1} s in",
+                    at.as_secs_f64()
+                ),
             );
         }
     }
@@ -349,24 +361,31 @@ mod tests {
     #[test]
     fn a_call_past_its_deadline_breaks_c() {
         let deadline = Duration::from_millis(1500);
+        let at = Duration::from_secs;
         let mut tally = Tally::default();
-        tally.outcome(1, "200", Duration::from_millis(1590), deadline);
-        tally.outcome(2, DROPPED, Duration::from_millis(1200), deadline);
+        tally.outcome(1, "200", Duration::from_millis(1590), at(5), deadline);
+        tally.outcome(2, DROPPED, Duration::from_millis(1200), at(6), deadline);
         assert!(tally.passed());
+        assert_eq!((tally.calls, tally.dropped), (2, 1));
         assert_eq!(
-            (tally.calls, tally.dropped, tally.slowest),
-            (2, 1, Duration::from_millis(1590))
+            (tally.slowest, tally.slowest_at),
+            (Duration::from_millis(1590), at(5))
         );
         tally.outcome(
             3,
             "deadline exceeded",
             Duration::from_millis(1601),
+            at(7),
             deadline,
         );
-        tally.outcome(4, DROPPED, Duration::from_millis(1650), deadline);
+        tally.outcome(4, DROPPED, Duration::from_millis(1650), at(8), deadline);
         let (count, examples) = tally.violations(Invariant::Deadline);
         assert_eq!(count, 2);
-        assert!(examples[0].contains("call 3"), "{examples:?}");
+        assert!(
+            examples[0].contains("call 3") && examples[0].contains("7.0 s in"),
+            "{examples:?}"
+        );
+        assert_eq!(tally.late_calls_at, [at(7), at(8)]);
     }
 
     #[test]

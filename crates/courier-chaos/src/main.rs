@@ -26,6 +26,7 @@
 //! ```
 
 mod check;
+mod lag;
 mod memory;
 mod report;
 mod scenario;

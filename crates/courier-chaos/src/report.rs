@@ -160,11 +160,36 @@ fn measured(report: &Report, invariant: Invariant, count: u64) -> String {
             "{} keyed calls, {} attempts, {count} with another key",
             t.keyed_calls, t.keyed_attempts
         ),
-        Invariant::Deadline => format!(
-            "slowest call {} (bound {})",
-            secs(t.slowest),
-            secs(DEADLINE + DEADLINE_SLACK)
-        ),
+        Invariant::Deadline => {
+            // Timer lag in the second a call ended and the one before: a starved process
+            // cannot return on time, whatever the code does.
+            let lag_at = |at: Duration| {
+                let second = at.as_secs() as usize;
+                report.lag.worst_between(second.saturating_sub(1), second)
+            };
+            let mut text = format!(
+                "slowest call {} (bound {}) {:.1} s in, timers up to {} late then; \
+                 worst timer lag {}",
+                secs(t.slowest),
+                secs(DEADLINE + DEADLINE_SLACK),
+                t.slowest_at.as_secs_f64(),
+                millis(lag_at(t.slowest_at)),
+                millis(report.lag.worst())
+            );
+            if !t.late_calls_at.is_empty() {
+                let lags: Vec<String> = t
+                    .late_calls_at
+                    .iter()
+                    .map(|at| millis(lag_at(*at)))
+                    .collect();
+                let _ = write!(
+                    text,
+                    "; timer lag when the late calls ended: {}",
+                    lags.join(", ")
+                );
+            }
+            text
+        }
         Invariant::NoPanic => format!("{count} panics"),
         Invariant::FlatMemory => match report.memory {
             Some(m) => format!(
@@ -204,6 +229,10 @@ fn measured(report: &Report, invariant: Invariant, count: u64) -> String {
         ),
         Invariant::Harness => format!("{count} problems"),
     }
+}
+
+fn millis(d: Duration) -> String {
+    format!("{} ms", d.as_millis())
 }
 
 fn secs(d: Duration) -> String {

@@ -23,6 +23,7 @@ use tower::ServiceExt;
 use tower::util::BoxCloneSyncService;
 
 use crate::check::{DROPPED, Finished, Invariant, Tally};
+use crate::lag::{self, Lag};
 use crate::memory::{self, Sample, Trend};
 use crate::scenario::{self, Bounds};
 
@@ -159,6 +160,8 @@ pub(crate) struct Report {
     pub(crate) budget_bound: u64,
     /// The same with the ratio as written, as a steady load spends it.
     pub(crate) budget_nominal: u64,
+    /// How late the runtime's timers fired during the chaos.
+    pub(crate) lag: Arc<Lag>,
 }
 
 /// The fault servers, on a thread and runtime of their own so that a busy client cannot
@@ -252,6 +255,8 @@ pub(crate) async fn run(config: Config, layer: &CourierLayer) -> Result<Report, 
     let sampling = Arc::new(AtomicBool::new(true));
     let began = Instant::now();
     let sampler = tokio::spawn(sample_memory(began, Arc::clone(&sampling)));
+    let lag = Arc::new(Lag::default());
+    let lag_monitor = tokio::spawn(lag::monitor(Arc::clone(&lag), began, Arc::clone(&sampling)));
 
     let next = Arc::new(AtomicU64::new(0));
     let stop_at = began + config.duration;
@@ -288,6 +293,7 @@ pub(crate) async fn run(config: Config, layer: &CourierLayer) -> Result<Report, 
     let chaos_end = Instant::now();
     sampling.store(false, Ordering::Relaxed);
     let samples = sampler.await.unwrap_or_default();
+    let _ = lag_monitor.await;
 
     let recovery = recover(&client, &servers, &tally, chaos_end).await;
 
@@ -325,6 +331,7 @@ pub(crate) async fn run(config: Config, layer: &CourierLayer) -> Result<Report, 
         warm_up,
         memory,
         recovery,
+        lag,
     };
     judge(&mut report);
     Ok(report)
@@ -443,7 +450,8 @@ impl Caller {
             None => work.await,
         };
         let ended = Instant::now();
-        lock(&self.tally).outcome(index, &outcome, ended - start, DEADLINE);
+        let at = ended.duration_since(self.began);
+        lock(&self.tally).outcome(index, &outcome, ended - start, at, DEADLINE);
         let _ = self.done.send(Finished {
             index,
             host: call.host,
