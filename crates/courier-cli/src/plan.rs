@@ -60,15 +60,12 @@ impl Plan {
 
     /// The request, as the first attempt sends it (before the retry layer adds a key).
     pub(crate) fn request(&self) -> http::Request<http_body_util::Full<Bytes>> {
-        let mut req = http::Request::new(http_body_util::Full::new(self.body.clone()));
-        *req.method_mut() = self.method.clone();
-        *req.uri_mut() = self
-            .url
-            .as_str()
-            .parse()
-            .expect("parse::url checked that the URL is a valid request target");
-        *req.headers_mut() = self.headers.clone();
-        req
+        build_request(
+            &self.method,
+            &self.url,
+            self.headers.clone(),
+            self.body.clone(),
+        )
     }
 
     /// Whether a retry may follow a failure after which the request may have run, and why.
@@ -227,6 +224,23 @@ impl fmt::Display for Plan {
         }
         write!(f, "dry run: nothing was sent")
     }
+}
+
+/// A request of the CLI's: `url` was checked by `parse::url` to be a valid request target.
+pub(crate) fn build_request(
+    method: &http::Method,
+    url: &url::Url,
+    headers: HeaderMap,
+    body: Bytes,
+) -> http::Request<http_body_util::Full<Bytes>> {
+    let mut req = http::Request::new(http_body_util::Full::new(body));
+    *req.method_mut() = method.clone();
+    *req.uri_mut() = url
+        .as_str()
+        .parse()
+        .expect("parse::url checked that the URL is a valid request target");
+    *req.headers_mut() = headers;
+    req
 }
 
 #[cfg(test)]

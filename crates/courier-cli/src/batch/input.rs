@@ -41,15 +41,7 @@ impl Spec {
         for (name, value) in &self.headers {
             headers.append(name.clone(), value.clone());
         }
-        let mut req = http::Request::new(http_body_util::Full::new(self.body.clone()));
-        *req.method_mut() = self.method.clone();
-        *req.uri_mut() = self
-            .url
-            .as_str()
-            .parse()
-            .expect("parse::url checked that the URL is a valid request target");
-        *req.headers_mut() = headers;
-        req
+        crate::plan::build_request(&self.method, &self.url, headers, self.body.clone())
     }
 }
 
