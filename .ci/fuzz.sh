@@ -26,7 +26,7 @@ cd fuzz
 echo "== building the fuzz targets (release, debug assertions, address sanitizer)"
 cargo +nightly fuzz build
 triple=$(rustc +nightly -vV | sed -n 's/^host: //p')
-bins=target/$triple/release
+bins=${CARGO_TARGET_DIR:-target}/$triple/release
 
 if [ $# -gt 0 ]; then
     targets=("$@")
