@@ -2,7 +2,9 @@
 # Fuzzing: every cargo-fuzz target in fuzz/ for a bounded time each, from the seed corpus in
 # fuzz/seeds/<target>, as many at once as there are cores. Fails when a target finds a crash;
 # the input is left in fuzz/artifacts/<target>/ and printed, to become a regression test in the
-# crate that owns the parser. Needs the nightly toolchain; installs cargo-fuzz when missing.
+# crate that owns the parser. Installs cargo-fuzz when missing. cargo-fuzz passes unstable flags
+# (-Zsanitizer=address) to rustc; RUSTC_BOOTSTRAP=1 lets the machine's one stable toolchain take
+# them, so no nightly toolchain is fetched.
 #
 #   .ci/fuzz.sh                      # every target, 30 s each
 #   FUZZ_SECONDS=600 .ci/fuzz.sh     # longer
@@ -13,25 +15,22 @@ cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-30}
 jobs=${FUZZ_JOBS:-$(nproc)}
 
-if ! rustup toolchain list | grep -q '^nightly'; then
-    echo "== installing the nightly toolchain"
-    rustup toolchain install nightly --profile minimal
-fi
-if ! cargo +nightly fuzz --version >/dev/null 2>&1; then
+export RUSTC_BOOTSTRAP=1
+if ! cargo fuzz --version >/dev/null 2>&1; then
     echo "== installing cargo-fuzz"
     cargo install cargo-fuzz --locked
 fi
 
 cd fuzz
 echo "== building the fuzz targets (release, debug assertions, address sanitizer)"
-cargo +nightly fuzz build
-triple=$(rustc +nightly -vV | sed -n 's/^host: //p')
+cargo fuzz build
+triple=$(rustc -vV | sed -n 's/^host: //p')
 bins=${CARGO_TARGET_DIR:-target}/$triple/release
 
 if [ $# -gt 0 ]; then
     targets=("$@")
 else
-    mapfile -t targets < <(cargo +nightly fuzz list)
+    mapfile -t targets < <(cargo fuzz list)
 fi
 
 # New inputs go to a scratch corpus; the seeds in the repository are only read.
@@ -82,7 +81,7 @@ for target in "${failed[@]}"; do
         [ -f "$crash" ] || continue
         echo "fuzz: $target: input fuzz/$crash (base64): $(base64 -w0 "$crash")" >&2
     done
-    echo "fuzz: reproduce with (cd fuzz && cargo +nightly fuzz run $target <input>);" \
+    echo "fuzz: reproduce with (cd fuzz && RUSTC_BOOTSTRAP=1 cargo fuzz run $target <input>);" \
         "add the input as a regression test in the crate that owns the parser" >&2
 done
 if [ ${#failed[@]} -gt 0 ]; then
