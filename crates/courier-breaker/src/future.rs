@@ -48,6 +48,15 @@ impl<F, K: BreakerKey> ResponseFuture<F, K> {
         }
     }
 
+    /// The inner future and nothing else: a pass-through service's.
+    #[inline]
+    pub(crate) fn pass(fut: F) -> Self {
+        Self {
+            kind: Kind::Called { fut },
+            guard: None,
+        }
+    }
+
     pub(crate) fn rejected(err: CircuitOpen) -> Self {
         Self {
             kind: Kind::Rejected { err: Some(err) },

@@ -19,11 +19,26 @@ use tower_service::Service;
 /// Clones share the breakers (behind an `Arc`) and clone the inner service.
 pub struct CircuitBreaker<S, K: KeyFn = PerHost> {
     inner: S,
-    key_fn: K,
-    shared: Arc<Shared<K::Key>>,
+    /// `None` in a pass-through service.
+    active: Option<Active<K>>,
     /// The previous call's breaker and the eviction generation it was found in: a run of
     /// calls to one host skips the key, the hash and the map.
     last: Option<(u64, Arc<Breaker<K::Key>>)>,
+}
+
+/// What an active breaker service holds.
+struct Active<K: KeyFn> {
+    key_fn: K,
+    shared: Arc<Shared<K::Key>>,
+}
+
+impl<K: KeyFn + Clone> Clone for Active<K> {
+    fn clone(&self) -> Self {
+        Self {
+            key_fn: self.key_fn.clone(),
+            shared: self.shared.clone(),
+        }
+    }
 }
 
 impl<S> CircuitBreaker<S> {
@@ -40,10 +55,25 @@ impl<S, K: KeyFn> CircuitBreaker<S, K> {
         let (key_fn, shared) = layer.into_parts();
         Self {
             inner,
-            key_fn,
-            shared,
+            active: Some(Active { key_fn, shared }),
             last: None,
         }
+    }
+
+    /// The layer switched off: every call goes straight to `inner`, counted by no breaker and
+    /// refused by none; the answer is `inner`'s. The same type as an active
+    /// `CircuitBreaker<S, K>`, so a stack can switch it at run time.
+    pub const fn pass_through(inner: S) -> Self {
+        Self {
+            inner,
+            active: None,
+            last: None,
+        }
+    }
+
+    /// Whether this service was made by [`pass_through`](Self::pass_through).
+    pub const fn is_pass_through(&self) -> bool {
+        self.active.is_none()
     }
 
     /// The inner service.
@@ -61,11 +91,13 @@ impl<S, K: KeyFn> CircuitBreaker<S, K> {
         self.inner
     }
 
-    /// A handle on the breakers this service shares with its layer.
-    pub fn handle(&self) -> BreakerHandle<K::Key> {
-        BreakerHandle {
-            shared: self.shared.clone(),
-        }
+    /// A handle on the breakers this service shares with its layer; `None` for a
+    /// pass-through service, which has none.
+    pub fn handle(&self) -> Option<BreakerHandle<K::Key>> {
+        let active = self.active.as_ref()?;
+        Some(BreakerHandle {
+            shared: active.shared.clone(),
+        })
     }
 }
 
@@ -73,34 +105,43 @@ impl<S, K: KeyFn> CircuitBreaker<S, K> {
     /// The breaker of `req`: the previous call's when the key is the same and no eviction ran
     /// since, else from the shared map.
     #[inline]
-    fn breaker_for(&mut self, req: &RequestHead<'_>) -> Arc<Breaker<K::Key>> {
+    fn breaker_for(
+        active: &Active<K>,
+        last: &mut Option<(u64, Arc<Breaker<K::Key>>)>,
+        req: &RequestHead<'_>,
+    ) -> Arc<Breaker<K::Key>> {
         if K::SINGLE {
-            return self.shared.breaker(self.key_fn.key(req));
+            return active.shared.breaker(active.key_fn.key(req));
         }
         // Read before the lookup: an eviction that removes what the lookup finds bumps it after.
-        let generation = self.shared.generation();
-        if let Some((g, b)) = &self.last
+        let generation = active.shared.generation();
+        if let Some((g, b)) = last
             && *g == generation
-            && self.key_fn.is_key(req, &b.key) == Some(true)
+            && active.key_fn.is_key(req, &b.key) == Some(true)
         {
             return b.clone();
         }
-        self.lookup(req, generation)
+        Self::lookup(active, last, req, generation)
     }
 
     /// The breaker of `req` from the shared map, kept for the next call.
     #[cold]
     #[inline(never)]
-    fn lookup(&mut self, req: &RequestHead<'_>, generation: u64) -> Arc<Breaker<K::Key>> {
-        let key = self.key_fn.key(req);
-        if let Some((g, b)) = &self.last
+    fn lookup(
+        active: &Active<K>,
+        last: &mut Option<(u64, Arc<Breaker<K::Key>>)>,
+        req: &RequestHead<'_>,
+        generation: u64,
+    ) -> Arc<Breaker<K::Key>> {
+        let key = active.key_fn.key(req);
+        if let Some((g, b)) = last
             && *g == generation
             && key == b.key
         {
             return b.clone();
         }
-        let breaker = self.shared.breaker(key);
-        self.last = Some((generation, breaker.clone()));
+        let breaker = active.shared.breaker(key);
+        *last = Some((generation, breaker.clone()));
         breaker
     }
 }
@@ -109,8 +150,7 @@ impl<S: Clone, K: KeyFn + Clone> Clone for CircuitBreaker<S, K> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            key_fn: self.key_fn.clone(),
-            shared: self.shared.clone(),
+            active: self.active.clone(),
             // A clone made per request (as a retry layer above makes) starts warm: one
             // reference count instead of a map lookup on its first call.
             last: self.last.clone(),
@@ -120,11 +160,15 @@ impl<S: Clone, K: KeyFn + Clone> Clone for CircuitBreaker<S, K> {
 
 impl<S: fmt::Debug, K: KeyFn + fmt::Debug> fmt::Debug for CircuitBreaker<S, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CircuitBreaker")
-            .field("inner", &self.inner)
-            .field("key_fn", &self.key_fn)
-            .field("keys", &self.shared.len())
-            .finish()
+        let mut f = f.debug_struct("CircuitBreaker");
+        f.field("inner", &self.inner);
+        match &self.active {
+            Some(active) => f
+                .field("key_fn", &active.key_fn)
+                .field("keys", &active.shared.len()),
+            None => f.field("pass_through", &true),
+        };
+        f.finish()
     }
 }
 
@@ -144,7 +188,10 @@ where
 
     #[inline]
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        let breaker = self.breaker_for(&RequestHead::new(&req));
+        let Some(active) = &self.active else {
+            return ResponseFuture::pass(self.inner.call(req));
+        };
+        let breaker = Self::breaker_for(active, &mut self.last, &RequestHead::new(&req));
         match breaker.admit() {
             Ok(ticket) => {
                 // The guard exists before the call, so even a panicking inner service gives a

@@ -4,7 +4,7 @@ use courier_breaker::{
     BreakerHandle, CircuitBreaker, CircuitBreakerLayer, CircuitOpen, CircuitState, FailureRate,
     OpenBackoff, RequestHead,
 };
-use courier_core::{BoxError, DeadlineExceeded, HostKey, RateLimited};
+use courier_core::{BoxError, DeadlineExceeded, Global, HostKey, RateLimited};
 use courier_testkit::contract::{self, ReadyOnce};
 use http::{Request, Response, StatusCode};
 use std::collections::VecDeque;
@@ -803,6 +803,17 @@ async fn calls_the_instance_it_made_ready() {
     assert!(!svc.get_ref().is_ready());
     let _ = svc.get_mut();
     let _inner: ReadyOnce<_> = svc.into_inner();
+}
+
+#[tokio::test(start_paused = true)]
+async fn switched_off_it_passes_everything_through() {
+    // Per host and global alike: no call is counted, so the 503s and the error open nothing.
+    courier_testkit::pass_through::check(CircuitBreaker::<_>::pass_through).await;
+    courier_testkit::pass_through::check(CircuitBreaker::<_, Global>::pass_through).await;
+    let off = CircuitBreaker::<_>::pass_through(Upstream::default());
+    assert!(off.is_pass_through() && off.handle().is_none());
+    let on = CircuitBreakerLayer::new().layer(Upstream::default());
+    assert!(!on.is_pass_through() && on.handle().is_some());
 }
 
 #[test]

@@ -50,6 +50,8 @@ pin_project! {
         },
         // Waiting for the service to send the request again.
         Resending { resend: Option<Box<Resend<S, B>>>, pending: Option<Pending> },
+        // A pass-through service's: the upstream's answer, as it comes.
+        Passing { #[pin] future: F },
     }
 }
 
@@ -110,6 +112,13 @@ where
         }
     }
 
+    /// The inner future and nothing else: a pass-through service's.
+    pub(crate) fn passing(future: S::Future) -> Self {
+        Self {
+            state: State::Passing { future },
+        }
+    }
+
     pub(crate) fn forwarded(future: S::Future, pending: Pending) -> Self {
         Self::resendable(future, pending, None)
     }
@@ -157,6 +166,7 @@ where
                 .debug_struct("ResponseFuture::Resending")
                 .field("pending", pending)
                 .finish(),
+            State::Passing { .. } => f.write_str("ResponseFuture::Passing"),
         }
     }
 }
@@ -172,6 +182,10 @@ where
         let mut state = self.project().state;
         loop {
             match state.as_mut().project() {
+                StateProj::Passing { future } => {
+                    let response = ready!(future.poll(cx))?;
+                    return Poll::Ready(Ok(response.map(CacheBody::upstream)));
+                }
                 StateProj::Ready { response } => {
                     let response = response
                         .take()

@@ -46,7 +46,8 @@ pub(crate) const TARGET: &str = "courier::cache";
 /// Clones share the store of the layer that made them.
 pub struct EtagCache<S> {
     inner: S,
-    shared: Arc<Shared>,
+    /// `None` in a pass-through service.
+    shared: Option<Arc<Shared>>,
 }
 
 // === impl EtagCache ===
@@ -57,8 +58,24 @@ impl<S> EtagCache<S> {
     pub fn new(inner: S, layer: EtagCacheLayer) -> Self {
         Self {
             inner,
-            shared: layer.shared,
+            shared: Some(layer.shared),
         }
+    }
+
+    /// The layer switched off: every call goes straight to `inner`, looked up in no store and
+    /// stored in none, with no validators added and no `CacheStatus`; the answer is `inner`'s,
+    /// its body wrapped in [`CacheBody::upstream`]. The same type as an active
+    /// `EtagCache<S>`, so a stack can switch it at run time.
+    pub const fn pass_through(inner: S) -> Self {
+        Self {
+            inner,
+            shared: None,
+        }
+    }
+
+    /// Whether this service was made by [`pass_through`](Self::pass_through).
+    pub const fn is_pass_through(&self) -> bool {
+        self.shared.is_none()
     }
 
     /// A layer to configure.
@@ -81,9 +98,10 @@ impl<S> EtagCache<S> {
         self.inner
     }
 
-    /// The store this cache shares with its clones.
-    pub fn store(&self) -> &Arc<dyn CacheStore> {
-        &self.shared.store
+    /// The store this cache shares with its clones; `None` for a pass-through service, which
+    /// has none.
+    pub fn store(&self) -> Option<&Arc<dyn CacheStore>> {
+        self.shared.as_deref().map(|shared| &shared.store)
     }
 }
 
@@ -100,7 +118,7 @@ impl<S: fmt::Debug> fmt::Debug for EtagCache<S> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("EtagCache")
             .field("inner", &self.inner)
-            .field("config", &*self.shared)
+            .field("config", &self.shared.as_deref())
             .finish()
     }
 }
@@ -120,29 +138,35 @@ where
     }
 
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        let Some(shared) = &self.shared else {
+            return ResponseFuture::passing(self.inner.call(req));
+        };
+        // The instance that was made ready is called in place and keeps whatever it learnt from
+        // the call (the breaker or the bucket of the host): the response future does not need
+        // it.
         let method = req.method();
         if is_invalidating(method) {
             let pending = Pending::Invalidate {
-                shared: self.shared.clone(),
+                shared: shared.clone(),
                 key: UriKey::new(req.uri(), req.headers()),
             };
-            return ResponseFuture::forwarded(self.forward(req), pending);
+            return ResponseFuture::forwarded(self.inner.call(req), pending);
         }
         let head = *method == Method::HEAD;
         if !(head || *method == Method::GET) {
-            return ResponseFuture::forwarded(self.forward(req), Pending::Bypass);
+            return ResponseFuture::forwarded(self.inner.call(req), Pending::Bypass);
         }
-        let fields = RequestFields::scan(req.headers(), &self.shared.credential_headers);
+        let fields = RequestFields::scan(req.headers(), &shared.credential_headers);
         let req_cc = if fields.cache_control {
             CacheControl::from_headers(req.headers())
         } else {
             CacheControl::default()
         };
         if req_cc.no_store || fields.range {
-            return ResponseFuture::forwarded(self.forward(req), Pending::Bypass);
+            return ResponseFuture::forwarded(self.inner.call(req), Pending::Bypass);
         }
 
-        let shared = self.shared.clone();
+        let shared = shared.clone();
         let parts = Parts::of_request(req.uri(), req.headers());
         let credentials = if fields.credentials || parts.has_userinfo() {
             shared.fingerprint(req.uri(), req.headers())
@@ -254,21 +278,12 @@ where
             }
             Some((Role::Leader(guard), _)) => {
                 lookup.flight = Some(guard);
-                ResponseFuture::resendable(self.forward(req), Pending::Lookup(lookup), resend)
+                ResponseFuture::resendable(self.inner.call(req), Pending::Lookup(lookup), resend)
             }
-            None => ResponseFuture::resendable(self.forward(req), Pending::Lookup(lookup), resend),
+            None => {
+                ResponseFuture::resendable(self.inner.call(req), Pending::Lookup(lookup), resend)
+            }
         }
-    }
-}
-
-impl<S> EtagCache<S> {
-    /// Calls the instance that was made ready. It stays in place, with whatever it learnt from
-    /// the call (the breaker or the bucket of the host): the response future does not need it.
-    fn forward<B>(&mut self, req: Request<B>) -> S::Future
-    where
-        S: Service<Request<B>>,
-    {
-        self.inner.call(req)
     }
 }
 

@@ -202,16 +202,16 @@ async fn response_no_store_is_not_stored_and_removes_the_entry() {
     let mut svc = layer().layer(mock.service());
     mock.push(ok(&[("etag", "\"a\""), ("cache-control", "no-store")], "x"));
     send(&mut svc, get(URL)).await.unwrap();
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
 
     mock.push(etag_200("\"a\"", "x"));
     send(&mut svc, get(URL)).await.unwrap();
-    assert_eq!(svc.store().len(), 1);
+    assert_eq!(svc.store().expect("an active cache").len(), 1);
     // The server now says no-store: the entry goes.
     mock.push(ok(&[("etag", "\"b\""), ("cache-control", "no-store")], "y"));
     let got = send(&mut svc, get(URL)).await.unwrap();
     assert_eq!(got.body, "y");
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
     mock.push(etag_200("\"c\"", "z"));
     send(&mut svc, get(URL)).await.unwrap();
     assert!(mock.last().headers.get("if-none-match").is_none());
@@ -303,7 +303,15 @@ async fn vary_keeps_one_variant_per_request_field_combination() {
     // No Accept at all is a third combination.
     mock.push(vary("plain"));
     assert_eq!(send(&mut svc, get(URL)).await.unwrap().body, "plain");
-    assert_eq!(svc.store().get(URL).unwrap().entries().len(), 3);
+    assert_eq!(
+        svc.store()
+            .expect("an active cache")
+            .get(URL)
+            .unwrap()
+            .entries()
+            .len(),
+        3
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -319,10 +327,10 @@ async fn vary_star_is_never_stored() {
         "x",
     ));
     send(&mut svc, get(URL)).await.unwrap();
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
     mock.push(ok(&[("vary", "accept, *"), ("etag", "\"a\"")], "x"));
     send(&mut svc, get(URL)).await.unwrap();
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
     assert!(mock.last().headers.get("if-none-match").is_none());
 }
 
@@ -421,7 +429,7 @@ async fn a_304_without_an_entry_passes_through_untouched() {
     assert_eq!(got.status, StatusCode::NOT_MODIFIED);
     assert_eq!(got.cache, CacheStatus::Miss);
     assert_eq!(got.headers["x-mine"], "1");
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
 
     // With an entry, a caller's own conditional is left alone and its 304 is the caller's.
     mock.push(etag_200("\"a\"", "stored"));
@@ -450,7 +458,7 @@ async fn a_body_over_the_cap_streams_through_and_is_not_stored() {
     mock.push(ok(&[("etag", "\"big\"")], &big));
     let got = send(&mut svc, get(URL)).await.unwrap();
     assert_eq!(got.body.len(), 2048);
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
 
     // Unknown length: streamed, not stored.
     let body = ScriptedBody::<BoxError>::chunks(["ab", "cd"]);
@@ -460,7 +468,7 @@ async fn a_body_over_the_cap_streams_through_and_is_not_stored() {
         .unwrap()));
     let got = send(&mut svc, get(URL)).await.unwrap();
     assert_eq!(got.body, "abcd");
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
 
     // Within the cap and of known length (size hint only): stored.
     let body = ScriptedBody::<BoxError>::chunks(["ab", "cd"]).exact_len(4);
@@ -469,7 +477,7 @@ async fn a_body_over_the_cap_streams_through_and_is_not_stored() {
         .body(body.boxed())
         .unwrap()));
     send(&mut svc, get(URL)).await.unwrap();
-    assert_eq!(svc.store().len(), 1);
+    assert_eq!(svc.store().expect("an active cache").len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -484,7 +492,7 @@ async fn a_body_that_fails_or_is_dropped_midway_is_never_stored() {
         .unwrap()));
     let err = send(&mut svc, get(URL)).await.unwrap_err();
     assert!(err.to_string().contains("connection reset"));
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
 
     // Dropped after the first frame.
     let partial = ScriptedBody::<BoxError>::chunks(["hello", "world"]).exact_len(10);
@@ -497,7 +505,7 @@ async fn a_body_that_fails_or_is_dropped_midway_is_never_stored() {
     let first = body.frame().await.unwrap().unwrap();
     assert_eq!(first.into_data().unwrap(), "hello");
     drop(body);
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
 
     // A consumer that keeps polling past the error still never gets it stored.
     let resumed = ScriptedBody::<BoxError>::chunks(["hello"])
@@ -514,12 +522,12 @@ async fn a_body_that_fails_or_is_dropped_midway_is_never_stored() {
     assert!(body.frame().await.unwrap().is_err());
     assert!(body.frame().await.unwrap().is_ok());
     assert!(body.frame().await.is_none());
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
 
     mock.push(etag_200("\"r\"", "complete"));
     send(&mut svc, get(URL)).await.unwrap();
     assert!(mock.last().headers.get("if-none-match").is_none());
-    assert_eq!(svc.store().len(), 1);
+    assert_eq!(svc.store().expect("an active cache").len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -538,14 +546,18 @@ async fn the_body_streams_to_the_caller_while_it_is_stored() {
     let first = body.frame().await.unwrap().unwrap().into_data().unwrap();
     assert_eq!(first, "hel");
     assert!(
-        svc.store().is_empty(),
+        svc.store().expect("an active cache").is_empty(),
         "stored only once the body has ended"
     );
     tx.send(Ok(Bytes::from("lo"))).unwrap();
     drop(tx);
     let rest = body.collect().await.unwrap().to_bytes();
     assert_eq!(rest, "lo");
-    let stored = svc.store().get(URL).expect("stored at the end of the body");
+    let stored = svc
+        .store()
+        .expect("an active cache")
+        .get(URL)
+        .expect("stored at the end of the body");
     assert_eq!(stored.entries()[0].body(), "hello");
 }
 
@@ -568,7 +580,10 @@ async fn successful_unsafe_methods_invalidate_the_uri() {
 
         mock.push(respond(201, &[], "done"));
         send(&mut svc, req(method.clone(), URL, &[])).await.unwrap();
-        assert!(svc.store().is_empty(), "{method} invalidated");
+        assert!(
+            svc.store().expect("an active cache").is_empty(),
+            "{method} invalidated"
+        );
         mock.push(ok(&[("cache-control", "max-age=600")], "new"));
         let got = send(&mut svc, get(URL)).await.unwrap();
         assert_eq!((got.cache, &got.body[..]), (CacheStatus::Miss, &b"new"[..]));
@@ -601,7 +616,7 @@ async fn location_on_the_same_host_is_invalidated_too() {
     )
     .await
     .unwrap();
-    let store = svc.store();
+    let store = svc.store().expect("an active cache");
     assert!(store.get("http://api.example/things/1").is_none());
     assert!(store.get("http://api.example/things/2").is_some());
     assert!(
@@ -717,7 +732,10 @@ async fn only_200_is_stored_by_default() {
             "",
         ));
         send(&mut svc, get(URL)).await.unwrap();
-        assert!(svc.store().is_empty(), "{status} was stored");
+        assert!(
+            svc.store().expect("an active cache").is_empty(),
+            "{status} was stored"
+        );
     }
     let mock = Mock::new();
     let mut svc = layer()
@@ -740,7 +758,7 @@ async fn responses_without_validator_or_lifetime_are_not_stored() {
     send(&mut svc, get(URL)).await.unwrap();
     mock.push(ok(&[("cache-control", "max-age=0")], "plain"));
     send(&mut svc, get(URL)).await.unwrap();
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -759,7 +777,7 @@ async fn other_methods_and_ranges_bypass_the_cache() {
         .await
         .unwrap();
     assert_eq!(got.cache, CacheStatus::Bypass);
-    assert_eq!(svc.store().len(), 1);
+    assert_eq!(svc.store().expect("an active cache").len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -802,7 +820,7 @@ async fn ten_thousand_urls_never_exceed_the_cap() {
                 .await
                 .unwrap();
             assert_eq!(got.body.len(), 10 * 1024);
-            let weight = svc.store().weight();
+            let weight = svc.store().expect("an active cache").weight();
             assert!(
                 weight <= cap,
                 "weight {weight} over the cap {cap} after {i} inserts"
@@ -812,9 +830,9 @@ async fn ten_thousand_urls_never_exceed_the_cap() {
         // The store was used, not merely refused everything.
         assert!(max_weight > cap / 2, "max weight {max_weight} of {cap}");
         // Weight counts the bodies: each entry weighs at least its 10 KiB.
-        let kept = svc.store().len() as u64;
+        let kept = svc.store().expect("an active cache").len() as u64;
         assert!(kept >= cap / (20 * 1024), "{kept} entries kept of {cap}");
-        assert!(svc.store().weight() >= kept * 10 * 1024);
+        assert!(svc.store().expect("an active cache").weight() >= kept * 10 * 1024);
     }
 }
 
@@ -848,6 +866,17 @@ async fn contract_calls_the_instance_made_ready() {
             assert_eq!(got.cache, CacheStatus::Bypass);
         }
     }
+}
+
+/// A pass-through cache stores nothing and adds nothing: the same GET with an ETag and a
+/// `max-age` goes up every time.
+#[tokio::test(start_paused = true)]
+async fn switched_off_it_passes_everything_through() {
+    courier_testkit::pass_through::check(EtagCache::pass_through).await;
+    let off = EtagCache::pass_through(());
+    assert!(off.is_pass_through() && off.store().is_none());
+    let on = layer().layer(());
+    assert!(!on.is_pass_through() && on.store().is_some());
 }
 
 #[test]

@@ -99,7 +99,7 @@ async fn the_in_memory_store_keeps_its_text_keys() {
     send(&mut svc, get("HTTPS://u:p@API.example:8443/a/B?x=Y"))
         .await
         .unwrap();
-    let store = svc.store();
+    let store = svc.store().expect("an active cache");
     assert!(store.get("https://api.example:8443/a/B?x=Y").is_some());
     assert!(store.get("HTTPS://API.example:8443/a/B?x=Y").is_none());
     assert!(store.get("https://api.example:8443/a/b?x=Y").is_none());

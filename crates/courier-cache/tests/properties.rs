@@ -97,7 +97,7 @@ proptest! {
             mock.push(build_response(&first, 200, "first"));
             let got = send(&mut svc, build_request(&request, Method::GET)).await.unwrap();
             assert_eq!(got.body, "first");
-            let stored_weight = svc.store().weight();
+            let stored_weight = svc.store().expect("an active cache").weight();
             assert!(stored_weight <= courier_cache::DEFAULT_CAPACITY);
 
             tokio::time::advance(Duration::from_secs(wait)).await;

@@ -27,7 +27,7 @@ async fn no_store_next_to_obs_text_is_still_no_store() {
     mock.push(Ok(response));
     send(&mut svc, get(URL)).await.unwrap();
     assert!(
-        svc.store().is_empty(),
+        svc.store().expect("an active cache").is_empty(),
         "a no-store response was stored because its Cache-Control is not visible ASCII"
     );
 }
@@ -155,7 +155,10 @@ async fn a_late_304_does_not_resurrect_an_invalidated_entry() {
     assert_eq!(mock.calls(), 2, "the revalidation is in flight");
     mock.push(respond(201, &[], "created"));
     send(&mut svc, req(Method::POST, URL, &[])).await.unwrap();
-    assert!(svc.store().is_empty(), "the POST invalidated the URI");
+    assert!(
+        svc.store().expect("an active cache").is_empty(),
+        "the POST invalidated the URI"
+    );
     let late = revalidation.await.unwrap();
     assert_eq!(late.body, "before");
     mock.push(ok(
@@ -180,7 +183,11 @@ async fn an_obs_text_etag_is_still_used_for_revalidation() {
         .insert("etag", HeaderValue::from_bytes(b"\"caf\xe9\"").unwrap());
     mock.push(Ok(response));
     send(&mut svc, get(URL)).await.unwrap();
-    assert_eq!(svc.store().len(), 1, "stored for its validator");
+    assert_eq!(
+        svc.store().expect("an active cache").len(),
+        1,
+        "stored for its validator"
+    );
     let mut again = not_modified(&[]).unwrap();
     again
         .headers_mut()
@@ -229,7 +236,10 @@ async fn a_body_shorter_than_its_exact_size_hint_is_not_stored() {
         .body(short.boxed())
         .unwrap()));
     send(&mut svc, get(URL)).await.unwrap();
-    assert!(svc.store().is_empty(), "a truncated body was stored");
+    assert!(
+        svc.store().expect("an active cache").is_empty(),
+        "a truncated body was stored"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -265,7 +275,7 @@ async fn a_cache_shared_by_fingerprinting_nothing_stores_no_private_response() {
     mock.push(ok(&[("cache-control", "private, max-age=600")], "mine"));
     send(&mut svc, get(URL)).await.unwrap();
     assert!(
-        svc.store().is_empty(),
+        svc.store().expect("an active cache").is_empty(),
         "a shared cache stored a private response"
     );
 
@@ -273,7 +283,7 @@ async fn a_cache_shared_by_fingerprinting_nothing_stores_no_private_response() {
     let mut own = layer().layer(mock.service());
     mock.push(ok(&[("cache-control", "private, max-age=600")], "mine"));
     send(&mut own, get(URL)).await.unwrap();
-    assert_eq!(own.store().len(), 1);
+    assert_eq!(own.store().expect("an active cache").len(), 1);
 }
 
 #[tokio::test(start_paused = true)]
@@ -290,7 +300,11 @@ async fn a_shared_cache_stores_answers_to_authorized_requests_only_when_allowed(
         let mut svc = layer().credential_headers([]).layer(mock.service());
         mock.push(ok(&[("cache-control", cache_control)], "x"));
         send(&mut svc, authorized()).await.unwrap();
-        assert_eq!(svc.store().len(), usize::from(stored), "{cache_control}");
+        assert_eq!(
+            svc.store().expect("an active cache").len(),
+            usize::from(stored),
+            "{cache_control}"
+        );
     }
     // Fingerprinting only Cookie leaves Authorization unseparated: the same rules apply.
     let mock = Mock::new();
@@ -299,7 +313,7 @@ async fn a_shared_cache_stores_answers_to_authorized_requests_only_when_allowed(
         .layer(mock.service());
     mock.push(ok(&[("cache-control", "max-age=600")], "x"));
     send(&mut svc, authorized()).await.unwrap();
-    assert!(svc.store().is_empty());
+    assert!(svc.store().expect("an active cache").is_empty());
 }
 
 #[tokio::test(start_paused = true)]
@@ -308,7 +322,7 @@ async fn a_304_making_an_entry_private_removes_it_from_a_shared_cache() {
     let mut svc = layer().credential_headers([]).layer(mock.service());
     mock.push(ok(&[("etag", "\"a\"")], "x"));
     send(&mut svc, get(URL)).await.unwrap();
-    assert_eq!(svc.store().len(), 1);
+    assert_eq!(svc.store().expect("an active cache").len(), 1);
     mock.push(not_modified(&[
         ("etag", "\"a\""),
         ("cache-control", "private"),
@@ -319,7 +333,7 @@ async fn a_304_making_an_entry_private_removes_it_from_a_shared_cache() {
         (CacheStatus::Revalidated, &b"x"[..])
     );
     assert!(
-        svc.store().is_empty(),
+        svc.store().expect("an active cache").is_empty(),
         "a shared cache kept a private response"
     );
 }
@@ -389,7 +403,10 @@ async fn an_explicit_default_port_names_the_same_resource() {
 
             // A POST to the other spelling invalidates the stored entry.
             send(&mut svc, req(Method::POST, same, &[])).await.unwrap();
-            assert!(svc.store().is_empty(), "{name}: POST {same} left {stored}");
+            assert!(
+                svc.store().expect("an active cache").is_empty(),
+                "{name}: POST {same} left {stored}"
+            );
         }
         // Another port, or the default port of the other scheme, is another resource.
         for (stored, other) in [

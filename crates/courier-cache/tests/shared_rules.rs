@@ -39,7 +39,7 @@ async fn a_private_304_to_a_head_with_authorization_is_not_stored() {
             CacheStatus::Revalidated
         );
         assert!(
-            svc.store().is_empty(),
+            svc.store().expect("an active cache").is_empty(),
             "{method}: the private update is not kept"
         );
     }

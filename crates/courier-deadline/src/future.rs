@@ -24,7 +24,7 @@ pin_project! {
         // `None` when the bound had passed before the call: nothing was sent.
         #[pin]
         inner: Option<F>,
-        // `None` once the future has completed.
+        // `None` once the future has completed, and from the start in a pass-through service.
         bound: Option<Bound>,
         bound_body: bool,
         // `false` when the layers below end the wait for the headers by the deadline.
@@ -48,6 +48,16 @@ impl<F> ResponseFuture<F> {
     pub(crate) const fn watch_headers(mut self, watch: bool) -> Self {
         self.watch_headers = watch;
         self
+    }
+
+    /// The inner future and nothing else: a pass-through service's.
+    pub(crate) const fn pass(inner: F) -> Self {
+        Self {
+            inner: Some(inner),
+            bound: None,
+            bound_body: false,
+            watch_headers: false,
+        }
     }
 
     /// A future that fails at once: the bound passed before anything was sent.
@@ -77,10 +87,10 @@ where
         };
         match inner.poll(cx) {
             Poll::Ready(Ok(res)) => {
-                let mut bound = this.bound.take().expect("polled after completion");
-                if !*this.bound_body {
+                let bound = this.bound.take();
+                let Some(mut bound) = bound.filter(|_| *this.bound_body) else {
                     return Poll::Ready(Ok(res.map(|body| DeadlineBody::new(body, None))));
-                }
+                };
                 // A response that came at or after the deadline would carry a body that fails
                 // at its first read: the call is over, as its body's reader would find. That
                 // holds whether the timer was armed or not (the header wait left to a layer
@@ -93,8 +103,10 @@ where
                 return Poll::Ready(Ok(res.map(|body| DeadlineBody::new(body, Some(bound)))));
             }
             Poll::Ready(Err(err)) => {
-                let bound = this.bound.take().expect("polled after completion");
-                return Poll::Ready(Err(restate(err.into(), &bound)));
+                return Poll::Ready(Err(match this.bound.take() {
+                    Some(bound) => restate(err.into(), &bound),
+                    None => err.into(),
+                }));
             }
             Poll::Pending if !*this.watch_headers => return Poll::Pending,
             Poll::Pending => {}

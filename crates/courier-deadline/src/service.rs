@@ -55,6 +55,8 @@ pub struct Deadline<S> {
     /// Arms a timer while waiting for the headers; see
     /// [`DeadlineLayer::headers_bounded_below`](crate::DeadlineLayer::headers_bounded_below).
     watch_headers: bool,
+    /// Off: calls go straight to `inner`.
+    pass_through: bool,
 }
 
 // === impl Deadline ===
@@ -68,7 +70,27 @@ impl<S> Deadline<S> {
             budget,
             header,
             watch_headers: !headers_bounded_below,
+            pass_through: false,
         }
+    }
+
+    /// The layer switched off: every call goes straight to `inner`, with no deadline, no
+    /// extension and no timer; the response is `inner`'s, its body wrapped in an unbounded
+    /// [`DeadlineBody`](crate::DeadlineBody). The same type as an active `Deadline<S>`, so a
+    /// stack can switch it at run time.
+    pub const fn pass_through(inner: S) -> Self {
+        Self {
+            inner,
+            budget: Duration::ZERO,
+            header: None,
+            watch_headers: false,
+            pass_through: true,
+        }
+    }
+
+    /// Whether this service was made by [`pass_through`](Self::pass_through).
+    pub const fn is_pass_through(&self) -> bool {
+        self.pass_through
     }
 
     /// The inner service.
@@ -102,6 +124,9 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+        if self.pass_through {
+            return ResponseFuture::pass(self.inner.call(req));
+        }
         let start = Instant::now();
         let own = courier_core::Deadline::at(saturating_after(start, self.budget));
         let deadline = earliest(Some(own), crate::scope::current_deadline())
@@ -152,6 +177,8 @@ pub struct AttemptTimeout<S> {
     per_attempt: Duration,
     through_body: bool,
     header: Option<HeaderName>,
+    /// Off: calls go straight to `inner`.
+    pass_through: bool,
 }
 
 // === impl AttemptTimeout ===
@@ -165,7 +192,26 @@ impl<S> AttemptTimeout<S> {
             per_attempt,
             through_body,
             header,
+            pass_through: false,
         }
+    }
+
+    /// The layer switched off: every call goes straight to `inner`, unbounded; the response is
+    /// `inner`'s, its body wrapped in an unbounded [`DeadlineBody`](crate::DeadlineBody). The
+    /// same type as an active `AttemptTimeout<S>`, so a stack can switch it at run time.
+    pub const fn pass_through(inner: S) -> Self {
+        Self {
+            inner,
+            per_attempt: Duration::ZERO,
+            through_body: false,
+            header: None,
+            pass_through: true,
+        }
+    }
+
+    /// Whether this service was made by [`pass_through`](Self::pass_through).
+    pub const fn is_pass_through(&self) -> bool {
+        self.pass_through
     }
 
     /// The inner service.
@@ -199,6 +245,9 @@ where
     }
 
     fn call(&mut self, mut req: Request<ReqB>) -> Self::Future {
+        if self.pass_through {
+            return ResponseFuture::pass(self.inner.call(req));
+        }
         let start = Instant::now();
         let own = saturating_after(start, self.per_attempt);
         let bound = match effective_deadline(req.extensions()) {

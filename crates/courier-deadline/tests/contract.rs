@@ -78,3 +78,9 @@ fn layers_services_futures_and_bodies_are_send_sync_static() {
     assert_send_sync_static::<courier_deadline::error::DeadlineExceeded>();
     assert_send_sync_static::<courier_deadline::error::AttemptTimedOut>();
 }
+
+#[tokio::test(start_paused = true)]
+async fn switched_off_they_pass_everything_through() {
+    courier_testkit::pass_through::check(Deadline::pass_through).await;
+    courier_testkit::pass_through::check(AttemptTimeout::pass_through).await;
+}

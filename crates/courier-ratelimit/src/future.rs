@@ -25,8 +25,92 @@ pin_project! {
     /// Dropping the future before it called the inner service hands its slot back to the store
     /// (see [`RateLimitStore::cancel`]), and so does a refusal after the wait; nobody else waits
     /// longer because of it.
+    ///
+    /// A pass-through service's future is the inner service's, and nothing else.
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<S, B, KF, St>
+    where
+        S: Service<Request<B>>,
+        KF: KeyFn,
+        St: RateLimitStore<KF::Key>,
+    {
+        #[pin]
+        kind: Kind<S, B, KF, St>,
+    }
+}
+
+pin_project! {
+    #[project = KindProj]
+    enum Kind<S, B, KF, St>
+    where
+        S: Service<Request<B>>,
+        KF: KeyFn,
+        St: RateLimitStore<KF::Key>,
+    {
+        Limited { #[pin] fut: Limited<S, B, KF, St> },
+        Passing { #[pin] fut: S::Future },
+    }
+}
+
+// === impl ResponseFuture ===
+
+impl<S, B, KF, St> ResponseFuture<S, B, KF, St>
+where
+    S: Service<Request<B>>,
+    KF: KeyFn,
+    St: RateLimitStore<KF::Key>,
+{
+    #[inline]
+    pub(crate) fn limited(fut: Limited<S, B, KF, St>) -> Self {
+        Self {
+            kind: Kind::Limited { fut },
+        }
+    }
+
+    /// The inner future and nothing else: a pass-through service's.
+    pub(crate) fn pass(fut: S::Future) -> Self {
+        Self {
+            kind: Kind::Passing { fut },
+        }
+    }
+}
+
+impl<S, B, ResB, KF, St> Future for ResponseFuture<S, B, KF, St>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    KF: KeyFn,
+    St: RateLimitStore<KF::Key>,
+{
+    type Output = Result<Response<ResB>, BoxError>;
+
+    #[inline]
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        match self.project().kind.project() {
+            KindProj::Limited { fut } => fut.poll(cx),
+            KindProj::Passing { fut } => fut.poll(cx).map_err(Into::into),
+        }
+    }
+}
+
+impl<S, B, KF, St> fmt::Debug for ResponseFuture<S, B, KF, St>
+where
+    S: Service<Request<B>>,
+    KF: KeyFn,
+    St: RateLimitStore<KF::Key>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            Kind::Limited { fut } => fut.fmt(f),
+            Kind::Passing { .. } => f.write_str("ResponseFuture::Passing"),
+        }
+    }
+}
+
+pin_project! {
+    // An active limiter's future.
+    #[must_use = "futures do nothing unless polled"]
+    pub(crate) struct Limited<S, B, KF, St>
     where
         S: Service<Request<B>>,
         KF: KeyFn,
@@ -41,7 +125,7 @@ pin_project! {
         shared: Arc<Shared<KF, St>>,
     }
 
-    impl<S, B, KF, St> PinnedDrop for ResponseFuture<S, B, KF, St>
+    impl<S, B, KF, St> PinnedDrop for Limited<S, B, KF, St>
     where
         S: Service<Request<B>>,
         KF: KeyFn,
@@ -122,9 +206,9 @@ impl<K> Held<K> {
     }
 }
 
-// === impl ResponseFuture ===
+// === impl Limited ===
 
-impl<S, B, KF, St> ResponseFuture<S, B, KF, St>
+impl<S, B, KF, St> Limited<S, B, KF, St>
 where
     S: Service<Request<B>>,
     KF: KeyFn,
@@ -179,7 +263,7 @@ where
     }
 }
 
-impl<S, B, ResB, KF, St> Future for ResponseFuture<S, B, KF, St>
+impl<S, B, ResB, KF, St> Future for Limited<S, B, KF, St>
 where
     S: Service<Request<B>, Response = Response<ResB>>,
     S::Error: Into<BoxError>,
@@ -352,7 +436,7 @@ fn refused<K: fmt::Debug>(key: &K, denial: Denial) {
     );
 }
 
-impl<S, B, KF, St> fmt::Debug for ResponseFuture<S, B, KF, St>
+impl<S, B, KF, St> fmt::Debug for Limited<S, B, KF, St>
 where
     S: Service<Request<B>>,
     KF: KeyFn,
@@ -366,7 +450,7 @@ where
             State::Calling { .. } => ("calling", None),
             State::Done => ("done", None),
         };
-        f.debug_struct("ResponseFuture")
+        f.debug_struct("Limited")
             .field("key", self.key.get())
             .field("state", &state)
             .field("grant", &grant)

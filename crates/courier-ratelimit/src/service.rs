@@ -1,5 +1,5 @@
 use crate::config::Mode;
-use crate::future::{Held, ResponseFuture};
+use crate::future::{Held, Limited, ResponseFuture};
 use crate::gcra::Outcome;
 use crate::layer::{Shared, TokenBucketRateLimitLayer};
 use crate::store::{Decision, Entry, InMemoryStore, RateLimitStore, saturating_nanos};
@@ -25,7 +25,8 @@ use tower_service::Service;
 /// Clones share the layer's buckets (behind an `Arc`): a clone never forks a limit.
 pub struct TokenBucketRateLimit<S, KF: KeyFn = PerHost, St = InMemoryStore<HostKey>> {
     inner: S,
-    shared: Arc<Shared<KF, St>>,
+    /// `None` in a pass-through service.
+    shared: Option<Arc<Shared<KF, St>>>,
     /// The bucket of the previous request (in-process store only): a run of requests to one
     /// key skips the key, the hash and the map.
     last: Option<Arc<Entry<KF::Key>>>,
@@ -39,9 +40,25 @@ impl<S, KF: KeyFn, St> TokenBucketRateLimit<S, KF, St> {
     pub fn new(inner: S, layer: TokenBucketRateLimitLayer<KF, St>) -> Self {
         Self {
             inner,
-            shared: layer.shared,
+            shared: Some(layer.shared),
             last: None,
         }
+    }
+
+    /// The layer switched off: every call goes straight to `inner`, taking no token and
+    /// reading no quota header; the answer is `inner`'s. The same type as an active
+    /// `TokenBucketRateLimit<S, KF, St>`, so a stack can switch it at run time.
+    pub const fn pass_through(inner: S) -> Self {
+        Self {
+            inner,
+            shared: None,
+            last: None,
+        }
+    }
+
+    /// Whether this service was made by [`pass_through`](Self::pass_through).
+    pub const fn is_pass_through(&self) -> bool {
+        self.shared.is_none()
     }
 
     /// The inner service.
@@ -59,9 +76,10 @@ impl<S, KF: KeyFn, St> TokenBucketRateLimit<S, KF, St> {
         self.inner
     }
 
-    /// The store holding the buckets (shared with the layer and every clone).
-    pub fn store(&self) -> &St {
-        &self.shared.store
+    /// The store holding the buckets (shared with the layer and every clone); `None` for a
+    /// pass-through service, which has none.
+    pub fn store(&self) -> Option<&St> {
+        self.shared.as_deref().map(|shared| &shared.store)
     }
 }
 
@@ -69,7 +87,7 @@ impl<S: Clone, KF: KeyFn, St> Clone for TokenBucketRateLimit<S, KF, St> {
     fn clone(&self) -> Self {
         Self {
             inner: self.inner.clone(),
-            shared: Arc::clone(&self.shared),
+            shared: self.shared.clone(),
             // A clone made per request (as a retry layer above does) stays warm.
             last: self.last.clone(),
         }
@@ -80,7 +98,10 @@ impl<S: fmt::Debug, KF: KeyFn, St> fmt::Debug for TokenBucketRateLimit<S, KF, St
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TokenBucketRateLimit")
             .field("inner", &self.inner)
-            .field("config", &self.shared.config)
+            .field(
+                "config",
+                &self.shared.as_deref().map(|shared| &shared.config),
+            )
             .finish()
     }
 }
@@ -102,7 +123,9 @@ where
 
     #[inline]
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let shared = &self.shared;
+        let Some(shared) = &self.shared else {
+            return ResponseFuture::pass(self.inner.call(req));
+        };
         let max_wait = match shared.config.mode {
             Mode::Reject => Duration::ZERO,
             Mode::Wait => match Deadline::get(req.extensions()) {
@@ -111,16 +134,22 @@ where
             },
         };
         if shared.store.in_process().is_some() {
-            let (entry, decision) = self.decide_in_process(&req, max_wait);
-            let (key, shared) = (Held::Entry(entry), Arc::clone(&self.shared));
+            let shared = Arc::clone(shared);
+            let (entry, decision) =
+                Self::decide_in_process(&shared, &mut self.last, &req, max_wait);
+            let key = Held::Entry(entry);
             return match decision {
-                None => ResponseFuture::calling(self.inner.call(req), key, shared),
+                None => {
+                    ResponseFuture::limited(Limited::calling(self.inner.call(req), key, shared))
+                }
                 Some(decision @ Decision::Admit(_)) => {
                     let pending = Box::new((self.take_ready(), req));
-                    ResponseFuture::decided(decision, Some(pending), key, shared)
+                    ResponseFuture::limited(Limited::decided(decision, Some(pending), key, shared))
                 }
                 // Refused: the inner service is not called.
-                Some(decision) => ResponseFuture::decided(decision, None, key, shared),
+                Some(decision) => {
+                    ResponseFuture::limited(Limited::decided(decision, None, key, shared))
+                }
             };
         }
         let key = shared.key_fn.key(&RequestHead::new(&req));
@@ -129,7 +158,13 @@ where
         let pending = Box::new((self.take_ready(), req));
         // A store that answers later is raced against the deadline (in either mode).
         let deadline = Deadline::get(pending.1.extensions()).map(|d| d.instant());
-        ResponseFuture::acquiring(acquire, deadline, pending, Held::Key(key), shared)
+        ResponseFuture::limited(Limited::acquiring(
+            acquire,
+            deadline,
+            pending,
+            Held::Key(key),
+            shared,
+        ))
     }
 }
 
@@ -150,11 +185,11 @@ where
     /// bucket's entry and the decision, `None` when the request may start now.
     #[inline]
     fn decide_in_process<B>(
-        &mut self,
+        shared: &Shared<KF, St>,
+        last: &mut Option<Arc<Entry<KF::Key>>>,
         req: &Request<B>,
         max_wait: Duration,
     ) -> (Arc<Entry<KF::Key>>, Option<Decision>) {
-        let shared = &*self.shared;
         let store = shared
             .store
             .in_process()
@@ -165,12 +200,10 @@ where
         let now = store.now_ns();
         let req = &RequestHead::new(req);
         loop {
-            if !matches!(&self.last, Some(last) if is_key(&shared.key_fn, req, &last.key)) {
-                self.last = None;
+            if !matches!(&*last, Some(last) if is_key(&shared.key_fn, req, &last.key)) {
+                *last = None;
             }
-            let entry = self
-                .last
-                .get_or_insert_with(|| store.entry(&shared.key_fn.key(req), now));
+            let entry = last.get_or_insert_with(|| store.entry(&shared.key_fn.key(req), now));
             let outcome = entry.cell.reserve(now, t, tau, max_wait);
             let decision = match outcome {
                 Outcome::Admit { start, .. } if start == now => None,
@@ -179,7 +212,7 @@ where
                     None => {
                         // Evicted meanwhile: the map makes a fresh bucket.
                         store.forget(entry);
-                        self.last = None;
+                        *last = None;
                         continue;
                     }
                 },

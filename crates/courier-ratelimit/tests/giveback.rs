@@ -139,7 +139,9 @@ async fn a_waiter_refused_by_a_park_that_came_meanwhile_gives_its_slot_back() {
     sleep(Duration::from_secs(6)).await;
     let waiter = tokio::spawn(svc.clone().oneshot(get()));
     sleep(Duration::from_secs(1)).await;
-    svc.store().park(&key(), Duration::from_secs(9));
+    svc.store()
+        .expect("an active limiter")
+        .park(&key(), Duration::from_secs(9));
     let err = waiter
         .await
         .unwrap()

@@ -313,6 +313,7 @@ async fn a_429_with_retry_after_parks_one_host_only() {
     assert_eq!(send(svc.clone(), get("a")).await.unwrap().status(), 429);
     assert_eq!(
         svc.store()
+            .expect("an active limiter")
             .parked_until(&courier_core::HostKey::from_request(&get("a"))),
         Some(up.origin + secs(5.0))
     );
@@ -425,6 +426,7 @@ async fn every_quota_field_form_parks_its_host_among_other_headers() {
     let svc = layer(100.0, 10).layer(up.clone());
     let parked = |host: &str| {
         svc.store()
+            .expect("an active limiter")
             .parked_until(&courier_core::HostKey::from_request(&get(host)))
     };
     for (host, _, _, wait) in forms {
@@ -543,7 +545,7 @@ async fn idle_keys_are_evicted_under_the_maximum() {
     for i in 0..300 {
         let host: &'static str = Box::leak(format!("h{i}").into_boxed_str());
         send(svc.clone(), get(host)).await.unwrap();
-        most = most.max(svc.store().len());
+        most = most.max(svc.store().expect("an active limiter").len());
         advance(secs(0.002)).await; // each bucket is full again before the next host comes
     }
     assert!(most <= 8, "held {most} keys");
@@ -572,7 +574,10 @@ async fn eviction_never_lets_a_busy_or_parked_host_burst() {
         let host: &'static str = Box::leak(format!("h{i}").into_boxed_str());
         send(svc.clone(), get(host)).await.unwrap();
     }
-    assert!(svc.store().len() < 50, "idle keys were swept");
+    assert!(
+        svc.store().expect("an active limiter").len() < 50,
+        "idle keys were swept"
+    );
     parked.await.unwrap().unwrap();
     assert_eq!(up.starts("parked"), [0.0, 10.0]);
 }
@@ -607,7 +612,7 @@ async fn a_host_differing_in_case_shares_its_bucket_and_a_host_header_makes_its_
     assert_eq!(up.starts("API.Example"), [1.0]);
     assert_eq!(up.starts("-"), [1.0, 2.0]);
     assert_eq!(up.starts("other"), [2.0], "another host has its own bucket");
-    assert_eq!(svc.store().len(), 3);
+    assert_eq!(svc.store().expect("an active limiter").len(), 3);
 }
 
 #[tokio::test(start_paused = true)]
@@ -639,7 +644,7 @@ async fn a_bucket_evicted_under_a_service_is_made_afresh() {
 /// Whether the store holds no bucket for `key` (parked_until is `None` for a live bucket that is
 /// not parked too, so park and look).
 fn svc_store_misses(svc: &Limited, key: &courier_core::HostKey) -> bool {
-    let store = svc.store();
+    let store = svc.store().expect("an active limiter");
     let before = store.len();
     store.park(key, Duration::from_nanos(1));
     let after = store.len();
@@ -675,6 +680,16 @@ async fn calls_the_instance_that_was_made_ready() {
     });
     let checked = contract::check(upstream, |inner| layer(1.0, 1).layer(inner), || get("a")).await;
     assert_eq!(checked.calls, contract::CALLS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn switched_off_it_passes_everything_through() {
+    // No token is taken and no quota header read: the 503 and 429 with Retry-After park nothing.
+    courier_testkit::pass_through::check(TokenBucketRateLimit::<_>::pass_through).await;
+    let off = TokenBucketRateLimit::<()>::pass_through(());
+    assert!(off.is_pass_through() && off.store().is_none());
+    let on = layer(1.0, 1).layer(());
+    assert!(!on.is_pass_through() && on.store().is_some());
 }
 
 #[test]

@@ -50,7 +50,8 @@ pin_project! {
     {
         #[pin]
         state: State<S::Future, RB>,
-        // Inline: boxed only when a retry is decided.
+        // Inline: boxed only when a retry is decided. `None` from the start in a pass-through
+        // service: the first attempt's answer is the call's.
         ctx: Option<Ctx<S, B>>,
     }
 }
@@ -111,6 +112,14 @@ where
             ctx: Some(ctx),
         }
     }
+
+    /// The inner future and nothing else: a pass-through service's.
+    pub(crate) fn pass(fut: S::Future) -> Self {
+        Self {
+            state: State::First { fut },
+            ctx: None,
+        }
+    }
 }
 
 impl<S, B, RB> Future for ResponseFuture<S, B, RB>
@@ -129,10 +138,9 @@ where
             match this.state.as_mut().project() {
                 StateProj::First { fut } => {
                     let res = ready!(fut.poll(cx)).map_err(Into::into);
-                    let ctx = this
-                        .ctx
-                        .as_mut()
-                        .expect("the context stays until the first attempt ends");
+                    let Some(ctx) = this.ctx.as_mut() else {
+                        return Poll::Ready(res);
+                    };
                     match ctx.decide(&res) {
                         Step::Stop(record) => {
                             let out = ctx.finish(res, record);

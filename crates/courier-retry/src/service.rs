@@ -23,7 +23,8 @@ use tower_service::Service;
 #[derive(Clone)]
 pub struct Retry<S> {
     inner: S,
-    config: Arc<Config>,
+    /// `None` in a pass-through service.
+    config: Option<Arc<Config>>,
 }
 
 // === impl Retry ===
@@ -34,8 +35,23 @@ impl<S> Retry<S> {
     pub fn new(inner: S, layer: RetryLayer) -> Self {
         Self {
             inner,
-            config: layer.into_config(),
+            config: Some(layer.into_config()),
         }
+    }
+
+    /// The layer switched off: one attempt, straight to `inner`, with no idempotency key, no
+    /// budget deposit, no copy of the request and no `Attempts` extension; the answer is
+    /// `inner`'s. The same type as an active `Retry<S>`, so a stack can switch it at run time.
+    pub const fn pass_through(inner: S) -> Self {
+        Self {
+            inner,
+            config: None,
+        }
+    }
+
+    /// Whether this service was made by [`pass_through`](Self::pass_through).
+    pub const fn is_pass_through(&self) -> bool {
+        self.config.is_none()
     }
 
     /// The inner service.
@@ -71,7 +87,9 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let config = self.config.clone();
+        let Some(config) = self.config.clone() else {
+            return ResponseFuture::pass(self.inner.call(req));
+        };
         let start = Instant::now();
 
         let (mut parts, body) = req.into_parts();

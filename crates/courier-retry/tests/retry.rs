@@ -749,6 +749,13 @@ async fn calls_the_instance_made_ready() {
     assert_eq!(mock.count(), contract::CALLS + 2);
 }
 
+#[tokio::test(start_paused = true)]
+async fn switched_off_it_passes_everything_through() {
+    courier_testkit::pass_through::check(Retry::pass_through).await;
+    assert!(Retry::pass_through(()).is_pass_through());
+    assert!(!Retry::new((), layer()).is_pass_through());
+}
+
 #[test]
 fn types_are_send_sync_static() {
     fn send_sync<T: Send + Sync + 'static>() {}

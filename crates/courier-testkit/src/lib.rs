@@ -3,6 +3,8 @@
 //! - [`contract`]: the tower readiness contract, one checker for every layer: an inner service
 //!   whose clones start unready, and a driver that fails when a layer calls an instance it did
 //!   not make ready.
+//! - [`pass_through`]: the contract of a layer switched off, one checker for every layer: the
+//!   request and the answer pass untouched, and nothing is kept between calls.
 //! - [`body`]: bodies that follow a script (frames, errors, a size hint that lies, a stall, a
 //!   pause before each frame) and a body fed through a channel.
 //! - [`redis`]: a `redis-server` of a test's own on a free loopback port (or the one at
@@ -16,6 +18,7 @@
 
 pub mod body;
 pub mod contract;
+pub mod pass_through;
 pub mod redis;
 #[cfg(feature = "tls")]
 pub mod tls;
