@@ -32,6 +32,7 @@ mod sealed {
 /// courier's layers as `ServiceBuilder` methods. Sealed: implemented for `ServiceBuilder` only.
 pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     /// Adds the whole preset ([`CourierLayer`](crate::CourierLayer)).
+    #[cfg(feature = "preset")]
     fn courier(self, preset: crate::CourierLayer) -> ServiceBuilder<Stack<crate::CourierLayer, L>>;
 
     /// Adds a [`DeadlineLayer`](courier_deadline::DeadlineLayer) with `budget`.
@@ -81,6 +82,7 @@ pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
 }
 
 impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
+    #[cfg(feature = "preset")]
     fn courier(self, preset: crate::CourierLayer) -> ServiceBuilder<Stack<crate::CourierLayer, L>> {
         self.layer(preset)
     }

@@ -27,14 +27,29 @@ pub use reqwest;
 #[cfg(feature = "rustls")]
 pub use rustls;
 
+#[cfg(any(
+    feature = "deadline",
+    feature = "ratelimit",
+    feature = "breaker",
+    feature = "retry",
+    feature = "cache"
+))]
 mod builder;
 mod error;
-pub mod maybe;
 #[cfg(feature = "paginate")]
 pub mod paginate;
+#[cfg(feature = "preset")]
 pub mod preset;
 pub mod transport;
 
+#[cfg(any(
+    feature = "deadline",
+    feature = "ratelimit",
+    feature = "breaker",
+    feature = "retry",
+    feature = "cache"
+))]
 pub use builder::ServiceBuilderExt;
 pub use error::Error;
+#[cfg(feature = "preset")]
 pub use preset::{Courier, CourierLayer};

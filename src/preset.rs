@@ -21,8 +21,9 @@
 //! - The attempt timeout is innermost so that it bounds one attempt, never the waits between.
 //! - Retry happens in one place: the transports built here have their own retries off.
 //!
-//! Each layer can be switched off or replaced by one configured by hand; the stack keeps one
-//! concrete type either way ([`Maybe`]), so nothing is boxed per call.
+//! Each layer can be switched off, or replaced by one configured by hand. A layer switched off
+//! is its service's pass-through mode (`Retry::pass_through(inner)` and so on): the stack keeps
+//! one concrete type, [`Stack`], that names each layer once, and nothing is boxed per call.
 //!
 //! ```no_run
 //! use courier::CourierLayer;
@@ -42,33 +43,20 @@
 //! # Ok(()) }
 //! ```
 
-#[cfg(any(
-    feature = "deadline",
-    feature = "ratelimit",
-    feature = "breaker",
-    feature = "retry",
-    feature = "cache"
-))]
-use crate::maybe::{Maybe, MaybeLayer};
+use courier_breaker::{CircuitBreaker, CircuitBreakerLayer};
+use courier_cache::{CacheBody, EtagCache, EtagCacheLayer};
+use courier_core::{BoxError, HostKey, PerHost};
+use courier_deadline::{
+    AttemptTimeout, AttemptTimeoutLayer, Deadline, DeadlineBody, DeadlineLayer,
+};
+use courier_ratelimit::{TokenBucketRateLimit, TokenBucketRateLimitLayer};
+#[cfg(feature = "redis")]
+use courier_redis::{LocalOrRedis, RedisStore};
+use courier_retry::{Retry, RetryLayer};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_layer::Layer;
 use tower_service::Service;
-
-#[cfg(feature = "breaker")]
-use courier_breaker::{CircuitBreaker, CircuitBreakerLayer};
-#[cfg(feature = "cache")]
-use courier_cache::{EtagCache, EtagCacheLayer};
-#[cfg(feature = "ratelimit")]
-use courier_core::PerHost;
-#[cfg(feature = "deadline")]
-use courier_deadline::{AttemptTimeout, AttemptTimeoutLayer, Deadline, DeadlineLayer};
-#[cfg(feature = "ratelimit")]
-use courier_ratelimit::{TokenBucketRateLimit, TokenBucketRateLimitLayer};
-#[cfg(feature = "redis")]
-use courier_redis::{LocalOrRedis, RedisStore};
-#[cfg(feature = "retry")]
-use courier_retry::{Retry, RetryLayer};
 
 /// The preset's default total budget per call: room for three attempts and a server-requested
 /// wait of up to the retry layer's 60 s `max_wait`.
@@ -77,38 +65,24 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(90);
 /// The preset's default bound on one attempt (to response headers).
 pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
 
-// The stack, innermost first. A layer compiled out by its feature is the identity.
-
-#[cfg(feature = "deadline")]
-type L6<S> = Maybe<AttemptTimeout<S>, S>;
-#[cfg(not(feature = "deadline"))]
-type L6<S> = S;
 /// Where the preset's rate limiter keeps its buckets: in process, or (feature `redis`) in
 /// process or in Redis, chosen at run time.
 #[cfg(feature = "redis")]
-type PresetStore = LocalOrRedis<courier_core::HostKey>;
-#[cfg(all(feature = "ratelimit", not(feature = "redis")))]
-type PresetStore = courier_ratelimit::InMemoryStore<courier_core::HostKey>;
-#[cfg(feature = "ratelimit")]
-type L5<S> = Maybe<TokenBucketRateLimit<L6<S>, PerHost, PresetStore>, L6<S>>;
-#[cfg(not(feature = "ratelimit"))]
-type L5<S> = L6<S>;
-#[cfg(feature = "breaker")]
-type L4<S> = Maybe<CircuitBreaker<L5<S>>, L5<S>>;
-#[cfg(not(feature = "breaker"))]
-type L4<S> = L5<S>;
-#[cfg(feature = "retry")]
-type L3<S> = Maybe<Retry<L4<S>>, L4<S>>;
-#[cfg(not(feature = "retry"))]
-type L3<S> = L4<S>;
-#[cfg(feature = "cache")]
-type L2<S> = Maybe<EtagCache<L3<S>>, L3<S>>;
-#[cfg(not(feature = "cache"))]
-type L2<S> = L3<S>;
-#[cfg(feature = "deadline")]
-type L1<S> = Maybe<Deadline<L2<S>>, L2<S>>;
-#[cfg(not(feature = "deadline"))]
-type L1<S> = L2<S>;
+pub type PresetStore = LocalOrRedis<HostKey>;
+/// Where the preset's rate limiter keeps its buckets: in process, or (feature `redis`) in
+/// process or in Redis, chosen at run time.
+#[cfg(not(feature = "redis"))]
+pub type PresetStore = courier_ratelimit::InMemoryStore<HostKey>;
+
+/// The preset's stack over the transport `S`, outermost first: each layer once, each one on or
+/// passing through as [`CourierLayer`] says.
+pub type Stack<S> = Deadline<
+    EtagCache<Retry<CircuitBreaker<TokenBucketRateLimit<AttemptTimeout<S>, PerHost, PresetStore>>>>,
+>;
+
+/// The preset's response body over a transport whose body is `B`: the deadline's bound, the
+/// cache's stored or upstream body, the attempt's bound.
+pub type PresetBody<B> = DeadlineBody<CacheBody<DeadlineBody<B>>>;
 
 /// The preset as a `tower::Layer`: the order and defaults of docs/ARCHITECTURE.md, each layer
 /// optional.
@@ -126,19 +100,13 @@ type L1<S> = L2<S>;
 /// cache.
 #[derive(Debug, Clone)]
 pub struct CourierLayer {
-    #[cfg(feature = "deadline")]
     deadline: Option<DeadlineLayer>,
-    #[cfg(feature = "cache")]
     cache: Option<EtagCacheLayer>,
-    #[cfg(feature = "retry")]
     retry: Option<RetryLayer>,
-    #[cfg(feature = "breaker")]
     breaker: Option<CircuitBreakerLayer>,
-    #[cfg(feature = "ratelimit")]
     rate_limit: Option<TokenBucketRateLimitLayer>,
     #[cfg(feature = "redis")]
-    shared_store: Option<RedisStore<courier_core::HostKey>>,
-    #[cfg(feature = "deadline")]
+    shared_store: Option<RedisStore<HostKey>>,
     attempt_timeout: Option<AttemptTimeoutLayer>,
     #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
     user_agent: Option<http::HeaderValue>,
@@ -156,41 +124,25 @@ impl CourierLayer {
     /// Every layer with its defaults (the rate limiter off).
     pub fn new() -> Self {
         Self {
-            #[cfg(feature = "deadline")]
             deadline: Some(DeadlineLayer::new(DEFAULT_DEADLINE)),
-            #[cfg(feature = "cache")]
             cache: Some(EtagCacheLayer::new()),
-            #[cfg(feature = "retry")]
             retry: Some(RetryLayer::new()),
-            #[cfg(feature = "breaker")]
             breaker: Some(CircuitBreakerLayer::new()),
-            #[cfg(feature = "ratelimit")]
-            rate_limit: None,
-            #[cfg(feature = "redis")]
-            shared_store: None,
-            #[cfg(feature = "deadline")]
             attempt_timeout: Some(AttemptTimeoutLayer::new(DEFAULT_ATTEMPT_TIMEOUT)),
-            #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
-            user_agent: crate::transport::default_user_agent(),
+            ..Self::bare()
         }
     }
 
     /// Every layer off: the stack passes calls straight through. Switch on what you need.
     pub fn bare() -> Self {
         Self {
-            #[cfg(feature = "deadline")]
             deadline: None,
-            #[cfg(feature = "cache")]
             cache: None,
-            #[cfg(feature = "retry")]
             retry: None,
-            #[cfg(feature = "breaker")]
             breaker: None,
-            #[cfg(feature = "ratelimit")]
             rate_limit: None,
             #[cfg(feature = "redis")]
             shared_store: None,
-            #[cfg(feature = "deadline")]
             attempt_timeout: None,
             #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
             user_agent: crate::transport::default_user_agent(),
@@ -198,7 +150,6 @@ impl CourierLayer {
     }
 
     /// The total budget per call, or `None` for no deadline. Defaults to 90 s.
-    #[cfg(feature = "deadline")]
     pub fn deadline(mut self, budget: impl Into<Option<Duration>>) -> Self {
         self.deadline = budget.into().map(DeadlineLayer::new);
         self
@@ -206,14 +157,12 @@ impl CourierLayer {
 
     /// A deadline layer configured by hand (e.g. with propagation to the server).
     /// Defaults to a 90 s [`DeadlineLayer`].
-    #[cfg(feature = "deadline")]
     pub fn deadline_layer(mut self, layer: impl Into<Option<DeadlineLayer>>) -> Self {
         self.deadline = layer.into();
         self
     }
 
     /// The bound on one attempt, or `None` for no bound. Defaults to 30 s.
-    #[cfg(feature = "deadline")]
     pub fn attempt_timeout(mut self, per_attempt: impl Into<Option<Duration>>) -> Self {
         self.attempt_timeout = per_attempt.into().map(AttemptTimeoutLayer::new);
         self
@@ -221,35 +170,30 @@ impl CourierLayer {
 
     /// An attempt-timeout layer configured by hand. Defaults to a 30 s
     /// [`AttemptTimeoutLayer`].
-    #[cfg(feature = "deadline")]
     pub fn attempt_timeout_layer(mut self, layer: impl Into<Option<AttemptTimeoutLayer>>) -> Self {
         self.attempt_timeout = layer.into();
         self
     }
 
     /// The cache, or `None` for no cache. Defaults to [`EtagCacheLayer::new`].
-    #[cfg(feature = "cache")]
     pub fn cache(mut self, layer: impl Into<Option<EtagCacheLayer>>) -> Self {
         self.cache = layer.into();
         self
     }
 
     /// The retry policy, or `None` for a single attempt. Defaults to [`RetryLayer::new`].
-    #[cfg(feature = "retry")]
     pub fn retry(mut self, layer: impl Into<Option<RetryLayer>>) -> Self {
         self.retry = layer.into();
         self
     }
 
     /// The circuit breaker, or `None` for none. Defaults to [`CircuitBreakerLayer::new`].
-    #[cfg(feature = "breaker")]
     pub fn circuit_breaker(mut self, layer: impl Into<Option<CircuitBreakerLayer>>) -> Self {
         self.breaker = layer.into();
         self
     }
 
     /// The rate limiter, or `None` for none. Defaults to `None`: pacing needs the host's quota.
-    #[cfg(feature = "ratelimit")]
     pub fn rate_limit(mut self, layer: impl Into<Option<TokenBucketRateLimitLayer>>) -> Self {
         self.rate_limit = layer.into();
         self
@@ -277,17 +221,13 @@ impl CourierLayer {
     /// # let _ = layer; Ok(()) }
     /// ```
     #[cfg(feature = "redis")]
-    pub fn shared_rate_limit(
-        mut self,
-        store: impl Into<Option<RedisStore<courier_core::HostKey>>>,
-    ) -> Self {
+    pub fn shared_rate_limit(mut self, store: impl Into<Option<RedisStore<HostKey>>>) -> Self {
         self.shared_store = store.into();
         self
     }
 
     /// The rate limit layer the stack uses: the one set with `rate_limit`, its buckets in
     /// Redis when a shared store is set. Its clones share the buckets either way.
-    #[cfg(feature = "ratelimit")]
     fn rate_limit_layer(&self) -> Option<TokenBucketRateLimitLayer<PerHost, PresetStore>> {
         let layer = self.rate_limit.clone()?;
         #[cfg(feature = "redis")]
@@ -306,7 +246,6 @@ impl CourierLayer {
     /// true, the deadline layer needs no timer of its own for the headers (one timer per call
     /// saved). A Redis-backed limiter waits on the network before the attempt timeout starts,
     /// so with one the deadline layer keeps its timer.
-    #[cfg(feature = "deadline")]
     fn deadline_layer_in_stack(&self) -> Option<DeadlineLayer> {
         let layer = self.deadline.clone()?;
         #[cfg(feature = "redis")]
@@ -317,7 +256,6 @@ impl CourierLayer {
     }
 
     /// The circuit breaker layer, to reach its control handle.
-    #[cfg(feature = "breaker")]
     pub fn breaker_layer(&self) -> Option<&CircuitBreakerLayer> {
         self.breaker.as_ref()
     }
@@ -375,38 +313,81 @@ impl CourierLayer {
     }
 }
 
+/// `Some(layer)` wraps `inner` in its service, `None` in the same service passing through.
+fn on_or_pass<L, S, T>(
+    layer: Option<L>,
+    inner: S,
+    on: impl FnOnce(S, L) -> T,
+    pass: impl FnOnce(S) -> T,
+) -> T {
+    match layer {
+        Some(layer) => on(inner, layer),
+        None => pass(inner),
+    }
+}
+
 impl<S> Layer<S> for CourierLayer {
     type Service = Courier<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        #[cfg(feature = "deadline")]
-        let inner = MaybeLayer(self.attempt_timeout.clone()).layer(inner);
-        #[cfg(feature = "ratelimit")]
-        let inner = MaybeLayer(self.rate_limit_layer()).layer(inner);
-        #[cfg(feature = "breaker")]
-        let inner = MaybeLayer(self.breaker.clone()).layer(inner);
-        #[cfg(feature = "retry")]
-        let inner = MaybeLayer(self.retry.clone()).layer(inner);
-        #[cfg(feature = "cache")]
-        let inner = MaybeLayer(self.cache.clone()).layer(inner);
-        #[cfg(feature = "deadline")]
-        let inner = MaybeLayer(self.deadline_layer_in_stack()).layer(inner);
+        let inner = on_or_pass(
+            self.attempt_timeout.clone(),
+            inner,
+            AttemptTimeout::new,
+            AttemptTimeout::pass_through,
+        );
+        let inner = on_or_pass(
+            self.rate_limit_layer(),
+            inner,
+            TokenBucketRateLimit::new,
+            TokenBucketRateLimit::pass_through,
+        );
+        let inner = on_or_pass(
+            self.breaker.clone(),
+            inner,
+            CircuitBreaker::new,
+            CircuitBreaker::pass_through,
+        );
+        let inner = on_or_pass(self.retry.clone(), inner, Retry::new, Retry::pass_through);
+        let inner = on_or_pass(
+            self.cache.clone(),
+            inner,
+            EtagCache::new,
+            EtagCache::pass_through,
+        );
+        let inner = on_or_pass(
+            self.deadline_layer_in_stack(),
+            inner,
+            Deadline::new,
+            Deadline::pass_through,
+        );
         Courier { inner }
     }
 }
 
-/// The preset's service: the whole stack over `S`. Made by [`CourierLayer`].
+/// The preset's service: the whole [`Stack`] over `S`. Made by [`CourierLayer`].
 ///
-/// `Clone + Send + Sync + 'static` whenever `S` is; needs no `Buffer`. Its error is
-/// [`BoxError`](courier_core::BoxError); convert it with [`crate::Error::from`] to match on it.
+/// `Clone + Send + Sync + 'static` whenever `S` is; needs no `Buffer`. Over a transport that
+/// answers `Response<B>`, it answers `Response<`[`PresetBody<B>`]`>`; its error is
+/// [`BoxError`], which [`crate::Error::from`] turns into an enum to match on.
 #[derive(Debug, Clone)]
 pub struct Courier<S> {
-    inner: L1<S>,
+    inner: Stack<S>,
 }
 
 // === impl Courier ===
 
 impl<S> Courier<S> {
+    /// The stack, to reach a layer's service (`get_ref` on each goes one layer down).
+    pub fn get_ref(&self) -> &Stack<S> {
+        &self.inner
+    }
+
+    /// The stack, unwrapped.
+    pub fn into_inner(self) -> Stack<S> {
+        self.inner
+    }
+
     /// Boxes the service and its response body, for a type that names no layer:
     /// `BoxCloneSyncService<Request<B>, Response<UnsyncBoxBody<Bytes, BoxError>>, BoxError>`.
     /// Costs an allocation per call and per body.
@@ -414,20 +395,18 @@ impl<S> Courier<S> {
         self,
     ) -> tower::util::BoxCloneSyncService<
         http::Request<B>,
-        http::Response<
-            http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, courier_core::BoxError>,
-        >,
-        courier_core::BoxError,
+        http::Response<http_body_util::combinators::UnsyncBoxBody<bytes::Bytes, BoxError>>,
+        BoxError,
     >
     where
-        Self: Service<http::Request<B>, Response = http::Response<RB>, Error = courier_core::BoxError>
+        Self: Service<http::Request<B>, Response = http::Response<RB>, Error = BoxError>
             + Clone
             + Send
             + Sync
             + 'static,
         <Self as Service<http::Request<B>>>::Future: Send + 'static,
         RB: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-        RB::Error: Into<courier_core::BoxError>,
+        RB::Error: Into<BoxError>,
     {
         use http_body_util::BodyExt;
         use tower::ServiceExt;
@@ -437,13 +416,15 @@ impl<S> Courier<S> {
     }
 }
 
-impl<S, B> Service<http::Request<B>> for Courier<S>
+impl<S, B, RB> Service<http::Request<B>> for Courier<S>
 where
-    L1<S>: Service<http::Request<B>>,
+    S: Service<http::Request<B>, Response = http::Response<RB>>,
+    Stack<S>:
+        Service<http::Request<B>, Response = http::Response<PresetBody<RB>>, Error = BoxError>,
 {
-    type Response = <L1<S> as Service<http::Request<B>>>::Response;
-    type Error = <L1<S> as Service<http::Request<B>>>::Error;
-    type Future = <L1<S> as Service<http::Request<B>>>::Future;
+    type Response = http::Response<PresetBody<RB>>;
+    type Error = BoxError;
+    type Future = <Stack<S> as Service<http::Request<B>>>::Future;
 
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {

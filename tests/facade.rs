@@ -84,6 +84,82 @@ const _: fn() = || {
     assert_preset::<Boxed>();
 };
 
+/// Checked when this file compiles: the preset's stack is the six services, each named once,
+/// whatever is switched on, and its body is the three wrappers.
+#[allow(clippy::type_complexity)]
+const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
+    use courier::breaker::CircuitBreaker;
+    use courier::cache::{CacheBody, EtagCache};
+    use courier::core::PerHost;
+    use courier::deadline::{AttemptTimeout, Deadline, DeadlineBody};
+    use courier::preset::{PresetBody, PresetStore};
+    use courier::ratelimit::TokenBucketRateLimit;
+    use courier::retry::Retry;
+    let _stack: Deadline<
+        EtagCache<
+            Retry<
+                CircuitBreaker<
+                    TokenBucketRateLimit<
+                        AttemptTimeout<HyperService<Full<Bytes>>>,
+                        PerHost,
+                        PresetStore,
+                    >,
+                >,
+            >,
+        >,
+    > = preset.into_inner();
+    let _body: fn(
+        PresetBody<hyper::body::Incoming>,
+    ) -> DeadlineBody<CacheBody<DeadlineBody<hyper::body::Incoming>>> = |b| b;
+};
+
+/// With every layer off, the preset hands requests and answers through untouched; each layer
+/// switched on alone is the only one that is not passing through.
+#[tokio::test(start_paused = true)]
+async fn bare_preset_passes_everything_through() {
+    courier_testkit::pass_through::check(|inner| CourierLayer::bare().service(inner)).await;
+
+    fn off(preset: &Courier<()>) -> [bool; 6] {
+        let deadline = preset.get_ref();
+        let cache = deadline.get_ref();
+        let retry = cache.get_ref();
+        let breaker = retry.get_ref();
+        let limiter = breaker.get_ref();
+        let attempt = limiter.get_ref();
+        [
+            deadline.is_pass_through(),
+            cache.is_pass_through(),
+            retry.is_pass_through(),
+            breaker.is_pass_through(),
+            limiter.is_pass_through(),
+            attempt.is_pass_through(),
+        ]
+    }
+    let limiter = TokenBucketRateLimitLayer::new(
+        Rate::per_second(10.0).unwrap(),
+        NonZeroU32::new(5).unwrap(),
+    );
+    assert_eq!(off(&CourierLayer::bare().service(())), [true; 6]);
+    assert_eq!(
+        off(&CourierLayer::new().service(())),
+        [false, false, false, false, true, false],
+        "the defaults: every layer but the rate limiter"
+    );
+    let alone = [
+        CourierLayer::bare().deadline(Duration::from_secs(1)),
+        CourierLayer::bare().cache(courier::cache::EtagCacheLayer::new()),
+        CourierLayer::bare().retry(RetryLayer::new()),
+        CourierLayer::bare().circuit_breaker(CircuitBreakerLayer::new()),
+        CourierLayer::bare().rate_limit(limiter),
+        CourierLayer::bare().attempt_timeout(Duration::from_secs(1)),
+    ];
+    for (i, layer) in alone.iter().enumerate() {
+        let mut want = [true; 6];
+        want[i] = false;
+        assert_eq!(off(&layer.service(())), want, "layer {i} alone");
+    }
+}
+
 #[tokio::test]
 async fn boxed_preset_is_a_clone_sync_service_that_moves_into_tasks() {
     let server = FaultServer::start().await.unwrap();
