@@ -2,7 +2,7 @@
 //! The `Link` parser on arbitrary text: nothing may panic, every link has lowercase rels,
 //! and a link written back as a field member reads back the same.
 
-use courier_core::link::{next_link, parse_link_header};
+use courier::paginate::link::{next_link, parse_link_header};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|text: &str| {

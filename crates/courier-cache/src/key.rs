@@ -11,7 +11,7 @@
 //! written into a buffer on the stack ([`KeyText`]) unless the URI is long. The stores compare
 //! whole keys, so two URIs can never share an entry because their hashes collide.
 
-use courier_core::ascii::lowercase_word;
+use crate::ascii::lowercase_word;
 use courier_core::host::without_default_port;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Uri};

@@ -185,6 +185,7 @@
 //! `revalidated`, `stale`, `evict`, `invalidate`, `remove`, `validator_mismatch`. The URI is
 //! logged without its query; credentials are never logged.
 
+mod ascii;
 mod body;
 mod entry;
 mod flight;

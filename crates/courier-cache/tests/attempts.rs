@@ -1,14 +1,14 @@
 //! The `Attempts` extension on what the cache serves: empty on a response built without an
 //! answer from below, the layers' below on one built from their answer. On paused time.
 
-mod support;
+mod common;
 
+use common::*;
 use courier_core::extensions::{AttemptOutcome, Reason};
 use courier_core::{Attempts, BoxError, CacheStatus};
 use courier_retry::RetryLayer;
 use http::{Method, Response, StatusCode};
 use std::time::Duration;
-use support::*;
 use tower::{Layer, Service, ServiceExt};
 
 const URL: &str = "http://api.example/counted";

@@ -1,8 +1,9 @@
 //! The cache against a scripted upstream, on paused time.
 
-mod support;
+mod common;
 
 use bytes::Bytes;
+use common::*;
 use courier_cache::{CacheBody, EtagCache, EtagCacheLayer, MemoryStore};
 use courier_core::{BoxError, CacheStatus};
 use courier_testkit::body::{ChannelBody, ScriptedBody};
@@ -10,7 +11,6 @@ use courier_testkit::contract;
 use http::{Method, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use std::time::Duration;
-use support::*;
 use tokio::time::advance;
 use tower::{Layer, Service, ServiceExt};
 

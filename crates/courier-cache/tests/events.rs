@@ -1,13 +1,13 @@
 //! The `tracing` events of the cache: store, hit, revalidated, stale, evict; no credentials.
 
-mod support;
+mod common;
 
+use common::*;
 use courier_core::CacheStatus;
 use http::Method;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::*;
 use tower::Layer;
 use tracing::field::{Field, Visit};
 use tracing::span::{Attributes, Id, Record};

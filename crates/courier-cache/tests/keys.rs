@@ -3,12 +3,12 @@
 //! credentials, through the in-memory store (looked up by the URI's parts) and through any
 //! other store (looked up by the key text).
 
-mod support;
+mod common;
 
+use common::*;
 use courier_cache::{EtagCacheLayer, MemoryStore};
 use courier_core::CacheStatus;
 use http::Method;
-use support::*;
 use tower::Layer;
 
 fn fresh(body: &str) -> Answer {

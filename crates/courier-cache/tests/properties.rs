@@ -1,13 +1,13 @@
 //! Any header value, on the request or the response: no panic, and a response marked as coming
 //! from the store carries the stored body.
 
-mod support;
+mod common;
 
+use common::*;
 use courier_core::CacheStatus;
 use http::{HeaderName, HeaderValue, Method, Response};
 use proptest::prelude::*;
 use std::time::Duration;
-use support::*;
 use tower::Layer;
 
 const URL: &str = "http://api.example/p";

@@ -1,11 +1,11 @@
 //! Revalidation: how a 304 updates the stored entry it selects (RFC 9111 sections 3.2 and
 //! 4.3.4), on paused time.
 
-mod support;
+mod common;
 
+use common::*;
 use courier_core::CacheStatus;
 use http::{Method, StatusCode};
-use support::*;
 use tower::Layer;
 
 const URL: &str = "http://api.example/thing";

@@ -1,16 +1,16 @@
 //! RFC 9110 / 9111 edge cases: obs-text in fields, unknown unsafe methods, short bodies, huge
 //! lengths, non-UTF-8 `Vary` values, late 304s and overflowing ages.
 
-mod support;
+mod common;
 
 use bytes::Bytes;
+use common::*;
 use courier_core::{BoxError, CacheStatus};
 use courier_testkit::body::ScriptedBody;
 use http::{HeaderValue, Method, Request, Response};
 use http_body_util::BodyExt;
 use std::collections::VecDeque;
 use std::time::Duration;
-use support::*;
 use tower::Layer;
 
 const URL: &str = "http://api.example/thing";
@@ -592,7 +592,7 @@ async fn the_request_sent_again_carries_its_body_or_is_never_made_conditional() 
     use std::sync::{Arc, Mutex};
 
     type Sent = Arc<Mutex<Vec<(bool, Bytes)>>>;
-    let upstream = |sent: Sent, answers: Arc<Mutex<VecDeque<support::Answer>>>| {
+    let upstream = |sent: Sent, answers: Arc<Mutex<VecDeque<common::Answer>>>| {
         tower::service_fn(move |req: Request<ReplayBody<Full<Bytes>>>| {
             let (sent, answers) = (sent.clone(), answers.clone());
             async move {

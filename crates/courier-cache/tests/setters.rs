@@ -1,11 +1,11 @@
 //! What a setter does to the store: a layer is a value, and each setter gives the services
 //! made after it a store of its own.
 
-mod support;
+mod common;
 
+use common::*;
 use courier_cache::CacheStore;
 use courier_core::CacheStatus;
-use support::*;
 use tower::Layer;
 
 const URL: &str = "http://api.example/v1/items";

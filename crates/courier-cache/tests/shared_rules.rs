@@ -3,13 +3,13 @@
 //! directives meant for shared caches (`s-maxage`, `proxy-revalidate`), and what the store's
 //! bound promises.
 
-mod support;
+mod common;
 
+use common::*;
 use courier_cache::{EtagCacheLayer, MemoryStore};
 use courier_core::CacheStatus;
 use http::Method;
 use std::time::Duration;
-use support::*;
 use tower::{Layer, Service, ServiceExt};
 
 const URL: &str = "http://api.example/thing";

@@ -1,14 +1,14 @@
 //! Concurrent revalidations of one entry collapse into one upstream request, and a leader that
 //! fails, is dropped or hangs never strands the others.
 
-mod support;
+mod common;
 
+use common::*;
 use courier_core::{BoxError, CacheStatus, Deadline};
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::task::Poll;
 use std::time::Duration;
-use support::*;
 use tokio::time::Instant;
 use tower::{Layer, Service, ServiceExt};
 

@@ -1,5 +1,4 @@
-//! ASCII case eight bytes at a time, for keys built and compared on every request (host keys,
-//! cache keys).
+//! ASCII case eight bytes at a time, for the host keys built on every request.
 
 const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
 const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
@@ -7,7 +6,7 @@ const HIGH: u64 = u64::from_ne_bytes([0x80; 8]);
 /// The high bit of each byte of `word` that is an ASCII capital (`A..=Z`), every other bit
 /// clear.
 #[inline]
-pub const fn uppercase_mask(word: u64) -> u64 {
+const fn uppercase_mask(word: u64) -> u64 {
     // The low seven bits of each byte; the additions below cannot carry into the next byte.
     let low = word & !HIGH;
     let at_least_a = low + ONES * (0x80 - b'A' as u64);
@@ -15,15 +14,9 @@ pub const fn uppercase_mask(word: u64) -> u64 {
     at_least_a & !above_z & !word & HIGH
 }
 
-/// `to_ascii_lowercase` on each byte of `word` (bytes outside `A..=Z` stay as they are).
-#[inline]
-pub const fn lowercase_word(word: u64) -> u64 {
-    word | (uppercase_mask(word) >> 2)
-}
-
 /// Whether `bytes` holds an ASCII capital.
 #[inline]
-pub fn has_uppercase(bytes: &[u8]) -> bool {
+pub(crate) fn has_uppercase(bytes: &[u8]) -> bool {
     let mut words = bytes.chunks_exact(8);
     let mut found = 0;
     for word in &mut words {
@@ -37,18 +30,6 @@ pub fn has_uppercase(bytes: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn lowercasing_a_word_matches_std_for_every_byte_in_every_lane() {
-        for lane in 0..8 {
-            for b in 0..=255_u8 {
-                let mut bytes = *b"aZ.9-Q\xffM";
-                bytes[lane] = b;
-                let want = u64::from_ne_bytes(bytes.map(|c| c.to_ascii_lowercase()));
-                assert_eq!(lowercase_word(u64::from_ne_bytes(bytes)), want, "{bytes:?}");
-            }
-        }
-    }
 
     #[test]
     fn finds_a_capital_wherever_it_is() {

@@ -157,6 +157,16 @@ impl<'a> RequestHead<'a> {
         }
     }
 
+    /// The head of the request `parts` were taken from.
+    pub fn from_parts(parts: &'a http::request::Parts) -> Self {
+        Self {
+            method: &parts.method,
+            uri: &parts.uri,
+            headers: &parts.headers,
+            extensions: &parts.extensions,
+        }
+    }
+
     /// The method.
     pub fn method(&self) -> &'a http::Method {
         self.method

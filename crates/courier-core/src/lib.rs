@@ -8,7 +8,6 @@
 //! - [`classify`]: which statuses may change if asked again, and what kind of failure an error
 //!   chain is (connect, timeout, read, tls, local, other).
 //! - [`idempotency`]: which requests may be sent again.
-//! - [`link`]: an RFC 8288 `Link` parser for pagination.
 //! - [`body`]: request bodies a layer can send again ([`RetryBody`](body::RetryBody)), for
 //!   retry and for the cache's second request.
 //! - [`cache_control`]: `Cache-Control` directives and entity tags.
@@ -20,7 +19,6 @@
 //! - [`host`]: the per-host key the stateful layers use, and the request head key functions see.
 //! - [`key`]: [`KeyFn`], the one way every keyed layer picks a request's key: [`PerHost`] (the
 //!   default), [`Global`] or [`KeyBy`] a function of your own.
-//! - [`ascii`]: ASCII case eight bytes at a time, for the keys built on every request.
 //!
 //! Nothing here panics on header input: garbage counts as absent.
 //!
@@ -32,7 +30,7 @@
 //! over a hyper or reqwest client without the facade wants the matching feature here, or a
 //! transport failure it does not recognise is classified `Other` and not retried.
 
-pub mod ascii;
+mod ascii;
 pub mod body;
 pub mod cache_control;
 pub mod classify;
@@ -43,7 +41,6 @@ pub mod hints;
 pub mod host;
 pub mod idempotency;
 pub mod key;
-pub mod link;
 
 pub use classify::FailureKind;
 pub use clock::{ManualClock, SystemClock, WallClock};

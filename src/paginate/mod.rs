@@ -43,13 +43,15 @@
 //! # Ok(()) }
 //! ```
 
+pub mod link;
+
 use crate::Error;
 use bytes::Bytes;
-use courier_core::link::{next_link, parse_link_headers};
 use courier_core::{Attempts, BoxError};
 use futures_core::Stream;
 use http::{HeaderMap, StatusCode};
 use http_body_util::BodyExt;
+use link::{next_link, parse_link_headers};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 use std::future::Future;

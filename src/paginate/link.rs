@@ -10,7 +10,7 @@
 //! never fatal.
 //!
 //! ```
-//! use courier_core::link::{next_link, parse_link_header};
+//! use courier::paginate::link::{next_link, parse_link_header};
 //! use url::Url;
 //!
 //! let base = Url::parse("http://127.0.0.1:8080/items?page=1").unwrap();
