@@ -11,10 +11,11 @@
 //! ratio, cannot happen). The window is kept in ten slots; an entry leaves it between 0.9 and
 //! 1.0 window after it was made.
 //!
-//! Budgets are per host by default, keyed by [`HostKey`] as courier-core's
-//! [`PerHost`](courier_core::PerHost) keys the breaker and the rate limiter, in a map bounded by
-//! [`RetryBudget::max_hosts`]; a host with nothing left in its window holds no information and
-//! is evicted first. The budget does not go through [`KeyFn`](courier_core::KeyFn): it hashes
+//! Budgets are per host by default, keyed by [`HostKey`] as the breaker and the rate limiter
+//! are, in a map bounded by [`RetryBudget::max_hosts`]; a key with nothing left in its window
+//! holds no information and is evicted first. The same three choices as every keyed layer pick
+//! the key: [`per_host`](RetryBudget::per_host), [`global`](RetryBudget::global) or
+//! [`key_by`](RetryBudget::key_by) a function of the request head. Per host, the budget hashes
 //! the host's text in place, without building a key, because it runs on every request.
 //!
 //! # Clone
@@ -22,13 +23,15 @@
 //! The budget lives behind an `Arc` in the [`RetryLayer`](crate::RetryLayer): every service the
 //! layer makes, and every clone of those, draws on the same budget.
 
-use courier_core::HostKey;
+use courier_core::{HostKey, KeyBy, KeyFn, RequestHead};
+use http::request::Parts;
 use http::uri::Authority;
 use http::{HeaderMap, Uri};
+use std::any::Any;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasherDefault, Hasher};
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -52,13 +55,65 @@ const SLOTS: usize = 10;
 ///     .floor(5);
 /// # let _ = budget;
 /// ```
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone)]
 pub struct RetryBudget {
     ratio: f64,
     window: Duration,
     floor: u32,
-    per_host: bool,
+    keying: Keying,
     max_hosts: usize,
+}
+
+/// Which budget a request draws on.
+#[derive(Clone)]
+enum Keying {
+    /// [`HostKey`], hashed in place.
+    PerHost,
+    /// One budget for everything.
+    Global,
+    /// A key function of the caller's, behind a type-erased handle.
+    By(Arc<dyn ErasedKeyFn>),
+}
+
+impl fmt::Debug for Keying {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::PerHost => "PerHost",
+            Self::Global => "Global",
+            Self::By(_) => "KeyBy(..)",
+        })
+    }
+}
+
+/// A [`KeyFn`] whose key type is erased: the key, boxed, with its hash.
+trait ErasedKeyFn: Send + Sync + 'static {
+    fn key(&self, head: &RequestHead<'_>) -> (u64, Box<dyn AnyKey>);
+}
+
+impl<K: KeyFn> ErasedKeyFn for K {
+    fn key(&self, head: &RequestHead<'_>) -> (u64, Box<dyn AnyKey>) {
+        let key = KeyFn::key(self, head);
+        // A fixed hasher: the map is bounded and the keys are the caller's own.
+        let hash =
+            std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(&key);
+        (hash, Box::new(key))
+    }
+}
+
+/// A key of any type, compared with keys of the same type.
+trait AnyKey: Any + Send + Sync + fmt::Debug {
+    fn same(&self, other: &dyn AnyKey) -> bool;
+    fn as_any(&self) -> &dyn Any;
+}
+
+impl<K: Hash + Eq + fmt::Debug + Send + Sync + 'static> AnyKey for K {
+    fn same(&self, other: &dyn AnyKey) -> bool {
+        other.as_any().downcast_ref::<K>() == Some(self)
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
 }
 
 impl Default for RetryBudget {
@@ -74,7 +129,7 @@ impl RetryBudget {
             ratio: 0.1,
             window: Duration::from_secs(10),
             floor: 10,
-            per_host: true,
+            keying: Keying::PerHost,
             max_hosts: 1024,
         }
     }
@@ -103,14 +158,39 @@ impl RetryBudget {
         self
     }
 
-    /// Whether each host ([`HostKey`]) has its own budget, or all share one. Defaults to `true`.
-    pub fn per_host(mut self, per_host: bool) -> Self {
-        self.per_host = per_host;
+    /// One budget per host: scheme and authority ([`HostKey`]).
+    ///
+    /// Defaults to one per host.
+    pub fn per_host(mut self) -> Self {
+        self.keying = Keying::PerHost;
         self
     }
 
-    /// How many hosts are tracked at most; past it, idle hosts and then the least recently
-    /// used are evicted. At least 1. Defaults to 1024.
+    /// One budget for every request, whatever its host.
+    ///
+    /// Defaults to one per host.
+    pub fn global(mut self) -> Self {
+        self.keying = Keying::Global;
+        self
+    }
+
+    /// A budget per key `f` returns for the request's head (method, URI, headers,
+    /// extensions), e.g. per host and tenant: the same key functions as the breaker's and the
+    /// rate limiter's [`key_by`](courier_core::KeyBy).
+    ///
+    /// Defaults to one per host.
+    pub fn key_by<F, Key>(mut self, f: F) -> Self
+    where
+        F: Fn(&RequestHead<'_>) -> Key + Send + Sync + 'static,
+        Key: Hash + Eq + Clone + fmt::Debug + Send + Sync + 'static,
+    {
+        self.keying = Keying::By(Arc::new(KeyBy(f)));
+        self
+    }
+
+    /// How many keys (hosts, unless [`key_by`](Self::key_by) says otherwise) are tracked at
+    /// most; past it, idle keys and then the least recently used are evicted. At least 1.
+    /// Not used by a [`global`](Self::global) budget. Defaults to 1024.
     pub fn max_hosts(mut self, max_hosts: usize) -> Self {
         self.max_hosts = max_hosts.max(1);
         self
@@ -119,13 +199,13 @@ impl RetryBudget {
     pub(crate) fn build(self) -> Arc<BudgetState> {
         let window_nanos = u64::try_from(self.window.as_nanos()).unwrap_or(u64::MAX);
         Arc::new(BudgetState {
-            config: self,
             id: NEXT_ID.fetch_add(1, Ordering::Relaxed),
             deposit: (self.ratio * UNIT as f64).round() as u64,
             floor: u64::from(self.floor) * UNIT,
             slot_nanos: (window_nanos / SLOTS as u64).max(1),
+            config: self,
             origin: Instant::now(),
-            global: Arc::new(Cell::new(None)),
+            global: Arc::new(Cell::new(CellKey::Global)),
             hosts: Mutex::new(Hosts {
                 map: HashMap::default(),
                 len: 0,
@@ -181,10 +261,28 @@ struct Hosts {
 /// are one step. A deposit that races the move of its slot to a later epoch may be counted in
 /// that epoch: it stays in the window less than one window longer.
 struct Cell {
-    /// The host; `None` for the shared budget.
-    key: Option<HostKey>,
+    key: CellKey,
     slots: [Slot; SLOTS],
     lock: Mutex<()>,
+}
+
+/// Whose budget a cell is.
+#[derive(Debug)]
+enum CellKey {
+    /// The one budget of a global `RetryBudget`.
+    Global,
+    Host(HostKey),
+    /// A key made by a [`RetryBudget::key_by`] function.
+    By(Box<dyn AnyKey>),
+}
+
+impl CellKey {
+    fn host(&self) -> Option<&HostKey> {
+        match self {
+            Self::Host(key) => Some(key),
+            _ => None,
+        }
+    }
 }
 
 #[derive(Default)]
@@ -230,7 +328,7 @@ impl Hasher for PassHasher {
 // === impl Cell ===
 
 impl Cell {
-    fn new(key: Option<HostKey>) -> Self {
+    fn new(key: CellKey) -> Self {
         Self {
             key,
             slots: Default::default(),
@@ -331,7 +429,7 @@ impl Cell {
 impl BudgetState {
     /// A fresh budget with the same settings: nothing deposited, nothing withdrawn.
     pub(crate) fn renewed(&self) -> Arc<Self> {
-        self.config.build()
+        self.config.clone().build()
     }
 
     fn epoch(&self, now: Instant) -> u64 {
@@ -343,52 +441,78 @@ impl BudgetState {
         nanos / self.slot_nanos
     }
 
-    /// The cell of the request's host, made if needed.
-    fn cell(&self, uri: &Uri, headers: &HeaderMap, now: u64) -> Arc<Cell> {
-        if !self.config.per_host {
-            return self.global.clone();
+    /// The cell of the request's key, made if needed.
+    fn cell(&self, parts: &Parts, now: u64) -> Arc<Cell> {
+        let (uri, headers) = (&parts.uri, &parts.headers);
+        match &self.config.keying {
+            Keying::Global => self.global.clone(),
+            Keying::PerHost => with_view(uri, headers, |view| {
+                self.find_or_insert(
+                    view.hash(),
+                    view,
+                    |cell, view| cell.host().is_some_and(|k| view.matches(k)),
+                    |_| CellKey::Host(HostKey::from_parts(uri, headers)),
+                    now,
+                )
+            }),
+            Keying::By(key_fn) => {
+                let (hash, key) = key_fn.key(&RequestHead::from_parts(parts));
+                self.find_or_insert(
+                    hash,
+                    key,
+                    |cell, key| matches!(cell, CellKey::By(k) if k.same(&**key)),
+                    CellKey::By,
+                    now,
+                )
+            }
         }
+    }
+
+    /// The cell among those with `hash` whose key `is_key` says is `probe`'s, or a new one
+    /// keyed `make(probe)`.
+    fn find_or_insert<P>(
+        &self,
+        hash: u64,
+        probe: P,
+        is_key: impl Fn(&CellKey, &P) -> bool,
+        make: impl FnOnce(P) -> CellKey,
+        now: u64,
+    ) -> Arc<Cell> {
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
-        with_view(uri, headers, |view| {
-            let hash = view.hash();
-            if let Some(list) = hosts.map.get(&hash)
-                && let Some(cell) = list
-                    .iter()
-                    .find(|c| c.key.as_ref().is_some_and(|k| view.matches(k)))
-            {
-                return cell.clone();
-            }
-            if hosts.len >= self.config.max_hosts {
-                hosts.evict(now, self.config.max_hosts);
-                // Under the map's lock: a lookup that found an evicted cell read the
-                // generation before this.
-                self.generation.fetch_add(1, Ordering::Release);
-            }
-            hosts.len += 1;
-            let cell = Arc::new(Cell::new(Some(HostKey::from_parts(uri, headers))));
-            hosts.map.entry(hash).or_default().push(cell.clone());
-            cell
-        })
+        if let Some(list) = hosts.map.get(&hash)
+            && let Some(cell) = list.iter().find(|c| is_key(&c.key, &probe))
+        {
+            return cell.clone();
+        }
+        if hosts.len >= self.config.max_hosts {
+            hosts.evict(now, self.config.max_hosts);
+            // Under the map's lock: a lookup that found an evicted cell read the generation
+            // before this.
+            self.generation.fetch_add(1, Ordering::Release);
+        }
+        hosts.len += 1;
+        let cell = Arc::new(Cell::new(make(probe)));
+        hosts.map.entry(hash).or_default().push(cell.clone());
+        cell
     }
 
     /// Records one request.
-    pub(crate) fn deposit(&self, uri: &Uri, headers: &HeaderMap, now: Instant) {
+    pub(crate) fn deposit(&self, parts: &Parts, now: Instant) {
         let epoch = self.epoch(now);
         let amount = self.deposit;
-        if !self.config.per_host {
-            self.global.deposit(epoch, amount);
-            return;
+        match self.config.keying {
+            Keying::PerHost => {}
+            Keying::Global => return self.global.deposit(epoch, amount),
+            Keying::By(_) => return self.cell(parts, epoch).deposit(epoch, amount),
         }
+        let (uri, headers) = (&parts.uri, &parts.headers);
         // Read before the lookup: an eviction that removes what the lookup finds bumps it after.
         let generation = self.generation.load(Ordering::Acquire);
         let cached = LAST.try_with(|last| match &*last.borrow() {
             Some(l)
                 if l.budget == self.id
                     && l.generation == generation
-                    && l.cell
-                        .key
-                        .as_ref()
-                        .is_some_and(|k| is_host(uri, headers, k)) =>
+                    && l.cell.key.host().is_some_and(|k| is_host(uri, headers, k)) =>
             {
                 l.cell.deposit(epoch, amount);
                 true
@@ -398,7 +522,7 @@ impl BudgetState {
         if cached == Ok(true) {
             return;
         }
-        let cell = self.cell(uri, headers, epoch);
+        let cell = self.cell(parts, epoch);
         cell.deposit(epoch, amount);
         // A thread being torn down keeps no cache.
         let _ = LAST.try_with(|last| {
@@ -412,14 +536,9 @@ impl BudgetState {
 
     /// Takes one retry if the budget allows it; dropping the returned guard without
     /// [`Withdrawal::commit`] gives it back.
-    pub(crate) fn withdraw(
-        &self,
-        uri: &Uri,
-        headers: &HeaderMap,
-        now: Instant,
-    ) -> Option<Withdrawal> {
+    pub(crate) fn withdraw(&self, parts: &Parts, now: Instant) -> Option<Withdrawal> {
         let epoch = self.epoch(now);
-        let cell = self.cell(uri, headers, epoch);
+        let cell = self.cell(parts, epoch);
         // Not `then_some`: a guard made for nothing would refund on drop.
         if !cell.withdraw(epoch, self.floor) {
             return None;
@@ -596,7 +715,7 @@ impl Drop for Withdrawal {
 impl fmt::Debug for Withdrawal {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Withdrawal")
-            .field("host", &self.cell.key)
+            .field("key", &self.cell.key)
             .field("epoch", &self.epoch)
             .finish_non_exhaustive()
     }

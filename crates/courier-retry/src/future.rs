@@ -408,7 +408,7 @@ impl<S, B: RetryBody> Ctx<S, B> {
         let withdrawal = match &config.budget {
             Some(budget) => Some(
                 budget
-                    .withdraw(&self.parts.uri, &self.parts.headers, now)
+                    .withdraw(&self.parts, now)
                     .ok_or(Reason::BudgetExhausted)?,
             ),
             None => None,

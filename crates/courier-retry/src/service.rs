@@ -105,7 +105,7 @@ where
             );
         }
         if let Some(budget) = &config.budget {
-            budget.deposit(&parts.uri, &parts.headers, start);
+            budget.deposit(&parts, start);
         }
         let retry_safe = config.is_retry_safe(&parts.method, &parts.headers);
         let deadline = Deadline::get(&parts.extensions);

@@ -5,6 +5,13 @@ fn host(name: &str) -> Uri {
     format!("http://{name}/").parse().unwrap()
 }
 
+/// A GET of `uri` with `headers`, as the budget sees it.
+fn parts(uri: &Uri, headers: &HeaderMap) -> Parts {
+    let mut req = http::Request::get(uri.clone()).body(()).unwrap();
+    *req.headers_mut() = headers.clone();
+    req.into_parts().0
+}
+
 trait Short {
     fn deposit_(&self, uri: &Uri, now: Instant);
     fn withdraw_(&self, uri: &Uri, now: Instant) -> Option<Withdrawal>;
@@ -12,10 +19,10 @@ trait Short {
 
 impl Short for Arc<BudgetState> {
     fn deposit_(&self, uri: &Uri, now: Instant) {
-        self.deposit(uri, &HeaderMap::new(), now)
+        self.deposit(&parts(uri, &HeaderMap::new()), now)
     }
     fn withdraw_(&self, uri: &Uri, now: Instant) -> Option<Withdrawal> {
-        self.withdraw(uri, &HeaderMap::new(), now)
+        self.withdraw(&parts(uri, &HeaderMap::new()), now)
     }
 }
 
@@ -70,15 +77,45 @@ async fn hosts_are_separate_and_bounded() {
         b.deposit_(&host(name), Instant::now());
     }
     assert!(b.hosts() <= 2);
-    let g = RetryBudget::new()
-        .ratio(0.0)
-        .floor(1)
-        .per_host(false)
-        .build();
+    let g = RetryBudget::new().ratio(0.0).floor(1).global().build();
     g.withdraw_(&host("a"), Instant::now()).unwrap().commit();
     assert!(
         g.withdraw_(&host("b"), Instant::now()).is_none(),
         "one shared budget"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn key_by_gives_each_key_its_own_budget_across_hosts() {
+    let b = RetryBudget::new()
+        .ratio(0.0)
+        .floor(1)
+        .max_hosts(2)
+        .key_by(|head: &RequestHead<'_>| head.headers().get("x-tenant").cloned())
+        .build();
+    let now = Instant::now();
+    let tenant = |name: &str, at: &str| {
+        let mut headers = HeaderMap::new();
+        headers.insert("x-tenant", name.parse().unwrap());
+        parts(&host(at), &headers)
+    };
+    b.withdraw(&tenant("acme", "a"), now).unwrap().commit();
+    assert!(
+        b.withdraw(&tenant("acme", "b"), now).is_none(),
+        "one tenant, one budget, whatever the host"
+    );
+    b.withdraw(&tenant("zeta", "a"), now).unwrap().commit();
+    assert_eq!(b.hosts(), 2);
+    // Bounded like hosts: a third key evicts the least recently used.
+    b.withdraw(&tenant("omni", "a"), now).unwrap().commit();
+    assert!(b.hosts() <= 2);
+    // A request the function gives no tenant has the `None` key's budget.
+    b.withdraw(&parts(&host("a"), &HeaderMap::new()), now)
+        .unwrap()
+        .commit();
+    assert!(
+        b.withdraw(&parts(&host("b"), &HeaderMap::new()), now)
+            .is_none()
     );
 }
 
@@ -94,11 +131,13 @@ async fn host_matching_ignores_case_and_reads_the_host_header() {
     let mut headers = HeaderMap::new();
     headers.insert("host", "svc:8080".parse().unwrap());
     let origin_form: Uri = "/a?b=c".parse().unwrap();
-    b.withdraw(&origin_form, &headers, now).unwrap().commit();
-    assert!(b.withdraw(&origin_form, &headers, now).is_none());
+    b.withdraw(&parts(&origin_form, &headers), now)
+        .unwrap()
+        .commit();
+    assert!(b.withdraw(&parts(&origin_form, &headers), now).is_none());
     assert_eq!(b.hosts(), 2);
     // The shared budget for requests without any host.
-    b.withdraw(&origin_form, &HeaderMap::new(), now)
+    b.withdraw(&parts(&origin_form, &HeaderMap::new()), now)
         .unwrap()
         .commit();
     assert_eq!(b.hosts(), 3);
