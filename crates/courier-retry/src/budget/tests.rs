@@ -1,4 +1,5 @@
 use super::*;
+use http::{HeaderMap, Uri};
 use proptest::prelude::*;
 
 fn host(name: &str) -> Uri {
