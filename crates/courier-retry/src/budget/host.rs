@@ -39,7 +39,7 @@ impl Hasher for PassHasher {
 }
 
 /// Lowercases the ASCII letters of eight bytes at once.
-fn ascii_lowercase(word: u64) -> u64 {
+pub(super) fn ascii_lowercase(word: u64) -> u64 {
     const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let low = word & LOW7;

@@ -1,3 +1,4 @@
+use super::host::ascii_lowercase;
 use super::*;
 use http::{HeaderMap, Uri};
 use proptest::prelude::*;
