@@ -185,6 +185,97 @@ mod tests {
         }
     }
 
+    /// A refusal says the park holds the request only when the park ends after the bucket
+    /// would have a slot: else waiting out the park would not be enough.
+    #[test]
+    fn a_refusal_blames_the_park_only_when_the_park_is_what_holds_it() {
+        let deny = |c: &Cell, now| match c.reserve(now, S, 0, 0) {
+            Outcome::Deny { retry_in, parked } => (retry_in, parked),
+            other => panic!("expected a refusal, got {other:?}"),
+        };
+        // Parked until 10 s, the bucket full: the park holds it.
+        let parked = Cell::new();
+        parked.park(10 * S);
+        assert_eq!(deny(&parked, S), (9 * S, true));
+        // Parked until 2 s, the bucket empty until 5 s: the bucket holds it.
+        let empty = Cell::new();
+        assert_eq!(admit(&empty, 0, 5 * S, 0), 0);
+        empty.park(2 * S);
+        assert_eq!(deny(&empty, S), (4 * S, false));
+        // The bucket empty until 5 s, no park: the bucket.
+        let bare = Cell::new();
+        assert_eq!(admit(&bare, 0, 5 * S, 0), 0);
+        assert_eq!(deny(&bare, S), (4 * S, false));
+    }
+
+    #[test]
+    fn next_start_says_what_holds_a_request_without_reserving() {
+        let c = Cell::new();
+        assert_eq!(
+            c.next_start(S, 0),
+            Some((0, false)),
+            "a full bucket, no park"
+        );
+        c.park(3 * S);
+        assert_eq!(c.next_start(S, 0), Some((2 * S, true)), "the park holds it");
+        assert_eq!(
+            c.next_start(3 * S, 0),
+            Some((0, false)),
+            "a park that ends now holds nothing"
+        );
+        assert_eq!(
+            c.next_start(4 * S, 0),
+            Some((0, false)),
+            "a park in the past"
+        );
+        assert_eq!(admit(&c, 4 * S, 6 * S, 0), 4 * S);
+        assert_eq!(
+            c.next_start(5 * S, 0),
+            Some((5 * S, false)),
+            "the bucket holds it, not the old park"
+        );
+        c.park(12 * S);
+        assert_eq!(
+            c.next_start(5 * S, 0),
+            Some((7 * S, true)),
+            "a park beyond the bucket's slot holds it"
+        );
+        assert_eq!(
+            c.reserve(5 * S, S, 0, u64::MAX),
+            Outcome::Admit {
+                start: 12 * S,
+                ticket: 13 * S
+            }
+        );
+        assert_eq!(
+            c.next_start(5 * S, 0),
+            Some((8 * S, false)),
+            "nothing reserved by asking"
+        );
+    }
+
+    /// A TAT pushed to the top of the range by an absurd rate stays a TAT: it never reads as
+    /// the eviction tombstone, so the bucket refuses instead of being taken for evicted.
+    #[test]
+    fn a_saturated_tat_is_not_a_tombstone() {
+        let c = Cell::new();
+        assert!(matches!(
+            c.reserve(0, u64::MAX, 0, u64::MAX),
+            Outcome::Admit { start: 0, .. }
+        ));
+        assert!(!c.is_evicted());
+        assert!(matches!(
+            c.reserve(0, u64::MAX, 0, 0),
+            Outcome::Deny { parked: false, .. }
+        ));
+        assert!(matches!(
+            c.reserve(0, u64::MAX, 0, u64::MAX),
+            Outcome::Admit { .. }
+        ));
+        assert!(!c.is_evicted());
+        assert_eq!(c.try_evict(0), Evict::Keep);
+    }
+
     #[test]
     fn burst_two_rate_one() {
         let c = Cell::new();
