@@ -53,7 +53,7 @@ echo "| --- | ---: | ---: |"
 lbin=${CARGO_TARGET_DIR:-target}/release/examples/loopback_calls
 ir() { valgrind --tool=callgrind --callgrind-out-file=/dev/null "$lbin" "$1" "$2" 16 2>&1 | sed -n 's/^==[0-9]*== Collected : //p'; }
 raw=""
-for v in raw bare deadline attempt_timeout cache retry breaker preset; do
+for v in raw bare bare_no_ua deadline attempt_timeout cache retry breaker preset; do
     a=$(ir "$v" 800)
     b=$(ir "$v" 4000)
     per=$(( (b - a) / 3200 ))

@@ -46,13 +46,14 @@ enum Client {
 
 /// With `COURIER_BENCH_LAYERS=1`: each layer alone over the hyper-util client, to see where
 /// the preset's end-to-end cost comes from.
-const HYPER_LAYERS: [&str; 6] = [
+const HYPER_LAYERS: [&str; 7] = [
     "hyper-util + no layer (preset bare)",
     "hyper-util + deadline alone",
     "hyper-util + attempt timeout alone",
     "hyper-util + cache alone",
     "hyper-util + retry alone",
     "hyper-util + breaker alone",
+    "hyper-util + no layer, no User-Agent",
 ];
 
 fn hyper_layer(i: usize) -> CourierLayer {
@@ -63,6 +64,7 @@ fn hyper_layer(i: usize) -> CourierLayer {
         3 => bare.cache(courier::cache::EtagCacheLayer::new()),
         4 => bare.retry(courier::retry::RetryLayer::new()),
         5 => bare.circuit_breaker(courier::breaker::CircuitBreakerLayer::new()),
+        6 => bare.user_agent(None),
         _ => bare,
     }
 }

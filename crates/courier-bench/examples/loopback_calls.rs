@@ -6,8 +6,9 @@
 //! cargo run --release -p courier-bench --example loopback_calls -- VARIANT N TASKS
 //! ```
 //!
-//! VARIANT: `raw`, `preset`, `bare` (the preset with every layer off), `deadline`,
-//! `attempt_timeout`, `cache`, `retry`, `breaker` (that layer alone).
+//! VARIANT: `raw`, `preset`, `bare` (the preset with every layer off), `bare_no_ua` (the same,
+//! sending no `User-Agent`, as the raw client does not), `deadline`, `attempt_timeout`, `cache`,
+//! `retry`, `breaker` (that layer alone).
 
 use bytes::Bytes;
 use courier::CourierLayer;
@@ -30,6 +31,7 @@ fn layer(name: &str) -> Option<CourierLayer> {
     Some(match name {
         "preset" => CourierLayer::new(),
         "bare" => bare,
+        "bare_no_ua" => bare.user_agent(None),
         "deadline" => bare.deadline(courier::preset::DEFAULT_DEADLINE),
         "attempt_timeout" => bare.attempt_timeout(courier::preset::DEFAULT_ATTEMPT_TIMEOUT),
         "cache" => bare.cache(courier::cache::EtagCacheLayer::new()),
