@@ -22,7 +22,6 @@
 //! so that they never clash with tower's own `retry` and `rate_limit`.
 
 use tower::ServiceBuilder;
-use tower::layer::util::Stack;
 
 mod sealed {
     pub trait Sealed<T> {}
@@ -33,14 +32,17 @@ mod sealed {
 pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     /// Adds the whole preset ([`CourierLayer`](crate::CourierLayer)).
     #[cfg(feature = "preset")]
-    fn courier(self, preset: crate::CourierLayer) -> ServiceBuilder<Stack<crate::CourierLayer, L>>;
+    fn courier(
+        self,
+        preset: crate::CourierLayer,
+    ) -> ServiceBuilder<tower::layer::util::Stack<crate::CourierLayer, L>>;
 
     /// Adds a [`DeadlineLayer`](courier_deadline::DeadlineLayer) with `budget`.
     #[cfg(feature = "deadline")]
     fn deadline(
         self,
         budget: std::time::Duration,
-    ) -> ServiceBuilder<Stack<courier_deadline::DeadlineLayer, L>>;
+    ) -> ServiceBuilder<tower::layer::util::Stack<courier_deadline::DeadlineLayer, L>>;
 
     /// Adds an [`AttemptTimeoutLayer`](courier_deadline::AttemptTimeoutLayer) bounding each
     /// attempt to `per_attempt`.
@@ -48,28 +50,28 @@ pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     fn attempt_timeout(
         self,
         per_attempt: std::time::Duration,
-    ) -> ServiceBuilder<Stack<courier_deadline::AttemptTimeoutLayer, L>>;
+    ) -> ServiceBuilder<tower::layer::util::Stack<courier_deadline::AttemptTimeoutLayer, L>>;
 
     /// Adds an [`EtagCacheLayer`](courier_cache::EtagCacheLayer).
     #[cfg(feature = "cache")]
     fn etag_cache(
         self,
         layer: courier_cache::EtagCacheLayer,
-    ) -> ServiceBuilder<Stack<courier_cache::EtagCacheLayer, L>>;
+    ) -> ServiceBuilder<tower::layer::util::Stack<courier_cache::EtagCacheLayer, L>>;
 
     /// Adds a [`RetryLayer`](courier_retry::RetryLayer).
     #[cfg(feature = "retry")]
     fn courier_retry(
         self,
         layer: courier_retry::RetryLayer,
-    ) -> ServiceBuilder<Stack<courier_retry::RetryLayer, L>>;
+    ) -> ServiceBuilder<tower::layer::util::Stack<courier_retry::RetryLayer, L>>;
 
     /// Adds a [`CircuitBreakerLayer`](courier_breaker::CircuitBreakerLayer).
     #[cfg(feature = "breaker")]
     fn circuit_breaker<M>(
         self,
         layer: courier_breaker::CircuitBreakerLayer<M>,
-    ) -> ServiceBuilder<Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
+    ) -> ServiceBuilder<tower::layer::util::Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
     where
         M: courier_breaker::KeyFn;
 
@@ -78,12 +80,17 @@ pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     fn token_bucket_rate_limit<KF, St>(
         self,
         layer: courier_ratelimit::TokenBucketRateLimitLayer<KF, St>,
-    ) -> ServiceBuilder<Stack<courier_ratelimit::TokenBucketRateLimitLayer<KF, St>, L>>;
+    ) -> ServiceBuilder<
+        tower::layer::util::Stack<courier_ratelimit::TokenBucketRateLimitLayer<KF, St>, L>,
+    >;
 }
 
 impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     #[cfg(feature = "preset")]
-    fn courier(self, preset: crate::CourierLayer) -> ServiceBuilder<Stack<crate::CourierLayer, L>> {
+    fn courier(
+        self,
+        preset: crate::CourierLayer,
+    ) -> ServiceBuilder<tower::layer::util::Stack<crate::CourierLayer, L>> {
         self.layer(preset)
     }
 
@@ -91,7 +98,7 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     fn deadline(
         self,
         budget: std::time::Duration,
-    ) -> ServiceBuilder<Stack<courier_deadline::DeadlineLayer, L>> {
+    ) -> ServiceBuilder<tower::layer::util::Stack<courier_deadline::DeadlineLayer, L>> {
         self.layer(courier_deadline::DeadlineLayer::new(budget))
     }
 
@@ -99,7 +106,7 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     fn attempt_timeout(
         self,
         per_attempt: std::time::Duration,
-    ) -> ServiceBuilder<Stack<courier_deadline::AttemptTimeoutLayer, L>> {
+    ) -> ServiceBuilder<tower::layer::util::Stack<courier_deadline::AttemptTimeoutLayer, L>> {
         self.layer(courier_deadline::AttemptTimeoutLayer::new(per_attempt))
     }
 
@@ -107,7 +114,7 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     fn etag_cache(
         self,
         layer: courier_cache::EtagCacheLayer,
-    ) -> ServiceBuilder<Stack<courier_cache::EtagCacheLayer, L>> {
+    ) -> ServiceBuilder<tower::layer::util::Stack<courier_cache::EtagCacheLayer, L>> {
         self.layer(layer)
     }
 
@@ -115,7 +122,7 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     fn courier_retry(
         self,
         layer: courier_retry::RetryLayer,
-    ) -> ServiceBuilder<Stack<courier_retry::RetryLayer, L>> {
+    ) -> ServiceBuilder<tower::layer::util::Stack<courier_retry::RetryLayer, L>> {
         self.layer(layer)
     }
 
@@ -123,7 +130,7 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     fn circuit_breaker<M>(
         self,
         layer: courier_breaker::CircuitBreakerLayer<M>,
-    ) -> ServiceBuilder<Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
+    ) -> ServiceBuilder<tower::layer::util::Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
     where
         M: courier_breaker::KeyFn,
     {
@@ -134,7 +141,9 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     fn token_bucket_rate_limit<KF, St>(
         self,
         layer: courier_ratelimit::TokenBucketRateLimitLayer<KF, St>,
-    ) -> ServiceBuilder<Stack<courier_ratelimit::TokenBucketRateLimitLayer<KF, St>, L>> {
+    ) -> ServiceBuilder<
+        tower::layer::util::Stack<courier_ratelimit::TokenBucketRateLimitLayer<KF, St>, L>,
+    > {
         self.layer(layer)
     }
 }

@@ -27,13 +27,6 @@ pub use reqwest;
 #[cfg(feature = "rustls")]
 pub use rustls;
 
-#[cfg(any(
-    feature = "deadline",
-    feature = "ratelimit",
-    feature = "breaker",
-    feature = "retry",
-    feature = "cache"
-))]
 mod builder;
 mod error;
 #[cfg(feature = "paginate")]
@@ -42,13 +35,6 @@ pub mod paginate;
 pub mod preset;
 pub mod transport;
 
-#[cfg(any(
-    feature = "deadline",
-    feature = "ratelimit",
-    feature = "breaker",
-    feature = "retry",
-    feature = "cache"
-))]
 pub use builder::ServiceBuilderExt;
 pub use error::Error;
 #[cfg(feature = "preset")]

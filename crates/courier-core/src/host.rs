@@ -1,7 +1,6 @@
 //! The key that per-host state (buckets, breakers, budgets) is kept under, and the head of a
 //! request that key functions look at.
 
-use crate::ascii::has_uppercase;
 use http::uri::{Authority, Scheme};
 use std::fmt;
 use std::hash::{Hash, Hasher};
@@ -200,7 +199,7 @@ where
     T: std::str::FromStr,
 {
     let s = text(&part);
-    if !has_uppercase(s.as_bytes()) {
+    if !s.bytes().any(|b| b.is_ascii_uppercase()) {
         return part;
     }
     s.to_ascii_lowercase().parse().unwrap_or(part)

@@ -30,7 +30,6 @@
 //! over a hyper or reqwest client without the facade wants the matching feature here, or a
 //! transport failure it does not recognise is classified `Other` and not retried.
 
-mod ascii;
 pub mod body;
 pub mod cache_control;
 pub mod classify;
