@@ -223,16 +223,5 @@ where
     B: Body<Data = Bytes, Error = BoxError>,
 {
     let response = svc.ready().await?.call(req).await?;
-    let cache = *response
-        .extensions()
-        .get::<CacheStatus>()
-        .expect("every response carries a cache status");
-    let (parts, body) = response.into_parts();
-    let body = body.collect().await?.to_bytes();
-    Ok(Got {
-        status: parts.status,
-        headers: parts.headers,
-        body,
-        cache,
-    })
+    read(response).await
 }
