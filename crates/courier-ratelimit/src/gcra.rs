@@ -317,6 +317,19 @@ mod tests {
         assert!(!c.park(9 * S), "a park on a tombstone must be redone");
     }
 
+    /// A park that ends at the moment of the sweep holds nothing: the cell goes, and no park
+    /// is carried to a fresh one.
+    #[test]
+    fn a_park_ending_now_does_not_keep_the_cell() {
+        let c = Cell::new();
+        assert!(c.park(5 * S));
+        assert_eq!(c.try_evict(5 * S - 1), Evict::Keep, "parked one nanosecond more");
+        assert!(!c.is_evicted());
+        assert_eq!(c.try_evict(5 * S), Evict::Remove);
+        assert!(c.is_evicted());
+        assert_eq!(c.try_evict(5 * S), Evict::Remove, "a tombstone stays one");
+    }
+
     #[test]
     fn give_back_only_when_nothing_stacked() {
         let c = Cell::new();
