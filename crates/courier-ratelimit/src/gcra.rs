@@ -19,9 +19,13 @@
 //! compare-and-swap, so a reservation racing with it either lands first (and the eviction fails)
 //! or sees the tombstone and retries on a fresh cell, which starts full: exactly what the evicted
 //! one held. Parking and eviction also check each other's writes (both `SeqCst`, store then
-//! load), so a park is never lost to an eviction.
+//! load), so a park is never lost to an eviction. `tests/loom.rs` checks both races in every
+//! interleaving, compiling this very file with loom's atomics (`--cfg courier_loom`).
 
-use std::sync::atomic::{AtomicU64, Ordering};
+#[cfg(all(courier_loom, test))]
+use loom::sync::atomic::{AtomicU64, Ordering, fence};
+#[cfg(not(all(courier_loom, test)))]
+use std::sync::atomic::{AtomicU64, Ordering, fence};
 
 /// The TAT of a cell that was evicted; no live TAT reaches it.
 pub(crate) const EVICTED: u64 = u64::MAX;
@@ -64,7 +68,7 @@ pub(crate) struct Cell {
 
 impl Cell {
     /// A full bucket, not parked.
-    pub(crate) const fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self {
             tat: AtomicU64::new(0),
             parked_until: AtomicU64::new(0),
@@ -134,6 +138,11 @@ impl Cell {
     /// evicted meanwhile and the park must be set on a fresh cell.
     pub(crate) fn park(&self, until: u64) -> bool {
         self.parked_until.fetch_max(until, Ordering::SeqCst);
+        // With `try_evict`'s fence: a store then a load on each side, so at least one of the
+        // two sees the other's write (store buffering). Two `SeqCst` operations already
+        // promise that; the fences say it in a form loom checks, since loom models a `SeqCst`
+        // access as `AcqRel` (tokio-rs/loom#180). Neither path is hot.
+        fence(Ordering::SeqCst);
         self.tat.load(Ordering::SeqCst) != EVICTED
     }
 
@@ -164,6 +173,8 @@ impl Cell {
             // A reservation landed first: the bucket is in use.
             return Evict::Keep;
         }
+        // See `park`.
+        fence(Ordering::SeqCst);
         match self.parked_until.load(Ordering::SeqCst) {
             p if p > now => Evict::RemoveParked(p),
             _ => Evict::Remove,
@@ -171,7 +182,7 @@ impl Cell {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, not(courier_loom)))]
 mod tests {
     use super::*;
     use proptest::prelude::*;
