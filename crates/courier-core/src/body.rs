@@ -43,3 +43,39 @@ impl<T: Clone> RetryBody for T {
         Some(self.clone())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::task::Waker;
+
+    /// A body that is not `Clone` and says only whether it can be copied, to see the defaults.
+    struct Once(Option<u8>);
+
+    impl RetryBody for Once {
+        fn try_clone_body(&self) -> Option<Self> {
+            self.0.map(|b| Self(Some(b)))
+        }
+    }
+
+    #[test]
+    fn a_clone_body_copies_itself_aside_and_for_a_retry() {
+        let body = String::from("payload");
+        assert_eq!(body.try_clone_body().as_deref(), Some("payload"));
+        assert_eq!(body.try_clone_aside().as_deref(), Some("payload"));
+        let mut cx = Context::from_waker(Waker::noop());
+        assert_eq!(body.poll_replayable(&mut cx), Poll::Ready(true));
+    }
+
+    #[test]
+    fn the_defaults_follow_try_clone_body() {
+        let mut cx = Context::from_waker(Waker::noop());
+        let whole = Once(Some(7));
+        assert_eq!(whole.try_clone_aside().and_then(|b| b.0), Some(7));
+        assert_eq!(whole.poll_replayable(&mut cx), Poll::Ready(true));
+        assert!(
+            Once(None).try_clone_aside().is_none(),
+            "no copy aside without a copy"
+        );
+    }
+}

@@ -16,6 +16,47 @@ fn rfc_9111_directives() {
     assert_eq!(cc.stale_if_error, Some(Duration::from_secs(86400)));
 }
 
+/// Every flag directive sets its own field and no other.
+#[test]
+fn each_flag_directive_sets_its_own_field() {
+    let flags = |cc: &CacheControl| {
+        [
+            cc.no_store,
+            cc.no_cache,
+            cc.private,
+            cc.public,
+            cc.must_revalidate,
+            cc.only_if_cached,
+            cc.no_transform,
+            cc.immutable,
+        ]
+    };
+    let names = [
+        "no-store",
+        "no-cache",
+        "private",
+        "public",
+        "must-revalidate",
+        "only-if-cached",
+        "no-transform",
+        "immutable",
+    ];
+    for (i, name) in names.iter().enumerate() {
+        let mut want = [false; 8];
+        want[i] = true;
+        assert_eq!(flags(&CacheControl::parse_str(name)), want, "{name}");
+        assert_eq!(
+            flags(&CacheControl::parse_str(&name.to_uppercase())),
+            want,
+            "{name}"
+        );
+    }
+    assert_eq!(
+        flags(&CacheControl::parse_str("x-unknown, max-age=5")),
+        [false; 8]
+    );
+}
+
 #[test]
 fn bad_and_duplicated_values() {
     assert_eq!(
