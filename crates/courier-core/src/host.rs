@@ -253,6 +253,81 @@ impl fmt::Debug for HostKey {
 mod tests {
     use super::*;
 
+    fn key_of(uri: &str, host: Option<&str>) -> HostKey {
+        let mut headers = http::HeaderMap::new();
+        if let Some(host) = host {
+            headers.insert(http::header::HOST, host.parse().unwrap());
+        }
+        HostKey::from_parts(&uri.parse().unwrap(), &headers)
+    }
+
+    #[test]
+    fn a_key_shows_its_parts_in_lowercase_and_hides_credentials() {
+        let key = key_of("HTTP://User:Secret@API.Example:8080/a", None);
+        assert_eq!(key.scheme().map(Scheme::as_str), Some("http"));
+        assert_eq!(
+            key.authority().map(Authority::as_str),
+            Some("user:secret@api.example:8080")
+        );
+        assert_eq!(format!("{key:?}"), "HostKey(http://api.example:8080)");
+        let from_host = key_of("/a", Some("Svc:9000"));
+        assert_eq!(from_host.scheme(), None);
+        assert_eq!(
+            from_host.authority().map(Authority::as_str),
+            Some("svc:9000")
+        );
+        assert_eq!(format!("{:?}", key_of("/a", None)), "HostKey(-)");
+    }
+
+    #[test]
+    fn matches_tells_hosts_apart_in_place() {
+        let key = key_of("http://api.example/a", None);
+        let matches = |uri: &str| key.matches(&uri.parse().unwrap());
+        assert_eq!(matches("http://api.example/b"), Some(true));
+        assert_eq!(matches("http://API.EXAMPLE/b"), Some(true));
+        assert_eq!(
+            matches("http://api.example:80/b"),
+            Some(true),
+            "the default port"
+        );
+        assert_eq!(matches("HTTP://api.example/b"), Some(true));
+        assert_eq!(matches("https://api.example/b"), Some(false));
+        assert_eq!(matches("http://api.example:8080/b"), Some(false));
+        assert_eq!(matches("http://other.example/b"), Some(false));
+        assert_eq!(matches("/b"), None, "no authority: build the key from Host");
+        // An authority-form request (CONNECT) has no scheme, and neither has its key.
+        let bare = key_of("api.example:443", None);
+        assert_eq!(bare.scheme(), None);
+        assert_eq!(
+            bare.matches(&"api.example:443".parse().unwrap()),
+            Some(true)
+        );
+        assert_eq!(
+            bare.matches(&"https://api.example:443/".parse().unwrap()),
+            Some(false)
+        );
+    }
+
+    #[test]
+    fn a_request_head_shows_the_request() {
+        let mut req = http::Request::post("http://api.example/a")
+            .header("x-tenant", "acme")
+            .body(())
+            .unwrap();
+        req.extensions_mut().insert(7_u32);
+        let check = |head: RequestHead<'_>| {
+            assert_eq!(head.method(), http::Method::POST);
+            assert_eq!(head.uri(), "http://api.example/a");
+            assert_eq!(head.headers()["x-tenant"], "acme");
+            assert_eq!(head.extensions().get::<u32>(), Some(&7));
+            assert_eq!(head.host(), key_of("http://api.example/", None));
+        };
+        check(RequestHead::new(&req));
+        let (parts, ()) = req.into_parts();
+        check(RequestHead::from_parts(&parts));
+    }
+    }
+
     #[test]
     fn a_default_port_is_the_same_host() {
         let key = |uri: &str| HostKey::from_parts(&uri.parse().unwrap(), &http::HeaderMap::new());

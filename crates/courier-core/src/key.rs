@@ -138,6 +138,12 @@ mod tests {
     }
 
     #[test]
+    fn a_key_function_prints_without_its_closure() {
+        let by_path = KeyBy(|head: &RequestHead<'_>| head.uri().path().to_owned());
+        assert_eq!(format!("{by_path:?}"), "KeyBy(..)");
+    }
+
+    #[test]
     fn key_by_calls_the_function_and_compares_by_making_the_key() {
         let by_path = KeyBy(|head: &RequestHead<'_>| head.uri().path().to_owned());
         const { assert!(!KeyBy::<fn(&RequestHead<'_>) -> String>::SINGLE) };

@@ -273,6 +273,16 @@ fn precedence_retry_after_then_ratelimit_then_x() {
 }
 
 #[test]
+fn a_policy_named_by_a_token_keeps_its_name() {
+    let h = headers(&[("ratelimit-policy", "burst;q=10;w=1, \"day\";q=5000;w=86400")]);
+    let names: Vec<_> = parse_ratelimit_policy(&h)
+        .into_iter()
+        .map(|p| (p.name, p.quota))
+        .collect();
+    assert_eq!(names, [("burst".to_owned(), 10), ("day".to_owned(), 5000)]);
+}
+
+#[test]
 fn policy_field() {
     let h = headers(&[("ratelimit-policy", r#""default";q=100;w=10, 50;w=1"#)]);
     let p = parse_ratelimit_policy(&h);
