@@ -326,7 +326,6 @@ mod tests {
         let (parts, ()) = req.into_parts();
         check(RequestHead::from_parts(&parts));
     }
-    }
 
     #[test]
     fn a_default_port_is_the_same_host() {
