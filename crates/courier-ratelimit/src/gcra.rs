@@ -334,7 +334,11 @@ mod tests {
     fn a_park_ending_now_does_not_keep_the_cell() {
         let c = Cell::new();
         assert!(c.park(5 * S));
-        assert_eq!(c.try_evict(5 * S - 1), Evict::Keep, "parked one nanosecond more");
+        assert_eq!(
+            c.try_evict(5 * S - 1),
+            Evict::Keep,
+            "parked one nanosecond more"
+        );
         assert!(!c.is_evicted());
         assert_eq!(c.try_evict(5 * S), Evict::Remove);
         assert!(c.is_evicted());
