@@ -413,6 +413,83 @@ mod tests {
         assert_eq!(classify_error(&Wrap(Box::new(err))), FailureKind::Tls);
     }
 
+    #[test]
+    fn every_failure_kind_has_its_own_name_and_retry_rule() {
+        // (kind, name in logs, nothing was sent, may be retried)
+        let table = [
+            (FailureKind::Connect, "connect", true, true),
+            (FailureKind::Timeout, "timeout", false, true),
+            (FailureKind::Read, "read", false, true),
+            (FailureKind::Tls, "tls", false, false),
+            (FailureKind::Local, "local", false, false),
+            (FailureKind::Other, "other", false, false),
+        ];
+        for (kind, name, nothing_sent, retryable) in table {
+            assert_eq!(kind.as_str(), name, "{kind:?}");
+            assert_eq!(kind.to_string(), name, "{kind:?}");
+            assert_eq!(kind.nothing_sent(), nothing_sent, "{kind:?}");
+            assert_eq!(kind.is_retryable(), retryable, "{kind:?}");
+        }
+    }
+
+    /// An error of a TLS stack, printing in `Debug` what that stack prints.
+    struct StackError(&'static str);
+    impl fmt::Debug for StackError {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+    impl fmt::Display for StackError {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("stack error")
+        }
+    }
+    impl Error for StackError {}
+
+    #[test]
+    fn an_io_payload_that_is_no_tls_failure_leaves_the_kind_to_decide() {
+        let refused = io::Error::new(io::ErrorKind::ConnectionRefused, "connect to 10.0.0.1:443");
+        assert_eq!(classify_error(&refused), FailureKind::Connect);
+        let reset = io::Error::new(io::ErrorKind::ConnectionReset, StackError("Reset"));
+        assert_eq!(classify_error(&reset), FailureKind::Read);
+        let other = io::Error::other("disk full");
+        assert_eq!(classify_error(&other), FailureKind::Other);
+    }
+
+    #[test]
+    fn tls_stack_errors_are_known_by_their_debug_names() {
+        for debug in [
+            "InvalidCertificate(UnknownIssuer)",
+            "AlertReceived(HandshakeFailure)",
+            "PeerIncompatible(Tls12NotOffered)",
+            "PeerMisbehaved(IncorrectBinderValue)",
+            "NoCertificatesPresented",
+            "UnsupportedNameType",
+            "Ssl(HandshakeFailure)",
+            "Ssl(Error { code: 1, reason: CERTIFICATE_VERIFY_FAILED })",
+            "error:0A000086:SSL routines::certificate verify failed",
+        ] {
+            let err = io::Error::new(io::ErrorKind::InvalidData, StackError(debug));
+            assert_eq!(classify_error(&err), FailureKind::Tls, "{debug}");
+            // Even under an I/O kind that would otherwise mean "nothing sent".
+            let err = io::Error::new(io::ErrorKind::ConnectionRefused, StackError(debug));
+            assert_eq!(classify_error(&err), FailureKind::Tls, "{debug}");
+        }
+    }
+
+    #[test]
+    fn a_tls_error_says_what_to_check_and_keeps_its_cause() {
+        let cause = io::Error::new(io::ErrorKind::InvalidData, "unknown issuer");
+        let err = TlsError(Box::new(cause));
+        assert_eq!(
+            err.to_string(),
+            "tls failure: unknown issuer; check the certificate and the server name"
+        );
+        let source = err.source().expect("the wrapped failure is the source");
+        assert_eq!(source.to_string(), "unknown issuer");
+        assert!(crate::error::is_caused_by::<io::Error>(&err));
+    }
+
     #[tokio::test(start_paused = true)]
     async fn tokio_elapsed() {
         let err = tokio::time::timeout(Duration::from_millis(1), std::future::pending::<()>())

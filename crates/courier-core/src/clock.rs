@@ -76,3 +76,40 @@ impl<C: WallClock + ?Sized> WallClock for Arc<C> {
         (**self).now()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::UNIX_EPOCH;
+
+    fn at(secs: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(secs)
+    }
+
+    #[test]
+    fn a_manual_clock_shows_the_time_it_is_set_to_in_every_clone() {
+        let clock = ManualClock::new(at(1_700_000_000));
+        let clone = clock.clone();
+        clone.set(at(1_000));
+        assert_eq!(clock.now(), at(1_000), "set moves it back too");
+        clock.set(at(2_000_000_000));
+        assert_eq!(clone.now(), at(2_000_000_000));
+    }
+
+    #[test]
+    fn a_manual_clock_advances_by_the_given_time_and_saturates() {
+        let clock = ManualClock::new(at(1_700_000_000));
+        let shared: Arc<dyn WallClock> = Arc::new(clock.clone());
+        clock.advance(Duration::from_secs(5));
+        clock.advance(Duration::from_millis(500));
+        let want = at(1_700_000_005) + Duration::from_millis(500);
+        assert_eq!(clock.now(), want);
+        assert_eq!(shared.now(), want);
+        clock.advance(Duration::MAX);
+        assert_eq!(
+            clock.now(),
+            want,
+            "a step past the far future leaves it where it was"
+        );
+    }
+}

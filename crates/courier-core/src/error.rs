@@ -282,6 +282,18 @@ mod tests {
     }
 
     #[test]
+    fn invalid_config_gives_back_each_part_it_was_made_with() {
+        let err = InvalidConfig::new("a rate must be above zero", -2.5, "10 for ten a second");
+        assert_eq!(err.requirement(), "a rate must be above zero");
+        assert_eq!(err.given(), "-2.5");
+        assert_eq!(err.instead(), "10 for ten a second");
+        assert_eq!(
+            err.to_string(),
+            "invalid setting: a rate must be above zero, got -2.5; use 10 for ten a second"
+        );
+    }
+
+    #[test]
     fn display_is_lowercase_and_says_what_next() {
         let texts = [
             DeadlineExceeded::new(Duration::from_secs(1), Duration::from_secs(1)).to_string(),

@@ -429,9 +429,114 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_deadline_expires_when_its_moment_comes_and_not_before() {
+        let d = Deadline::after(Duration::from_secs(10));
+        assert!(!d.is_expired());
+        tokio::time::advance(Duration::from_secs(9)).await;
+        assert!(!d.is_expired());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert!(d.is_expired(), "expired at the moment itself");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_passes_the_deadline_only_if_it_ends_after_it() {
+        let d = Deadline::after(Duration::from_secs(10));
+        assert!(!d.would_pass(Duration::ZERO));
+        assert!(!d.would_pass(Duration::from_secs(5)));
+        assert!(
+            !d.would_pass(Duration::from_secs(10)),
+            "ending at the deadline is in time"
+        );
+        assert!(d.would_pass(Duration::from_millis(10_001)));
+        assert!(d.would_pass(Duration::from_secs(60)));
+    }
+
+    #[test]
+    fn every_wait_source_has_its_own_name() {
+        for (source, name) in [
+            (WaitSource::Backoff, "backoff"),
+            (WaitSource::RetryAfter, "retry_after"),
+            (WaitSource::RateLimit, "ratelimit"),
+            (WaitSource::QuotaReset, "quota_reset"),
+        ] {
+            assert_eq!(source.as_str(), name, "{source:?}");
+            assert_eq!(source.to_string(), name, "{source:?}");
+        }
+    }
+
+    #[test]
+    fn an_outcome_prints_its_status_code_or_failure_kind() {
+        for (outcome, text) in [
+            (AttemptOutcome::Status(StatusCode::OK), "200"),
+            (
+                AttemptOutcome::Status(StatusCode::SERVICE_UNAVAILABLE),
+                "503",
+            ),
+            (AttemptOutcome::Failure(FailureKind::Connect), "connect"),
+            (AttemptOutcome::Failure(FailureKind::Timeout), "timeout"),
+        ] {
+            assert_eq!(outcome.to_string(), text, "{outcome:?}");
+        }
+    }
+
+    #[test]
+    fn every_decision_has_its_own_name() {
+        assert_eq!(Decision::Retry.as_str(), "retry");
+        assert_eq!(Decision::Stop.as_str(), "stop");
+    }
+
+    #[test]
+    fn every_reason_has_its_own_name() {
+        for (reason, name) in [
+            (Reason::FinalStatus, "final_status"),
+            (Reason::RetryableStatus, "retryable_status"),
+            (Reason::RetryableFailure, "retryable_failure"),
+            (Reason::NeverRetried, "never_retried"),
+            (Reason::NotRetrySafe, "not_retry_safe"),
+            (Reason::AttemptsExhausted, "attempts_exhausted"),
+            (Reason::HintTooLong, "hint_exceeds_max_wait"),
+            (Reason::PastDeadline, "past_deadline"),
+            (Reason::BudgetExhausted, "retry_budget_exhausted"),
+            (Reason::BodyNotReplayable, "body_not_replayable"),
+        ] {
+            assert_eq!(reason.as_str(), name, "{reason:?}");
+            assert_eq!(reason.to_string(), name, "{reason:?}");
+        }
+    }
+
+    #[test]
+    fn every_cache_status_has_its_own_name_and_says_if_it_came_from_the_store() {
+        // (status, name, served from the store)
+        for (status, name, from_cache) in [
+            (CacheStatus::Hit, "hit", true),
+            (CacheStatus::Revalidated, "revalidated", true),
+            (CacheStatus::Miss, "miss", false),
+            (CacheStatus::Stale, "stale", true),
+            (CacheStatus::Bypass, "bypass", false),
+        ] {
+            assert_eq!(status.as_str(), name, "{status:?}");
+            assert_eq!(status.to_string(), name, "{status:?}");
+            assert_eq!(status.is_from_cache(), from_cache, "{status:?}");
+        }
+    }
+
+    #[test]
+    fn a_for_loop_over_attempts_sees_every_record_in_order() {
+        let attempts: Attempts = (1..=3).map(record).collect();
+        let mut seen = Vec::new();
+        for r in &attempts {
+            seen.push(r.attempt);
+        }
+        assert_eq!(seen, [1, 2, 3]);
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn huge_budget_saturates() {
         let d = Deadline::after(Duration::MAX);
-        assert!(d.remaining() > Duration::from_secs(86_400 * 365));
+        // "Never": decades away, not a year or a day.
+        let twenty_years = Duration::from_secs(86_400 * 365 * 20);
+        assert!(d.remaining() > twenty_years, "{:?}", d.remaining());
+        assert!(!d.would_pass(twenty_years));
         assert!(d.would_pass(Duration::MAX));
     }
 }

@@ -1,4 +1,6 @@
-//! Failure classification of real transport errors on loopback sockets.
+//! Failure classification of real transport errors: hyper's, hyper-util's and (with the
+//! `reqwest` feature) reqwest's, on loopback sockets, on connections that fail on cue, and
+//! behind a connector that fails (with the `tower` feature).
 
 use bytes::Bytes;
 use courier_core::FailureKind;
@@ -7,8 +9,10 @@ use courier_testkit::body::ScriptedBody;
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 fn client() -> Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>> {
@@ -71,6 +75,138 @@ async fn no_answer_in_time_is_timeout() {
     server.abort();
 }
 
+#[tokio::test]
+async fn an_answer_that_is_no_http_is_read() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        let (mut sock, _) = listener.accept().await.unwrap();
+        let mut buf = [0u8; 1024];
+        let _ = sock.read(&mut buf).await;
+        let _ = sock.write_all(b"SSH-2.0-OpenSSH_9.6\r\n\r\n").await;
+        // Keep the connection open: the failure is the answer, not a close.
+        let _ = sock.read(&mut buf).await;
+    });
+    let err = client()
+        .get(format!("http://{addr}/").parse().unwrap())
+        .await
+        .unwrap_err();
+    let hyper_err = courier_core::cause_ref::<hyper::Error>(&err).expect("hyper's error");
+    assert!(hyper_err.is_parse(), "{err:?}");
+    assert_eq!(classify_error(&err), FailureKind::Read, "{err:?}");
+    server.abort();
+}
+
+/// hyper's errors for a connection that is gone: waiting for it to be ready finds its channel
+/// closed, and a request handed to it is canceled. Both are read failures: the connection
+/// broke, and a request may have gone out on it before.
+#[tokio::test]
+async fn a_connection_that_is_gone_is_read() {
+    let (io, _peer) = tokio::io::duplex(1024);
+    let (mut send, conn) =
+        hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(hyper_util::rt::TokioIo::new(io))
+            .await
+            .unwrap();
+    drop(conn);
+    let closed = send.ready().await.unwrap_err();
+    assert!(closed.is_closed(), "{closed:?}");
+    assert_eq!(classify_error(&closed), FailureKind::Read, "{closed:?}");
+    let canceled = send
+        .send_request(http::Request::get("/").body(Empty::new()).unwrap())
+        .await
+        .unwrap_err();
+    assert!(canceled.is_canceled(), "{canceled:?}");
+    assert_eq!(classify_error(&canceled), FailureKind::Read, "{canceled:?}");
+}
+
+/// A connector that fails every connect with the error `make` builds, as a TLS connector
+/// reports a failed handshake.
+#[cfg(feature = "tower")]
+#[derive(Clone)]
+struct FailingConnector {
+    make: fn() -> courier_core::BoxError,
+}
+
+#[cfg(feature = "tower")]
+impl tower::Service<http::Uri> for FailingConnector {
+    type Response = hyper_util::rt::TokioIo<tokio::net::TcpStream>;
+    type Error = courier_core::BoxError;
+    type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: http::Uri) -> Self::Future {
+        std::future::ready(Err((self.make)()))
+    }
+}
+
+/// The shape of `rustls::Error`, whose `Debug` names what went wrong.
+#[cfg(feature = "tower")]
+#[derive(Debug)]
+enum RustlsLike {
+    InvalidCertificate(CertificateError),
+}
+
+#[cfg(feature = "tower")]
+#[derive(Debug)]
+enum CertificateError {
+    UnknownIssuer,
+}
+
+#[cfg(feature = "tower")]
+impl std::fmt::Display for RustlsLike {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("invalid peer certificate")
+    }
+}
+
+#[cfg(feature = "tower")]
+impl std::error::Error for RustlsLike {}
+
+/// A connect that fails in its TLS handshake is tls (never retried), not connect, whether the
+/// connector marks it with `TlsError` or passes the TLS stack's error on inside an I/O error.
+#[cfg(feature = "tower")]
+#[tokio::test]
+async fn a_connect_that_fails_its_tls_handshake_is_tls() {
+    use courier_core::classify::TlsError;
+    let cases: [(fn() -> courier_core::BoxError, FailureKind); 4] = [
+        (
+            || Box::new(TlsError("unknown issuer".into())),
+            FailureKind::Tls,
+        ),
+        (
+            || {
+                Box::new(std::io::Error::new(
+                    std::io::ErrorKind::InvalidData,
+                    RustlsLike::InvalidCertificate(CertificateError::UnknownIssuer),
+                ))
+            },
+            FailureKind::Tls,
+        ),
+        (
+            || Box::new(std::io::Error::other(TlsError("expired".into()))),
+            FailureKind::Tls,
+        ),
+        (
+            || Box::new(std::io::Error::from(std::io::ErrorKind::ConnectionRefused)),
+            FailureKind::Connect,
+        ),
+    ];
+    for (make, want) in cases {
+        let client = Client::builder(TokioExecutor::new())
+            .retry_canceled_requests(false)
+            .build::<_, Empty<Bytes>>(FailingConnector { make });
+        let err = client
+            .get("http://example.test/".parse().unwrap())
+            .await
+            .unwrap_err();
+        assert!(err.is_connect(), "{err:?}");
+        assert_eq!(classify_error(&err), want, "{err:?}");
+    }
+}
+
 /// A request body that sends one chunk, then fails with `err`.
 type FailingBody = ScriptedBody<std::io::Error>;
 
@@ -125,4 +261,163 @@ async fn request_body_that_errs_is_local() {
         );
     }
     server.abort();
+}
+
+/// An established connection whose peer stops answering once the request is written: the
+/// request goes out, then reading fails with `kind`, as Linux reports on such a socket once its
+/// retransmissions go unanswered (host or network unreachable).
+struct LostAfterWrite {
+    kind: std::io::ErrorKind,
+    written: bool,
+    reader: Option<Waker>,
+}
+
+impl LostAfterWrite {
+    fn new(kind: std::io::ErrorKind) -> Self {
+        Self {
+            kind,
+            written: false,
+            reader: None,
+        }
+    }
+}
+
+impl hyper::rt::Read for LostAfterWrite {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        _: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.written {
+            return Poll::Ready(Err(self.kind.into()));
+        }
+        self.reader = Some(cx.waker().clone());
+        Poll::Pending
+    }
+}
+
+impl hyper::rt::Write for LostAfterWrite {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.written = true;
+        if let Some(reader) = self.reader.take() {
+            reader.wake();
+        }
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// hyper reports the I/O kinds of a failed connect ("host unreachable", "not connected") on a
+/// connection that has already sent the request too: there they mean the request may have
+/// run, and they are read failures, not connect failures.
+#[tokio::test]
+async fn unreachable_host_after_the_request_was_sent_is_read() {
+    for kind in [
+        std::io::ErrorKind::HostUnreachable,
+        std::io::ErrorKind::NetworkUnreachable,
+        std::io::ErrorKind::NotConnected,
+    ] {
+        let (mut send, conn) =
+            hyper::client::conn::http1::handshake::<_, Empty<Bytes>>(LostAfterWrite::new(kind))
+                .await
+                .unwrap();
+        let conn = tokio::spawn(conn);
+        let err = send
+            .send_request(http::Request::get("/").body(Empty::new()).unwrap())
+            .await
+            .unwrap_err();
+        // The same kind with no transport error around it is a connect failure.
+        let bare = std::io::Error::from(kind);
+        assert_eq!(classify_error(&bare), FailureKind::Connect, "{kind:?}");
+        assert_eq!(classify_error(&err), FailureKind::Read, "{kind:?}: {err:?}");
+        let _ = conn.await;
+    }
+}
+
+#[cfg(feature = "reqwest")]
+mod reqwest_errors {
+    use super::*;
+
+    #[tokio::test]
+    async fn refused_connection_is_connect() {
+        let addr = TcpListener::bind("127.0.0.1:0")
+            .await
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let err = reqwest::Client::new()
+            .get(format!("http://{addr}/"))
+            .send()
+            .await
+            .unwrap_err();
+        assert!(err.is_connect(), "{err:?}");
+        assert_eq!(classify_error(&err), FailureKind::Connect, "{err:?}");
+    }
+
+    /// A request reqwest cannot build is the caller's own: sending it again fails the same way.
+    #[tokio::test]
+    async fn a_request_that_cannot_be_built_is_local() {
+        let err = reqwest::Client::new()
+            .get("http://exa mple.test/")
+            .send()
+            .await
+            .unwrap_err();
+        assert!(err.is_builder(), "{err:?}");
+        assert_eq!(classify_error(&err), FailureKind::Local, "{err:?}");
+    }
+
+    /// reqwest's `is_timeout` looks down to the request body's own error: a body that fails
+    /// with "timed out" is still the caller's failure, not the server's slowness.
+    #[tokio::test]
+    async fn request_body_that_errs_is_local() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = tokio::spawn(async move {
+            for _ in 0..8 {
+                let Ok((mut sock, _)) = listener.accept().await else {
+                    return;
+                };
+                tokio::spawn(async move {
+                    let mut buf = [0u8; 1024];
+                    while let Ok(n) = sock.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                    }
+                });
+            }
+        });
+        let client = reqwest::Client::new();
+        for kind in [
+            std::io::ErrorKind::TimedOut,
+            std::io::ErrorKind::BrokenPipe,
+            std::io::ErrorKind::ConnectionReset,
+        ] {
+            let body = reqwest::Body::wrap(failing_body(std::io::Error::from(kind)));
+            let err = tokio::time::timeout(
+                Duration::from_secs(5),
+                client.put(format!("http://{addr}/")).body(body).send(),
+            )
+            .await
+            .expect("the client reports the body's failure")
+            .unwrap_err();
+            assert_eq!(
+                classify_error(&err),
+                FailureKind::Local,
+                "{kind:?}: {err:?}"
+            );
+        }
+        server.abort();
+    }
 }

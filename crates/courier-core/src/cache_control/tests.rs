@@ -82,6 +82,32 @@ fn bad_and_duplicated_values() {
     assert_eq!(CacheControl::parse_str(",,, ,"), CacheControl::default());
 }
 
+/// A quoted-pair (`\"`) stands for the character after the backslash: an escaped quote
+/// does not end the quoted string, and what follows it up to the real closing quote is value.
+#[test]
+fn an_escaped_quote_inside_a_quoted_value_does_not_end_it() {
+    let cc = CacheControl::parse_str(r#"no-cache="a\",no-store,", max-age=5"#);
+    assert!(cc.no_cache);
+    assert!(!cc.no_store, "no-store is inside the quoted value");
+    assert_eq!(cc.max_age, Some(Duration::from_secs(5)));
+    assert_eq!(
+        CacheControl::parse_str(r#"max-age="1\2""#).max_age,
+        Some(Duration::from_secs(12)),
+        "a quoted-pair of a digit is the digit"
+    );
+}
+
+/// Whatever stands between a closing quote and the next comma belongs to no directive.
+#[test]
+fn text_after_a_closing_quote_is_skipped_up_to_the_comma() {
+    let cc = CacheControl::parse_str(r#"no-cache="x" no-store, max-age=5"#);
+    assert!(cc.no_cache);
+    assert!(!cc.no_store, "no-store is garbage after the quoted value");
+    assert_eq!(cc.max_age, Some(Duration::from_secs(5)));
+    let cc = CacheControl::parse_str(r#"private="x"max-age=1,max-age=9"#);
+    assert_eq!(cc.max_age, Some(Duration::from_secs(9)));
+}
+
 #[test]
 fn obs_text_in_a_value_hides_no_directive() {
     let mut h = HeaderMap::new();
@@ -131,6 +157,18 @@ fn etag_parsing() {
     assert_eq!(EntityTag::parse(r#""a"b""#), None);
     assert_eq!(EntityTag::parse(r#"w/"a""#), None, "W/ is case-sensitive");
     assert_eq!(EntityTag::weak("x").to_string(), r#"W/"x""#);
+}
+
+#[test]
+fn only_a_quoted_tag_without_w_slash_is_strong() {
+    let strong = EntityTag::parse(r#""v1""#).unwrap();
+    assert!(!strong.is_weak() && !strong.is_unquoted());
+    assert!(!EntityTag::strong("v1").is_weak());
+    assert!(EntityTag::weak("v1").is_weak());
+    assert!(!EntityTagRef::Strong(b"v1").is_weak());
+    assert!(!strong.borrowed().is_weak());
+    assert!(EntityTagRef::Weak(b"v1").is_weak());
+    assert!(EntityTagRef::Unquoted(b"v1").is_weak());
 }
 
 #[test]
