@@ -151,6 +151,11 @@ fn is_transport_error(e: &(dyn Error + 'static)) -> bool {
 }
 
 fn classify_one(e: &(dyn Error + 'static)) -> Option<FailureKind> {
+    // A transport's explicit mark wins over whatever it wraps (a refusal from the handshake's
+    // connection included): a TLS failure is not retried.
+    if e.is::<TlsError>() {
+        return Some(FailureKind::Tls);
+    }
     if e.is::<DeadlineExceeded>() || e.is::<CircuitOpen>() || e.is::<RateLimited>() {
         return Some(FailureKind::Local);
     }
@@ -315,6 +320,16 @@ impl Error for TlsError {
 mod tests {
     use super::*;
     use std::time::Duration;
+
+    #[test]
+    fn a_tls_error_is_tls_alone_wrapped_or_wrapping() {
+        let bare = TlsError("unknown issuer".into());
+        assert_eq!(classify_error(&bare), FailureKind::Tls);
+        let over_refusal = TlsError(Box::new(io::Error::from(io::ErrorKind::ConnectionRefused)));
+        assert_eq!(classify_error(&over_refusal), FailureKind::Tls);
+        let in_io = io::Error::other(TlsError("expired".into()));
+        assert_eq!(classify_error(&in_io), FailureKind::Tls);
+    }
 
     fn hm(pairs: &[(&str, &str)]) -> HeaderMap {
         let mut h = HeaderMap::new();
