@@ -265,3 +265,66 @@ proptest! {
         })?;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn keys_whose_hashes_collide_still_have_budgets_of_their_own() {
+    /// A tenant whose hash is always the same: only equality tells two apart.
+    #[derive(Clone, Debug, PartialEq, Eq)]
+    struct Tenant(String);
+    impl Hash for Tenant {
+        fn hash<H: std::hash::Hasher>(&self, _: &mut H) {}
+    }
+    let b = RetryBudget::new()
+        .ratio(0.0)
+        .floor(1)
+        .key_by(|head: &RequestHead<'_>| Tenant(head.uri().host().unwrap_or_default().to_owned()))
+        .build();
+    let now = Instant::now();
+    b.withdraw_(&host("a"), now).unwrap().commit();
+    assert!(
+        b.withdraw_(&host("a"), now).is_none(),
+        "a's one retry is spent"
+    );
+    b.withdraw_(&host("b"), now)
+        .expect("b has a budget of its own")
+        .commit();
+    assert_eq!(b.hosts(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_window_setting_sets_when_retries_come_back() {
+    let b = RetryBudget::new()
+        .ratio(0.0)
+        .floor(1)
+        .window(Duration::from_secs(1))
+        .build();
+    let h = host("a");
+    b.withdraw_(&h, Instant::now()).unwrap().commit();
+    assert!(b.withdraw_(&h, Instant::now()).is_none());
+    tokio::time::advance(Duration::from_millis(1100)).await;
+    assert!(
+        b.withdraw_(&h, Instant::now()).is_some(),
+        "a one-second window gives the floor back after a second, not after the default ten"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn per_host_after_global_keys_by_host_again_and_keeps_the_other_settings() {
+    let budget = RetryBudget::new().ratio(0.0).floor(1).global();
+    assert!(format!("{budget:?}").contains("Global"), "{budget:?}");
+    let budget = budget.per_host();
+    assert!(format!("{budget:?}").contains("PerHost"), "{budget:?}");
+    let b = budget.build();
+    let now = Instant::now();
+    b.withdraw_(&host("a"), now).unwrap().commit();
+    assert!(
+        b.withdraw_(&host("a"), now).is_none(),
+        "the floor of 1 is kept"
+    );
+    assert!(
+        b.withdraw_(&host("b"), now).is_some(),
+        "each host has its own"
+    );
+    let by = RetryBudget::new().key_by(|head: &RequestHead<'_>| head.method().clone());
+    assert!(format!("{by:?}").contains("KeyBy(..)"), "{by:?}");
+}
