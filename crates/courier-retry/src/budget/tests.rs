@@ -328,3 +328,61 @@ async fn per_host_after_global_keys_by_host_again_and_keeps_the_other_settings()
     let by = RetryBudget::new().key_by(|head: &RequestHead<'_>| head.method().clone());
     assert!(format!("{by:?}").contains("KeyBy(..)"), "{by:?}");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_given_back_after_its_window_refunds_nothing_newer() {
+    let b = RetryBudget::new().ratio(0.0).floor(1).build();
+    let h = host("a");
+    let old = b.withdraw_(&h, Instant::now()).expect("the floor");
+    // Ten slots later the same slot counts a new epoch; the old retry has left the window.
+    tokio::time::advance(Duration::from_secs(10)).await;
+    b.withdraw_(&h, Instant::now())
+        .expect("the floor again")
+        .commit();
+    drop(old);
+    assert!(
+        b.withdraw_(&h, Instant::now()).is_none(),
+        "giving back the old retry must not refund the new one"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_hosts_go_first_and_busy_ones_keep_what_they_spent() {
+    let b = RetryBudget::new().ratio(0.0).floor(1).max_hosts(2).build();
+    b.withdraw_(&host("a"), Instant::now()).unwrap().commit();
+    b.deposit_(&host("b"), Instant::now());
+    // Both idle after a window: a third host evicts both, not only the least recent.
+    tokio::time::advance(Duration::from_secs(11)).await;
+    b.deposit_(&host("c"), Instant::now());
+    assert_eq!(b.hosts(), 1, "idle hosts are dropped together");
+    // Busy hosts: the one used last keeps its spent retry when a newcomer needs room.
+    tokio::time::advance(Duration::from_secs(2)).await;
+    b.withdraw_(&host("d"), Instant::now()).unwrap().commit();
+    b.deposit_(&host("e"), Instant::now());
+    assert_eq!(b.hosts(), 2);
+    assert!(
+        b.withdraw_(&host("d"), Instant::now()).is_none(),
+        "d is busy and recent: kept, its floor spent"
+    );
+}
+
+/// The least recently used host goes when none is idle, whichever of the two it is.
+#[tokio::test(start_paused = true)]
+async fn past_the_bound_the_least_recently_used_host_goes() {
+    for (older, newer) in [("p", "q"), ("q", "p")] {
+        let b = RetryBudget::new().ratio(0.0).floor(1).max_hosts(2).build();
+        b.withdraw_(&host(older), Instant::now()).unwrap().commit();
+        tokio::time::advance(Duration::from_secs(3)).await;
+        b.withdraw_(&host(newer), Instant::now()).unwrap().commit();
+        tokio::time::advance(Duration::from_secs(3)).await;
+        b.deposit_(&host("r"), Instant::now());
+        assert!(
+            b.withdraw_(&host(newer), Instant::now()).is_none(),
+            "{newer} was used last: kept, its floor spent"
+        );
+        assert!(
+            b.withdraw_(&host(older), Instant::now()).is_some(),
+            "{older} was evicted and starts over"
+        );
+    }
+}
