@@ -386,3 +386,37 @@ async fn past_the_bound_the_least_recently_used_host_goes() {
         );
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_budget_and_a_withdrawal_print_what_they_hold() {
+    let b = RetryBudget::new().floor(3).build();
+    let printed = format!("{b:?}");
+    assert!(printed.starts_with("BudgetState"), "{printed}");
+    assert!(printed.contains("floor: 3"), "{printed}");
+    let w = b.withdraw_(&host("api.example"), Instant::now()).unwrap();
+    let printed = format!("{w:?}");
+    assert!(printed.starts_with("Withdrawal"), "{printed}");
+    assert!(printed.contains("api.example"), "{printed}");
+}
+
+#[test]
+fn host_hashes_ignore_case_and_tell_hosts_apart() {
+    let hash = |uri: &str| {
+        let uri: Uri = uri.parse().unwrap();
+        super::host::with_view(&uri, &HeaderMap::new(), |view| view.hash())
+    };
+    assert_eq!(
+        hash("http://API.Example:8080/"),
+        hash("http://api.example:8080/")
+    );
+    let hosts = [
+        "http://a/",
+        "http://b/",
+        "https://a/",
+        "http://a:8080/",
+        "http://a-much-longer-host-name.example/",
+        "http://a-much-longer-host-name.example:1/",
+    ];
+    let hashes: std::collections::HashSet<u64> = hosts.iter().map(|h| hash(h)).collect();
+    assert_eq!(hashes.len(), hosts.len(), "every host hashes apart");
+}
