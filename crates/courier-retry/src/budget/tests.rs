@@ -420,3 +420,34 @@ fn host_hashes_ignore_case_and_tell_hosts_apart() {
     let hashes: std::collections::HashSet<u64> = hosts.iter().map(|h| hash(h)).collect();
     assert_eq!(hashes.len(), hosts.len(), "every host hashes apart");
 }
+
+/// A run of requests to one host deposits through the per-thread shortcut; a request to
+/// another host, named in the URI or only in `Host`, must not take it.
+#[tokio::test(start_paused = true)]
+async fn the_deposit_shortcut_never_credits_another_host() {
+    let b = RetryBudget::new().ratio(1.0).floor(0).build();
+    let now = Instant::now();
+    b.deposit_(&host("a.example"), now);
+    b.deposit_(&host("b.example"), now);
+    b.withdraw_(&host("b.example"), now)
+        .expect("b's own request earned b a retry")
+        .commit();
+    b.withdraw_(&host("a.example"), now)
+        .expect("a's own request earned a a retry")
+        .commit();
+
+    let origin_form: Uri = "/items".parse().unwrap();
+    let host_field = |name: &str| {
+        let mut headers = HeaderMap::new();
+        headers.insert("host", name.parse().unwrap());
+        parts(&origin_form, &headers)
+    };
+    b.deposit(&host_field("c.example"), now);
+    b.deposit(&host_field("d.example"), now);
+    b.withdraw(&host_field("d.example"), now)
+        .expect("d's own request earned d a retry")
+        .commit();
+    b.withdraw(&host_field("c.example"), now)
+        .expect("c's own request earned c a retry")
+        .commit();
+}
