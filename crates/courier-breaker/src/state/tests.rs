@@ -64,6 +64,109 @@ fn closed_to_open_to_half_open_to_closed() {
     assert_eq!(m.load().trips(), 0);
 }
 
+/// Admits a call and returns its ticket.
+fn go(m: &Machine, now: u64) -> Ticket {
+    match m.admit(1, || now).0 {
+        Admission::Go(t) => t,
+        other => panic!("expected a call to go, got {other:?}"),
+    }
+}
+
+/// A breaker taken through a whole cycle (trip, trial, close): closed again, in a later
+/// generation than `old`, whose ticket is returned with it.
+fn a_cycle_later() -> (Machine, Ticket, Ticket) {
+    let m = Machine::new();
+    let old = go(&m, 0);
+    m.trip(m.load().generation(), Reason::FailureRate, 0, open_30s)
+        .expect("trips");
+    let old_trial = go(&m, 30_000);
+    m.on_success(old_trial).expect("the trial closes it");
+    assert_eq!(m.load().phase(), Phase::Closed);
+    (m, old, old_trial)
+}
+
+#[test]
+fn outcomes_of_an_earlier_generation_change_nothing() {
+    let (m, old, old_trial) = a_cycle_later();
+    let now = go(&m, 30_001);
+    assert_eq!(m.on_failure(now, Some(3), 30_001, open_30s), None);
+    assert_eq!(m.on_failure(now, Some(3), 30_002, open_30s), None);
+    assert_eq!(m.load().payload(), 2, "two failures counted");
+    // A late success or failure of a call let through before the trip counts for nothing.
+    assert_eq!(m.on_success(old), None);
+    assert_eq!(m.load().payload(), 2, "a stale success resets no count");
+    assert_eq!(m.on_failure(old, Some(3), 30_003, open_30s), None);
+    assert_eq!(m.load().payload(), 2, "a stale failure adds none");
+    // So is a trial's of the earlier half-open.
+    assert_eq!(m.on_failure(old_trial, Some(3), 30_004, open_30s), None);
+    assert_eq!(m.load().phase(), Phase::Closed);
+    // The third failure of this generation trips it.
+    let tr = m.on_failure(now, Some(3), 30_005, open_30s).expect("trips");
+    assert_eq!(tr.reason, Reason::ConsecutiveFailures);
+}
+
+#[test]
+fn a_stale_trial_neither_closes_nor_reopens_a_later_half_open() {
+    let (m, _, old_trial) = a_cycle_later();
+    m.trip(m.load().generation(), Reason::FailureRate, 40_000, open_30s)
+        .expect("trips again");
+    let trial = go(&m, 70_000);
+    assert_eq!(m.load().phase(), Phase::HalfOpen);
+    assert_eq!(
+        m.on_success(old_trial),
+        None,
+        "the old trial closes nothing"
+    );
+    assert_eq!(m.load().phase(), Phase::HalfOpen);
+    assert_eq!(
+        m.on_failure(old_trial, Some(3), 70_001, open_30s),
+        None,
+        "the old trial reopens nothing"
+    );
+    assert_eq!(m.load().phase(), Phase::HalfOpen);
+    assert!(
+        m.on_success(trial).is_some(),
+        "this generation's trial closes it"
+    );
+}
+
+#[test]
+fn a_trip_happens_once_per_generation() {
+    let m = Machine::new();
+    let g = m.load().generation();
+    assert!(m.trip(g, Reason::FailureRate, 0, open_30s).is_some());
+    let open = m.load();
+    assert_eq!(
+        m.trip(g, Reason::FailureRate, 5, open_30s),
+        None,
+        "already open"
+    );
+    assert_eq!(m.load(), open, "the open deadline is not pushed back");
+    // A rate measured in an earlier generation trips no later one.
+    let (m, Ticket::Closed(old), _) = a_cycle_later() else {
+        panic!("a closed ticket")
+    };
+    assert_eq!(m.trip(old, Reason::FailureRate, 30_001, open_30s), None);
+    assert_eq!(m.load().phase(), Phase::Closed);
+}
+
+#[test]
+fn every_reason_has_its_log_name() {
+    let names = [
+        (Reason::ConsecutiveFailures, "consecutive_failures"),
+        (Reason::FailureRate, "failure_rate"),
+        (Reason::OpenElapsed, "open_elapsed"),
+        (Reason::TrialSucceeded, "trial_succeeded"),
+        (Reason::TrialFailed, "trial_failed"),
+        (Reason::ForcedOpen, "forced_open"),
+        (Reason::ForcedClosed, "forced_closed"),
+        (Reason::Reset, "reset"),
+    ];
+    for (reason, name) in names {
+        assert_eq!(reason.as_str(), name);
+    }
+}
+
 #[test]
 fn released_trial_frees_the_permit() {
     let m = Machine::new();
