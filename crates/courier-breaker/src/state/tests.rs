@@ -151,6 +151,26 @@ fn a_trip_happens_once_per_generation() {
 }
 
 #[test]
+fn forcing_says_why_and_only_a_reset_forgets_the_trips() {
+    let m = Machine::new();
+    m.trip(m.load().generation(), Reason::FailureRate, 0, open_30s)
+        .expect("trips");
+    assert_eq!(m.load().trips(), 1);
+    let tr = m.force(Phase::ForcedOpen).expect("open to forced open");
+    assert_eq!((tr.to, tr.reason), (Phase::ForcedOpen, Reason::ForcedOpen));
+    assert_eq!(m.load().trips(), 1, "forcing open keeps the trip count");
+    let tr = m.force(Phase::ForcedClosed).expect("to forced closed");
+    assert_eq!(
+        (tr.to, tr.reason),
+        (Phase::ForcedClosed, Reason::ForcedClosed)
+    );
+    assert_eq!(m.load().trips(), 1, "forcing closed keeps it too");
+    let tr = m.force(Phase::Closed).expect("a reset");
+    assert_eq!((tr.to, tr.reason), (Phase::Closed, Reason::Reset));
+    assert_eq!(m.load().trips(), 0, "a reset forgets the trips");
+}
+
+#[test]
 fn every_reason_has_its_log_name() {
     let names = [
         (Reason::ConsecutiveFailures, "consecutive_failures"),
