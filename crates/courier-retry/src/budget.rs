@@ -24,7 +24,7 @@
 //! layer makes, and every clone of those, draws on the same budget.
 
 use courier_core::{HostKey, KeyBy, KeyFn, RequestHead};
-use host::{PassHasher, is_host, with_view};
+use host::{is_host, with_view};
 use http::request::Parts;
 use std::any::Any;
 use std::cell::RefCell;
@@ -93,8 +93,7 @@ impl<K: KeyFn> ErasedKeyFn for K {
     fn key(&self, head: &RequestHead<'_>) -> (u64, Box<dyn AnyKey>) {
         let key = KeyFn::key(self, head);
         // A fixed hasher: the map is bounded and the keys are the caller's own.
-        let hash =
-            std::hash::BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(&key);
+        let hash = BuildHasherDefault::<std::hash::DefaultHasher>::default().hash_one(&key);
         (hash, Box::new(key))
     }
 }
@@ -210,6 +209,8 @@ impl RetryBudget {
                 len: 0,
             }),
             generation: AtomicU64::new(0),
+            #[cfg(test)]
+            lookups: AtomicU64::new(0),
         })
     }
 }
@@ -244,11 +245,14 @@ pub(crate) struct BudgetState {
     hosts: Mutex<Hosts>,
     /// Bumped whenever an eviction ran: a cell found while it is unchanged is still the map's.
     generation: AtomicU64,
+    /// Lookups in the map, for the tests of the per-thread shortcut.
+    #[cfg(test)]
+    lookups: AtomicU64,
 }
 
 struct Hosts {
     /// Host hash to the hosts with that hash (almost always one).
-    map: HashMap<u64, Vec<Arc<Cell>>, BuildHasherDefault<PassHasher>>,
+    map: HashMap<u64, Vec<Arc<Cell>>, nohash_hasher::BuildNoHashHasher<u64>>,
     /// How many hosts in all.
     len: usize,
 }
@@ -445,6 +449,8 @@ impl BudgetState {
         make: impl FnOnce(P) -> CellKey,
         now: u64,
     ) -> Arc<Cell> {
+        #[cfg(test)]
+        self.lookups.fetch_add(1, Ordering::Relaxed);
         let mut hosts = self.hosts.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(list) = hosts.map.get(&hash)
             && let Some(cell) = list.iter().find(|c| is_key(&c.key, &probe))

@@ -4,7 +4,6 @@
 use courier_core::HostKey;
 use http::uri::Authority;
 use http::{HeaderMap, Uri};
-use std::hash::Hasher;
 
 /// A multiply-rotate hash (as in rustc's FxHash) over the host's text, a word at a time: host
 /// keys come from our own requests and the map is bounded, so flooding is not a concern, and
@@ -15,26 +14,6 @@ struct FastHasher(u64);
 impl FastHasher {
     fn add(&mut self, word: u64) {
         self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-/// The map's keys are hashes already.
-#[derive(Default)]
-pub(super) struct PassHasher(u64);
-
-impl Hasher for PassHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = (self.0 << 8) ^ u64::from(b);
-        }
-    }
-
-    fn write_u64(&mut self, i: u64) {
-        self.0 = i;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
     }
 }
 

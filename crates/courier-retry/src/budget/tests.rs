@@ -451,3 +451,53 @@ async fn the_deposit_shortcut_never_credits_another_host() {
         .expect("c's own request earned c a retry")
         .commit();
 }
+
+/// A run of requests to one host, however its name is cased, deposits without the map: one
+/// lookup for the run, and one more when the host changes.
+#[tokio::test(start_paused = true)]
+async fn a_run_of_deposits_to_one_host_looks_the_map_up_once() {
+    let b = RetryBudget::new().build();
+    let now = Instant::now();
+    let lookups = |b: &BudgetState| b.lookups.load(Ordering::Relaxed);
+    b.deposit_(&host("api.example"), now);
+    assert_eq!(lookups(&b), 1);
+    for name in ["api.example", "API.example", "api.EXAMPLE"] {
+        b.deposit_(&host(name), now);
+    }
+    assert_eq!(lookups(&b), 1, "the same host, told in place");
+    b.deposit_(&host("other.example"), now);
+    assert_eq!(lookups(&b), 2, "another host is looked up");
+}
+
+/// The map places a host by its hash's top and bottom bits: both must spread, and the bits
+/// must be balanced, for hosts that differ in a few characters.
+#[test]
+fn host_hashes_spread_over_the_map() {
+    let hashes: Vec<u64> = (0..512)
+        .map(|i| {
+            let uri: Uri = format!("http://svc-{i}.internal:8080/").parse().unwrap();
+            super::host::with_view(&uri, &HeaderMap::new(), |view| view.hash())
+        })
+        .collect();
+    let distinct = |f: &dyn Fn(u64) -> u64| {
+        hashes
+            .iter()
+            .map(|&h| f(h))
+            .collect::<std::collections::HashSet<_>>()
+            .len()
+    };
+    assert_eq!(distinct(&|h| h), 512);
+    assert!(
+        distinct(&|h| h >> 57) >= 100,
+        "top seven bits: {}",
+        distinct(&|h| h >> 57)
+    );
+    assert!(
+        distinct(&|h| h & 511) >= 250,
+        "low nine bits: {}",
+        distinct(&|h| h & 511)
+    );
+    let ones: u32 = hashes.iter().map(|h| h.count_ones()).sum();
+    let share = f64::from(ones) / (512.0 * 64.0);
+    assert!((0.45..0.55).contains(&share), "share of set bits {share}");
+}
