@@ -214,17 +214,13 @@ fn failing_body(err: std::io::Error) -> FailingBody {
     ScriptedBody::chunks(["part"]).error(err)
 }
 
-/// The request's own body failing while it is written is the caller's: `Local`, whatever the
-/// body's error says (an `io::Error` from a file or an upstream socket, a timeout of its own).
-/// hyper reports a body that errs as a user error, not as "body write aborted".
-#[tokio::test]
-async fn request_body_that_errs_is_local() {
+/// A server on loopback that takes up to `connections` connections, reads whatever comes and
+/// never answers.
+async fn silent_server(connections: usize) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let server = tokio::spawn(async move {
-        // One connection per request (hyper closes one whose body failed). Read whatever comes
-        // and never answer: the failure is the body's alone. Bounded by the test's requests.
-        for _ in 0..8 {
+        for _ in 0..connections {
             let Ok((mut sock, _)) = listener.accept().await else {
                 return;
             };
@@ -238,6 +234,17 @@ async fn request_body_that_errs_is_local() {
             });
         }
     });
+    (addr, server)
+}
+
+/// The request's own body failing while it is written is the caller's: `Local`, whatever the
+/// body's error says (an `io::Error` from a file or an upstream socket, a timeout of its own).
+/// hyper reports a body that errs as a user error, not as "body write aborted".
+#[tokio::test]
+async fn request_body_that_errs_is_local() {
+    // One connection per request (hyper closes one whose body failed): the failure is the
+    // body's alone.
+    let (addr, server) = silent_server(8).await;
     let client = Client::builder(TokioExecutor::new())
         .retry_canceled_requests(false)
         .build_http::<FailingBody>();
@@ -381,23 +388,7 @@ mod reqwest_errors {
     /// with "timed out" is still the caller's failure, not the server's slowness.
     #[tokio::test]
     async fn request_body_that_errs_is_local() {
-        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let server = tokio::spawn(async move {
-            for _ in 0..8 {
-                let Ok((mut sock, _)) = listener.accept().await else {
-                    return;
-                };
-                tokio::spawn(async move {
-                    let mut buf = [0u8; 1024];
-                    while let Ok(n) = sock.read(&mut buf).await {
-                        if n == 0 {
-                            break;
-                        }
-                    }
-                });
-            }
-        });
+        let (addr, server) = super::silent_server(8).await;
         let client = reqwest::Client::new();
         for kind in [
             std::io::ErrorKind::TimedOut,
