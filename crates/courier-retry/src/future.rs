@@ -20,7 +20,7 @@ use courier_core::{
     RateLimited, WaitSource, is_caused_by,
 };
 use http::request::Parts;
-use http::{Request, Response};
+use http::{Request, Response, StatusCode};
 use http_body::Body;
 use pin_project_lite::pin_project;
 use rand::SeedableRng;
@@ -382,21 +382,24 @@ impl<S, B: RetryBody> Ctx<S, B> {
             }
             None => {
                 let retry = self.attempt;
+                // A bare 503 or 429 is a host refusing work: spread wider than after a glitch.
+                let base = match outcome {
+                    AttemptOutcome::Status(
+                        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS,
+                    ) => config.overload_base,
+                    _ => config.base,
+                };
                 let wait = match (&mut self.rng, config.seed) {
-                    (Some(rng), _) => backoff(config.base, config.cap, retry, config.jitter, rng),
+                    (Some(rng), _) => backoff(base, config.cap, retry, config.jitter, rng),
                     (rng @ None, Some(seed)) => {
                         // One reproducible stream per call, numbered in call order.
                         let seed = seed ^ self.call_seq.wrapping_mul(0x9E37_79B9_7F4A_7C15);
                         let rng = rng.insert(SmallRng::seed_from_u64(seed));
-                        backoff(config.base, config.cap, retry, config.jitter, rng)
+                        backoff(base, config.cap, retry, config.jitter, rng)
                     }
-                    (None, None) => backoff(
-                        config.base,
-                        config.cap,
-                        retry,
-                        config.jitter,
-                        &mut rand::rng(),
-                    ),
+                    (None, None) => {
+                        backoff(base, config.cap, retry, config.jitter, &mut rand::rng())
+                    }
                 };
                 (wait, WaitSource::Backoff)
             }

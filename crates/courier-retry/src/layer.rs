@@ -1,9 +1,9 @@
 use crate::budget::{BudgetState, RetryBudget};
 use crate::policy::Jitter;
 use crate::service::Retry;
-use courier_core::HintConfig;
 use courier_core::classify::{RETRYABLE_STATUSES, is_rate_limit_403};
 use courier_core::idempotency::has_idempotency_key;
+use courier_core::{HintConfig, InvalidConfig};
 use http::{HeaderMap, Method, StatusCode};
 use std::fmt;
 use std::sync::Arc;
@@ -35,6 +35,7 @@ pub struct RetryLayer {
 pub(crate) struct Config {
     pub(crate) attempts: u32,
     pub(crate) base: Duration,
+    pub(crate) overload_base: Duration,
     pub(crate) cap: Duration,
     pub(crate) max_wait: Duration,
     pub(crate) jitter: Jitter,
@@ -56,6 +57,7 @@ impl Config {
         Self {
             attempts: 3,
             base: Duration::from_millis(500),
+            overload_base: Duration::from_secs(2),
             cap: Duration::from_secs(30),
             max_wait: Duration::from_secs(60),
             jitter: Jitter::Full,
@@ -94,6 +96,7 @@ impl fmt::Debug for Config {
         f.debug_struct("Config")
             .field("attempts", &self.attempts)
             .field("base", &self.base)
+            .field("overload_base", &self.overload_base)
             .field("cap", &self.cap)
             .field("max_wait", &self.max_wait)
             .field("jitter", &self.jitter)
@@ -118,7 +121,8 @@ impl Default for RetryLayer {
 
 impl RetryLayer {
     /// A layer with the defaults of docs/ARCHITECTURE.md: 3 attempts, full jitter from 0.5 s
-    /// capped at 30 s, server waits up to 60 s, a 10 % per-host budget.
+    /// (2 s after an overload answer) capped at 30 s, server waits up to 60 s, a 10 % per-host
+    /// budget.
     pub fn new() -> Self {
         Self {
             config: Arc::new(Config::new()),
@@ -147,6 +151,14 @@ impl RetryLayer {
         self.with(|c| c.base = base)
     }
 
+    /// The backoff base after an overload answer: a 503 or 429 with no server hint (a hint is
+    /// obeyed exactly instead). Such a host is refusing work because it has too much: a crowd
+    /// of clients that each know nothing else must spread its retries wider than after a
+    /// glitch (a 500, a reset, a timeout), which `base` covers. Defaults to 2 s.
+    pub fn overload_base(self, base: Duration) -> Self {
+        self.with(|c| c.overload_base = base)
+    }
+
     /// The longest backoff between two attempts. Defaults to 30 s.
     pub fn cap(self, cap: Duration) -> Self {
         self.with(|c| c.cap = cap)
@@ -165,9 +177,24 @@ impl RetryLayer {
 
     /// The statuses that may change if asked again. Defaults to 408, 429, 500, 502, 503, 504
     /// ([`RETRYABLE_STATUSES`]).
-    pub fn retryable_statuses(self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
-        let statuses = statuses.into_iter().collect();
-        self.with(|c| c.statuses = statuses)
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidConfig`] for a status below 400: a success or a redirect is an answer, and
+    /// retrying it would only repeat it until the attempts run out.
+    pub fn retryable_statuses(
+        self,
+        statuses: impl IntoIterator<Item = StatusCode>,
+    ) -> Result<Self, InvalidConfig> {
+        let statuses: Vec<StatusCode> = statuses.into_iter().collect();
+        if let Some(bad) = statuses.iter().find(|s| s.as_u16() < 400) {
+            return Err(InvalidConfig::new(
+                "a retryable status must be an error status (400 to 599)",
+                bad,
+                "only the statuses that may change if asked again, such as 503",
+            ));
+        }
+        Ok(self.with(|c| c.statuses = statuses))
     }
 
     /// The methods that may be repeated after the request may have reached the server; others

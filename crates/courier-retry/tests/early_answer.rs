@@ -30,7 +30,10 @@ fn ms(n: u64) -> Duration {
 
 /// One second before the first retry, exactly.
 fn layer() -> RetryLayer {
-    RetryLayer::new().jitter(Jitter::None).base(ms(1000))
+    RetryLayer::new()
+        .jitter(Jitter::None)
+        .base(ms(1000))
+        .overload_base(ms(1000))
 }
 
 /// A streaming request body (no size hint): `n` chunks of 1 KiB, chunk `i` made of byte `i`.

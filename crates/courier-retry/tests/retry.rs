@@ -411,9 +411,25 @@ async fn final_statuses_end_the_call() {
     }
 }
 
+#[test]
+fn a_success_or_a_redirect_is_refused_as_a_retryable_status() {
+    for status in [StatusCode::OK, StatusCode::NO_CONTENT, StatusCode::FOUND] {
+        let err = layer()
+            .retryable_statuses([StatusCode::SERVICE_UNAVAILABLE, status])
+            .unwrap_err();
+        assert_eq!(err.given(), status.to_string(), "{err}");
+        assert!(err.to_string().contains("400 to 599"), "{err}");
+    }
+    assert!(
+        layer()
+            .retryable_statuses([StatusCode::IM_A_TEAPOT])
+            .is_ok()
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn retryable_statuses_are_configurable() {
-    let layer = layer().retryable_statuses([StatusCode::NOT_FOUND]);
+    let layer = layer().retryable_statuses([StatusCode::NOT_FOUND]).unwrap();
     let mock = Mock::new([Answer::Status(404), Answer::Status(503)]);
     let res = send(&layer, &mock, get(URL)).await.unwrap();
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
@@ -547,12 +563,35 @@ async fn a_backoff_past_the_deadline_stops() {
 #[tokio::test(start_paused = true)]
 async fn backoff_is_exponential_without_jitter() {
     let layer = layer().jitter(Jitter::None).attempts(5).cap(secs(3));
-    let mock = Mock::always(Answer::Status(503), 5);
+    let mock = Mock::always(Answer::Status(500), 5);
     send(&layer, &mock, get(URL)).await.unwrap();
     let want = [500, 1000, 2000, 3000].map(Duration::from_millis);
     for (gap, want) in gaps(&mock.calls()).into_iter().zip(want) {
         assert_waited(gap, want);
     }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_overload_answer_backs_off_from_the_overload_base() {
+    // A bare 503 or 429 backs off from 2 s; a 500, a 502 or a reset from 0.5 s.
+    let layer = layer().jitter(Jitter::None).attempts(4);
+    let mock = Mock::new([
+        Answer::Status(503),
+        Answer::Status(500),
+        Answer::Status(429),
+        Answer::Status(200),
+    ]);
+    send(&layer, &mock, get(URL)).await.unwrap();
+    let want = [2000, 1000, 8000].map(Duration::from_millis);
+    let waits = gaps(&mock.calls());
+    assert_eq!(waits.len(), 3);
+    for (gap, want) in waits.into_iter().zip(want) {
+        assert_waited(gap, want);
+    }
+    let layer = layer.overload_base(Duration::from_millis(100));
+    let mock = Mock::new([Answer::Status(503), Answer::Status(200)]);
+    send(&layer, &mock, get(URL)).await.unwrap();
+    assert_waited(gaps(&mock.calls())[0], Duration::from_millis(100));
 }
 
 #[tokio::test(start_paused = true)]
@@ -592,7 +631,7 @@ proptest! {
                 .cap(cap)
                 .attempts(attempts_n)
                 .without_budget();
-            let mock = Mock::always(Answer::Status(503), 10);
+            let mock = Mock::always(Answer::Status(502), 10);
             let res = send(&layer, &mock, get(URL)).await.unwrap();
             let records = attempts(&res);
             prop_assert_eq!(records.count(), attempts_n as usize);
