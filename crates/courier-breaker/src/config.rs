@@ -181,6 +181,9 @@ pub(crate) struct Config {
     pub(crate) half_open_trials: NonZeroU32,
     pub(crate) failure_statuses: StatusSet,
     pub(crate) slow_call: Option<Duration>,
+    /// Failing answers open the circuit only once their run has lasted this long (ms); 0:
+    /// the count alone decides.
+    pub(crate) answers_for_ms: u64,
     pub(crate) max_hosts: NonZeroUsize,
     pub(crate) seed: Option<u64>,
 }
@@ -199,6 +202,7 @@ impl Default for Config {
             half_open_trials: NonZeroU32::MIN,
             failure_statuses: StatusSet::default(),
             slow_call: None,
+            answers_for_ms: 0,
             max_hosts: DEFAULT_MAX_HOSTS,
             seed: None,
         }

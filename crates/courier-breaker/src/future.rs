@@ -164,7 +164,7 @@ impl<K: BreakerKey> Guard<K> {
         };
         let config = &self.breaker.core.config;
         let outcome = match result {
-            Ok(res) if config.failure_statuses.contains(res.status()) => Outcome::Failure,
+            Ok(res) if config.failure_statuses.contains(res.status()) => Outcome::FailingAnswer,
             // The clock is read only when a slow-call threshold is set.
             Ok(_) => match config.slow_call {
                 Some(limit) if self.is_slow(limit) => Outcome::Failure,

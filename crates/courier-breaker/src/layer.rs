@@ -138,6 +138,23 @@ impl<K: KeyFn> CircuitBreakerLayer<K> {
         self.set(|c| c.failure_statuses = set)
     }
 
+    /// Lets failing answers (the [`failure_statuses`](Self::failure_statuses)) open the
+    /// circuit only once they have come for `d` with no success in between; transport
+    /// failures (connection refused, timeouts, resets) still open it at the count alone, and
+    /// so does a transport failure that ends a run of failing answers.
+    ///
+    /// A host that answers is up: a few broken paths among working ones, or an overloaded
+    /// host that serves some and refuses the rest, never goes this long without a success, so
+    /// its calls are not cut off. A host that answers nothing but 5xx for `d` is down, and
+    /// opens at the next failure. Only with consecutive failures; with a
+    /// [`failure_rate`](Self::failure_rate) the rate decides. Whole milliseconds.
+    ///
+    /// Defaults to zero: the count alone decides. The `courier` preset sets 30 s.
+    pub fn failing_answers_for(self, d: Duration) -> Self {
+        let ms = d.as_millis().min(u128::from(u64::MAX)) as u64;
+        self.set(|c| c.answers_for_ms = ms)
+    }
+
     /// Counts a call whose response headers took longer than `limit` as a failure, whatever
     /// its status. Measured in whole milliseconds; costs a clock read at the start and end of
     /// every call.

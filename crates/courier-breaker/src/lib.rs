@@ -27,6 +27,13 @@
 //!   does a failed certificate check ([`FailureKind::Tls`](courier_core::FailureKind::Tls)): it
 //!   is a matter of trust settings that no wait mends, and an open circuit would hide it.
 //!   Optionally, calls slower than a threshold count as failures.
+//! - **Overloaded is not down**: with
+//!   [`failing_answers_for`](CircuitBreakerLayer::failing_answers_for), failing answers open
+//!   the circuit only once they have come for that long with no success in between, while
+//!   transport failures still open it at the count. A host with one broken path, or one that
+//!   serves at its capacity and refuses the rest, answers some calls well, and keeps its
+//!   circuit closed; a host that refuses connections, or answers nothing but 5xx for that
+//!   long, is down. The `courier` preset sets 30 s.
 //! - **Cancellation**: dropping a call's future reports nothing; a half-open trial gives its
 //!   permit back, so the next call becomes the trial and the breaker never stays stuck in
 //!   half-open.

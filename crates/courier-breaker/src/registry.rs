@@ -14,7 +14,10 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Success,
+    /// A transport failure: the host did not answer.
     Failure,
+    /// An answer with a failure status: the host is up, this call failed.
+    FailingAnswer,
     /// Cancelled, or refused by our own layers below: says nothing about the host.
     Neither,
 }
@@ -146,6 +149,9 @@ pub(crate) struct Breaker<K> {
     window: Option<Window>,
     /// No slow-call threshold and no window: a success while closed is only a state read.
     pub(crate) plain: bool,
+    /// When the current run of failures began (ms since the base instant): written by the
+    /// failure that makes the count 1, read when failing answers reach the count.
+    run_start_ms: AtomicU64,
     /// The eviction epoch this breaker was last used in.
     last_used: AtomicU64,
     /// Insertion order, to break ties when evicting.
@@ -160,6 +166,7 @@ impl<K: crate::BreakerKey> Breaker<K> {
             plain: core.config.slow_call.is_none() && core.config.failure_rate.is_none(),
             core,
             machine: Machine::new(),
+            run_start_ms: AtomicU64::new(0),
             last_used: AtomicU64::new(epoch),
             seq,
         }
@@ -220,7 +227,12 @@ impl<K: crate::BreakerKey> Breaker<K> {
                 }
                 self.machine.on_success(ticket)
             }
-            (Outcome::Failure, _) => self.record_failure(ticket),
+            (Outcome::Failure | Outcome::FailingAnswer, Ticket::Closed(generation))
+                if self.core.config.answers_for_ms > 0 && self.window.is_none() =>
+            {
+                self.record_run(generation, outcome == Outcome::FailingAnswer)
+            }
+            (Outcome::Failure | Outcome::FailingAnswer, _) => self.record_failure(ticket),
         };
         if let Some(t) = transition {
             self.changed(t);
@@ -253,6 +265,31 @@ impl<K: crate::BreakerKey> Breaker<K> {
                 self.machine.on_failure(ticket, threshold, now, open_ms)
             }
         }
+    }
+
+    /// A failure while closed, when failing answers must last before they open the circuit:
+    /// a transport failure opens it at the count; a failing answer at the count once the run
+    /// has lasted `answers_for`.
+    #[cold]
+    fn record_run(&self, generation: u16, answer: bool) -> Option<Transition> {
+        let now = self.core.now_ms();
+        let count = self.machine.count_failure(generation)?;
+        if count == 1 {
+            self.run_start_ms.store(now, Ordering::Relaxed);
+        }
+        if count < u64::from(self.core.config.consecutive_failures.get()) {
+            return None;
+        }
+        let lasted = now.saturating_sub(self.run_start_ms.load(Ordering::Relaxed));
+        let reason = if !answer {
+            Reason::ConsecutiveFailures
+        } else if lasted >= self.core.config.answers_for_ms {
+            Reason::FailingAnswers
+        } else {
+            return None;
+        };
+        self.machine
+            .trip(generation, reason, now, |trips| self.core.open_ms(trips))
     }
 
     pub(crate) fn force(&self, to: Phase) {

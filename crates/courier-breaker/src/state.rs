@@ -141,6 +141,8 @@ pub(crate) enum Reason {
     ConsecutiveFailures,
     /// Closed: the failure rate over the window reached the threshold.
     FailureRate,
+    /// Closed: failing answers kept coming, with no success, for as long as the layer asks.
+    FailingAnswers,
     /// Open: the open duration has passed; a trial may go.
     OpenElapsed,
     /// Half-open: a trial succeeded.
@@ -161,6 +163,7 @@ impl Reason {
         match self {
             Self::ConsecutiveFailures => "consecutive_failures",
             Self::FailureRate => "failure_rate",
+            Self::FailingAnswers => "failing_answers",
             Self::OpenElapsed => "open_elapsed",
             Self::TrialSucceeded => "trial_succeeded",
             Self::TrialFailed => "trial_failed",
@@ -454,6 +457,22 @@ impl Machine {
                         open_ms,
                     });
                 }
+                Err(actual) => w = actual,
+            }
+        }
+    }
+
+    /// Closed in `generation`: counts one more failure and returns the count (the caller then
+    /// decides, and trips with [`Machine::trip`]); `None` when no longer closed in it.
+    pub(crate) fn count_failure(&self, generation: u16) -> Option<u64> {
+        let mut w = self.load();
+        loop {
+            if w.phase() != Phase::Closed || w.generation() != generation {
+                return None;
+            }
+            let failures = w.payload().saturating_add(1).min(PAYLOAD_MAX);
+            match self.cas(w, w.with_payload(failures)) {
+                Ok(()) => return Some(failures),
                 Err(actual) => w = actual,
             }
         }

@@ -883,3 +883,99 @@ async fn stale_outcomes_do_not_feed_the_failure_rate_window() {
         "outcomes of calls admitted before the trip counted in the new window"
     );
 }
+
+// === failing answers that must last ===
+
+fn patient() -> CircuitBreakerLayer {
+    CircuitBreakerLayer::new().failing_answers_for(Duration::from_secs(30))
+}
+
+#[tokio::test(start_paused = true)]
+async fn failing_answers_open_only_once_they_have_lasted_with_no_success() {
+    let (svc, up, handle) = setup(patient());
+    // Twenty 503s over 19 s: far past the count, not yet 30 s.
+    up.push(Step::Status(503), 30);
+    for _ in 0..20 {
+        assert_eq!(send(&svc, "a").await.unwrap(), 503);
+        advance(Duration::from_secs(1)).await;
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    // 30 s after the run began, the next failing answer opens it.
+    advance(Duration::from_secs(10)).await;
+    assert_eq!(send(&svc, "a").await.unwrap(), 503);
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+    let before = up.calls();
+    open_err(send(&svc, "a").await);
+    assert_eq!(up.calls(), before, "open: the host is not called");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_success_among_failing_answers_keeps_the_circuit_closed() {
+    // One broken path among working ones, for a minute: never opened.
+    let (svc, up, handle) = setup(patient());
+    for _ in 0..60 {
+        up.push(Step::Status(500), 4);
+        up.push(Step::Status(200), 1);
+        for _ in 0..5 {
+            send(&svc, "a").await.unwrap();
+        }
+        advance(Duration::from_secs(1)).await;
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    assert_eq!(up.calls(), 300);
+}
+
+#[tokio::test(start_paused = true)]
+async fn transport_failures_still_open_at_the_count() {
+    let (svc, up, handle) = setup(patient());
+    up.push(Step::Refused, 5);
+    for _ in 0..5 {
+        send(&svc, "a").await.unwrap_err();
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+
+    // And a refused connection that ends a run of failing answers opens it too.
+    let (svc, up, handle) = setup(patient());
+    up.push(Step::Status(503), 4);
+    up.push(Step::Refused, 1);
+    for _ in 0..4 {
+        send(&svc, "b").await.unwrap();
+    }
+    assert_eq!(handle.state(&key("b")), Some(CircuitState::Closed));
+    send(&svc, "b").await.unwrap_err();
+    assert_eq!(handle.state(&key("b")), Some(CircuitState::Open));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_new_run_is_timed_from_its_own_first_failure() {
+    let (svc, up, handle) = setup(patient());
+    up.push(Step::Status(503), 4);
+    for _ in 0..4 {
+        send(&svc, "a").await.unwrap();
+    }
+    // A success ends the run; a minute later a new one begins.
+    send(&svc, "a").await.unwrap();
+    advance(Duration::from_secs(60)).await;
+    up.push(Step::Status(503), 10);
+    for _ in 0..10 {
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(
+        handle.state(&key("a")),
+        Some(CircuitState::Closed),
+        "the old run's start does not count"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_failing_trial_reopens_at_once() {
+    let (svc, up, handle) = setup(patient().open_duration(Duration::from_secs(5)));
+    up.push(Step::Refused, 5);
+    for _ in 0..5 {
+        send(&svc, "a").await.unwrap_err();
+    }
+    advance(Duration::from_secs(5)).await;
+    up.push(Step::Status(503), 1);
+    assert_eq!(send(&svc, "a").await.unwrap(), 503);
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+}
