@@ -33,6 +33,14 @@
 //! # }
 //! ```
 //!
+//! # Adaptive pacing
+//!
+//! When nobody knows the host's quota, [`AdaptivePacingLayer`] (module [`adaptive`]) learns
+//! it: a 503 or 429 without a hint, a refused connection or a timeout paces the host at what it
+//! accepted over the last second, every caller together, and the pace grows back once the
+//! signals stop. It takes its slots from the same [`RateLimitStore`] seam as the bucket. A host
+//! that never signals is never paced.
+//!
 //! # Modes
 //!
 //! - [`Mode::Wait`] (default): the response future reserves the next free slot and sleeps until
@@ -107,6 +115,7 @@
 //! across clones, waits inside the response future, spreads concurrent callers, fails fast
 //! against deadlines, and obeys the server's quota headers.
 
+pub mod adaptive;
 mod config;
 pub mod error;
 pub mod future;
@@ -115,6 +124,7 @@ mod layer;
 mod service;
 pub mod store;
 
+pub use adaptive::{AdaptivePacing, AdaptivePacingLayer};
 pub use config::{MAX_INTERVAL, Mode, Quota, Rate};
 pub use courier_core::{Global, KeyBy, KeyFn, PerHost, RequestHead};
 pub use error::{InvalidConfig, RateLimited};

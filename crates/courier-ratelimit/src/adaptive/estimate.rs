@@ -1,0 +1,314 @@
+//! One host's learned capacity: what it accepted lately, and the rate to pace it at.
+//!
+//! Everything is atomics, and this module reads no clock: callers pass `now` in nanoseconds
+//! since the layer's base instant, so the rules are tested (and property-tested) on plain
+//! numbers.
+//!
+//! - **Accepts** are counted in four buckets of a quarter second each: a packed word of the
+//!   bucket's index (24 bits) and its count (40 bits). The accepted rate at `now` is the sum of
+//!   the buckets less than one second old.
+//! - **The estimate** is `base` (requests per second, as `f64` bits) and `since` (when the last
+//!   overload signal came; 0 while unpaced). The pacing rate at `now` is `base` for `hold`
+//!   after the signal, then `base * (1 + ((now - since - hold) / ramp)^3)`: twice `base` one
+//!   `ramp` later, nine times after two, faster and faster.
+//!
+//! Positive `f64`s order as their bits do, so `fetch_max` on the bits raises `base` without a
+//! compare-and-swap loop.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+const BUCKETS: u64 = 4;
+const BUCKET_NS: u64 = 250_000_000;
+/// The accepted rate is counted over this long: one second.
+pub(crate) const WINDOW_NS: u64 = BUCKETS * BUCKET_NS;
+const IDX_BITS: u32 = 24;
+const IDX_MASK: u64 = (1 << IDX_BITS) - 1;
+const COUNT_MAX: u64 = (1 << (64 - IDX_BITS)) - 1;
+
+/// The settings the rules read, in the units they use.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) struct Rules {
+    /// The lowest pacing rate, per second.
+    pub(crate) min_rate: f64,
+    /// The highest pacing rate, per second: at it, or after `recover_ns`, pacing ends.
+    pub(crate) max_rate: f64,
+    /// How long the rate holds at `base` after a signal, in nanoseconds.
+    pub(crate) hold_ns: u64,
+    /// The time the rate then takes to double, in nanoseconds.
+    pub(crate) ramp_ns: u64,
+    /// Pacing ends this long after the last signal, in nanoseconds.
+    pub(crate) recover_ns: u64,
+}
+
+impl Rules {
+    /// The pacing rate `elapsed_ns` after a signal that set `base`; `None` once pacing ends.
+    pub(crate) fn rate(&self, base: f64, elapsed_ns: u64) -> Option<f64> {
+        if elapsed_ns >= self.recover_ns {
+            return None;
+        }
+        let x = elapsed_ns.saturating_sub(self.hold_ns) as f64 / self.ramp_ns as f64;
+        let rate = base.max(self.min_rate) * (1.0 + x * x * x);
+        (rate < self.max_rate).then_some(rate)
+    }
+}
+
+/// One key's estimate. See the [module docs](self).
+#[derive(Debug)]
+pub(crate) struct Estimate {
+    accepts: [AtomicU64; BUCKETS as usize],
+    /// `f64` bits, requests per second.
+    base: AtomicU64,
+    /// Nanoseconds since the base instant of the last overload signal (at least 1); 0 while
+    /// unpaced.
+    since: AtomicU64,
+}
+
+impl Estimate {
+    pub(crate) fn new() -> Self {
+        Self {
+            accepts: [const { AtomicU64::new(0) }; BUCKETS as usize],
+            base: AtomicU64::new(0),
+            since: AtomicU64::new(0),
+        }
+    }
+
+    /// Whether the host is paced: one load, the healthy path's only cost besides counting.
+    #[inline]
+    pub(crate) fn is_paced(&self) -> bool {
+        self.since.load(Ordering::Relaxed) != 0
+    }
+
+    /// The host answered (anything but an overload signal) at `now`; `unpaced` when the
+    /// request was sent without pacing.
+    #[inline]
+    pub(crate) fn accepted(&self, now: u64, unpaced: bool, rules: &Rules) {
+        let idx = now / BUCKET_NS;
+        let slot = &self.accepts[(idx % BUCKETS) as usize];
+        let idx = idx & IDX_MASK;
+        let mut cur = slot.load(Ordering::Relaxed);
+        loop {
+            let count = if cur & IDX_MASK == idx {
+                cur >> IDX_BITS
+            } else {
+                0
+            };
+            let new = idx | ((count + 1).min(COUNT_MAX) << IDX_BITS);
+            match slot.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => break,
+                Err(actual) => cur = actual,
+            }
+        }
+        // Just after a signal, what the host demonstrably serves raises the estimate: the
+        // answers to requests sent before pacing began are still arriving. Paced requests'
+        // answers do not: the pace is what they show.
+        if !unpaced {
+            return;
+        }
+        let since = self.since.load(Ordering::Relaxed);
+        if since != 0 && now.saturating_sub(since) < WINDOW_NS {
+            self.raise(self.accepted_rate(now).min(rules.max_rate));
+        }
+    }
+
+    /// The host signalled overload at `now`: pace it at what it accepted over the last second
+    /// (at least the minimum), the ramp starting again from here.
+    pub(crate) fn overloaded(&self, now: u64, rules: &Rules) {
+        let base = self
+            .accepted_rate(now)
+            .clamp(rules.min_rate, rules.max_rate);
+        self.base.store(base.to_bits(), Ordering::Relaxed);
+        self.since.fetch_max(now.max(1), Ordering::Relaxed);
+    }
+
+    /// The rate to pace at `now`, `None` while unpaced. Ends pacing once the rules say so.
+    pub(crate) fn rate(&self, now: u64, rules: &Rules) -> Option<f64> {
+        let since = self.since.load(Ordering::Relaxed);
+        if since == 0 {
+            return None;
+        }
+        let base = f64::from_bits(self.base.load(Ordering::Relaxed));
+        let rate = rules.rate(base, now.saturating_sub(since));
+        if rate.is_none() {
+            // Recovered; a signal that came meanwhile moved `since`, and keeps pacing on.
+            let _ = self
+                .since
+                .compare_exchange(since, 0, Ordering::Relaxed, Ordering::Relaxed);
+        }
+        rate
+    }
+
+    /// The learned base rate, per second, while paced.
+    pub(crate) fn base(&self) -> Option<f64> {
+        self.is_paced()
+            .then(|| f64::from_bits(self.base.load(Ordering::Relaxed)))
+    }
+
+    /// Accepts per second over the last second.
+    pub(crate) fn accepted_rate(&self, now: u64) -> f64 {
+        let cur = (now / BUCKET_NS) & IDX_MASK;
+        let count: u64 = self
+            .accepts
+            .iter()
+            .map(|slot| slot.load(Ordering::Relaxed))
+            .filter(|w| cur.wrapping_sub(w & IDX_MASK) & IDX_MASK < BUCKETS)
+            .map(|w| w >> IDX_BITS)
+            .sum();
+        count as f64 * 1e9 / WINDOW_NS as f64
+    }
+
+    /// Whether nothing would be lost by forgetting this key: unpaced, and no accept counted
+    /// within the last second.
+    pub(crate) fn is_idle(&self, now: u64) -> bool {
+        !self.is_paced() && self.accepted_rate(now) == 0.0
+    }
+
+    fn raise(&self, rate: f64) {
+        if rate > 0.0 {
+            self.base.fetch_max(rate.to_bits(), Ordering::Relaxed);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    const S: u64 = 1_000_000_000;
+
+    fn rules() -> Rules {
+        Rules {
+            min_rate: 1.0,
+            max_rate: 10_000.0,
+            hold_ns: S,
+            ramp_ns: 2 * S,
+            recover_ns: 10 * S,
+        }
+    }
+
+    #[test]
+    fn a_healthy_host_is_never_paced() {
+        let (e, r) = (Estimate::new(), rules());
+        for i in 0..1_000 {
+            e.accepted(i * 1_000_000, true, &r);
+        }
+        assert!(!e.is_paced());
+        assert_eq!(e.rate(S, &r), None);
+    }
+
+    #[test]
+    fn a_signal_paces_at_what_the_host_accepted_in_the_last_second() {
+        let (e, r) = (Estimate::new(), rules());
+        // 5 accepted in the last second, 3 more long before.
+        for t in [0, 1, 2] {
+            e.accepted(t, true, &r);
+        }
+        for k in 0..5 {
+            e.accepted(10 * S + k * 100_000_000, true, &r);
+        }
+        e.overloaded(10 * S + 600_000_000, &r);
+        assert_eq!(e.rate(10 * S + 600_000_000, &r), Some(5.0));
+    }
+
+    #[test]
+    fn accepts_that_arrive_just_after_the_signal_raise_the_estimate() {
+        // The usual order under overload: the quick refusals come before the slow successes.
+        let (e, r) = (Estimate::new(), rules());
+        e.overloaded(S, &r);
+        assert_eq!(e.base(), Some(1.0), "nothing accepted yet: the minimum");
+        for _ in 0..5 {
+            e.accepted(S + 1, true, &r);
+        }
+        assert_eq!(e.base(), Some(5.0));
+        // Paced requests' accepts do not raise it: the pace is what they show.
+        for _ in 0..5 {
+            e.accepted(S + 2, false, &r);
+        }
+        assert_eq!(e.base(), Some(5.0));
+        // Past the first second, accepts no longer raise it: the ramp does.
+        e.accepted(S + WINDOW_NS, true, &r);
+        assert_eq!(e.base(), Some(5.0));
+    }
+
+    #[test]
+    fn the_rate_ramps_up_and_pacing_ends_after_recovery() {
+        let (e, r) = (Estimate::new(), rules());
+        for _ in 0..5 {
+            e.accepted(S, true, &r);
+        }
+        e.overloaded(S, &r);
+        assert_eq!(e.rate(2 * S, &r), Some(5.0), "held for a second");
+        assert_eq!(e.rate(4 * S, &r), Some(10.0), "one ramp later: twice");
+        assert_eq!(e.rate(6 * S, &r), Some(45.0), "two ramps later: nine times");
+        assert!(e.is_paced());
+        assert_eq!(e.rate(11 * S, &r), None);
+        assert!(!e.is_paced(), "recovered");
+    }
+
+    #[test]
+    fn a_signal_meanwhile_keeps_pacing_on() {
+        let (e, r) = (Estimate::new(), rules());
+        e.overloaded(S, &r);
+        e.overloaded(9 * S, &r);
+        assert_eq!(e.rate(12 * S, &r), Some(1.0 * (1.0 + 1.0f64.powi(3))));
+    }
+
+    #[test]
+    fn the_rate_ends_at_the_maximum() {
+        let r = Rules {
+            max_rate: 4.0,
+            ..rules()
+        };
+        let e = Estimate::new();
+        e.overloaded(S, &r);
+        assert_eq!(e.rate(S, &r), Some(1.0));
+        assert_eq!(e.rate(5 * S, &r), None, "past 4/s: unpaced");
+    }
+
+    #[test]
+    fn idle_means_unpaced_and_quiet() {
+        let (e, r) = (Estimate::new(), rules());
+        assert!(e.is_idle(0));
+        e.accepted(S, true, &r);
+        assert!(!e.is_idle(S));
+        assert!(e.is_idle(3 * S));
+        e.overloaded(3 * S, &r);
+        assert!(!e.is_idle(20 * S), "paced until a call sees it recovered");
+    }
+
+    proptest! {
+        /// Whatever the signals and accepts, the rate stays within the bounds, and a host that
+        /// stops signalling is unpaced again after `recover`.
+        #[test]
+        fn the_rate_stays_in_bounds_and_always_recovers(
+            events in proptest::collection::vec((0u64..30 * S, any::<bool>()), 0..200),
+            min_rate in 0.01f64..100.0,
+            span in 1.0f64..1_000.0,
+            hold_ms in 0u64..10_000,
+            ramp_ms in 1u64..10_000,
+            recover_ms in 1u64..60_000,
+        ) {
+            let r = Rules {
+                min_rate,
+                max_rate: min_rate * span,
+                hold_ns: hold_ms * 1_000_000,
+                ramp_ns: ramp_ms * 1_000_000,
+                recover_ns: recover_ms * 1_000_000,
+            };
+            let e = Estimate::new();
+            let mut events = events;
+            events.sort_unstable();
+            let mut last = 0;
+            for (t, overload) in events {
+                if overload { e.overloaded(t, &r) } else { e.accepted(t, t % 2 == 0, &r) }
+                if let Some(rate) = e.rate(t, &r) {
+                    prop_assert!(rate >= min_rate && rate < r.max_rate, "{rate}");
+                }
+                last = t;
+            }
+            let after = last + r.recover_ns;
+            prop_assert_eq!(e.rate(after, &r), None);
+            prop_assert!(!e.is_paced());
+        }
+    }
+}

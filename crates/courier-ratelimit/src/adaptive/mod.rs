@@ -1,0 +1,93 @@
+//! `AdaptivePacingLayer`: paces a host at the capacity it shows, learned from its overload
+//! signals, when nobody knows its quota.
+//!
+//! A host that says nothing but 503 when a crowd arrives is the case the token bucket cannot
+//! serve: nobody configured its rate. This layer learns it, per host (or per key of your own),
+//! and paces every attempt of every caller sharing the layer to it:
+//!
+//! - **Signals.** A 503 or 429 without a server hint, a connection refused and a timeout are
+//!   overload signals. Any other answer is an accept (a 500 is an accept: the host had the
+//!   capacity to answer, and the answer is the path's, not the host's). A 503 or 429 *with* a
+//!   hint (`Retry-After`, `x-ratelimit-reset`, `RateLimit`) is the server's word: the token
+//!   bucket parks the host and retry waits what it says, and this layer learns nothing from
+//!   it, so an explicit hint always beats the estimate. Our own refusals and TLS failures say
+//!   nothing about the host.
+//! - **The estimate.** On a signal the host's rate becomes what it accepted over the last
+//!   second (at least [`min_rate`](AdaptivePacingLayer::min_rate)); accepts that come within
+//!   the second after the signal raise it, since under overload the quick refusals arrive
+//!   before the slow successes. Requests then start at most at that rate for
+//!   [`hold`](AdaptivePacingLayer::hold) after the last signal, then at
+//!   `base * (1 + (t / ramp)^3)`, `t` the time past the hold: twice the learned rate one
+//!   [`ramp`](AdaptivePacingLayer::ramp) later, nine times after two, growing fast. A host that
+//!   keeps signalling stays near its capacity; one that stops is back to full speed within a
+//!   few seconds, and unpaced [`recover_after`](AdaptivePacingLayer::recover_after) its last
+//!   signal.
+//! - **Healthy hosts cost nothing more.** Until the first signal nothing is paced: a call costs
+//!   a key comparison, one atomic load, and one counted accept (a clock read and an atomic
+//!   update) when it answers.
+//! - **Slots** are the token bucket's: each paced request reserves one from a
+//!   [`RateLimitStore`] at the learned rate with a burst of one, waits for it inside the
+//!   response future, and gives it back when the caller drops the future before it was sent.
+//!   With the [`InMemoryStore`] (the default) the slots are this process's; with a shared store
+//!   (`store_in`, e.g. courier-redis) every replica draws its slots from the same buckets,
+//!   so a crowd of replicas together keeps to the pace.
+//! - **Bounded**: at most [`max_hosts`](AdaptivePacingLayer::max_hosts) keys are kept; when
+//!   more come, keys that are unpaced and answered nothing in the last second are forgotten
+//!   (forgetting one loses nothing).
+//!
+//! # Why this rule
+//!
+//! TCP's AIMD halves on a loss and adds one per round trip: from a crowd's first 503 it
+//! would take many rounds of refusals to come down from "unbounded" to 5 per second, and as
+//! many to climb back. Netflix's concurrency limits and Envoy's adaptive concurrency bound
+//! requests in flight, which cannot express "one request every 200 ms" when a round trip is
+//! 50 ms. The client-side throttling of the SRE book and gRPC's retry throttling reject
+//! requests locally with a probability, which is right for shedding load but turns a caller's
+//! call into an error where a wait would have served it. Measuring what the host accepted is
+//! what a delivery-rate estimate (BBR) does; growing by a cubic of the time since the last
+//! signal, after a plateau, is CUBIC's shape: cautious at the capacity just measured, fast
+//! once the host has shown it can take more. Paced waits, not refusals: the caller's call is served, later.
+//!
+//! ```
+//! use courier_ratelimit::adaptive::AdaptivePacingLayer;
+//! use http::{Request, Response, StatusCode};
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::time::Duration;
+//! use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
+//!
+//! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
+//! // A host that serves the first 2 of a crowd and refuses the rest with a bare 503.
+//! let served = Arc::new(AtomicUsize::new(0));
+//! let host = service_fn(move |_req: Request<()>| {
+//!     let n = served.fetch_add(1, Ordering::Relaxed);
+//!     let status = if n < 2 { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+//!     async move { Ok::<_, std::convert::Infallible>(Response::builder().status(status).body(()).unwrap()) }
+//! });
+//! let layer = AdaptivePacingLayer::new();
+//! let svc = ServiceBuilder::new().layer(layer.clone()).service(host);
+//! for _ in 0..3 {
+//!     let req = Request::get("http://api.example/").body(()).unwrap();
+//!     svc.clone().oneshot(req).await.unwrap();
+//! }
+//! // Two accepted in the last second: paced at 2 per second from now on.
+//! let host = courier_core::HostKey::from_request(&Request::get("http://api.example/").body(()).unwrap());
+//! assert_eq!(layer.learned_rate(&host), Some(2.0));
+//! let start = tokio::time::Instant::now();
+//! for _ in 0..3 {
+//!     let req = Request::get("http://api.example/").body(()).unwrap();
+//!     svc.clone().oneshot(req).await.unwrap();
+//! }
+//! assert!(start.elapsed() >= Duration::from_millis(900), "{:?}", start.elapsed());
+//! # }
+//! ```
+
+mod estimate;
+mod layer;
+mod service;
+
+pub use layer::{
+    AdaptivePacingLayer, DEFAULT_HOLD, DEFAULT_MAX_HOSTS, DEFAULT_MAX_RATE, DEFAULT_MIN_RATE,
+    DEFAULT_RAMP, DEFAULT_RECOVER_AFTER,
+};
+pub use service::{AdaptivePacing, ResponseFuture};

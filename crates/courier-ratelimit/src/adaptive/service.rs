@@ -1,0 +1,394 @@
+use super::layer::{AdaptivePacingLayer, Host, Shared};
+use crate::config::{Quota, Rate};
+use crate::error::RateLimited;
+use crate::store::{Decision, Grant, InMemoryStore, RateLimitStore};
+use courier_core::classify::classify_error;
+use courier_core::{BoxError, Deadline, FailureKind, HostKey, KeyFn, PerHost, RequestHead};
+use http::{Request, Response, StatusCode};
+use pin_project_lite::pin_project;
+use std::fmt;
+use std::future::Future;
+use std::num::NonZeroU32;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, ready};
+use tokio::time::{Instant, Sleep};
+use tower_service::Service;
+
+/// Paces the requests to `S` at each key's learned capacity; see [`AdaptivePacingLayer`].
+///
+/// `poll_ready` only forwards the inner service's readiness; a paced request waits for its
+/// slot inside the response future.
+pub struct AdaptivePacing<S, KF: KeyFn = PerHost, St = InMemoryStore<HostKey>> {
+    inner: S,
+    /// `None` in a pass-through service.
+    shared: Option<Arc<Shared<KF, St>>>,
+    /// The estimate of the previous request's key: a run of requests to one key skips the map.
+    last: Option<Arc<Host<KF::Key>>>,
+}
+
+impl<S, KF: KeyFn, St> AdaptivePacing<S, KF, St> {
+    /// Wraps `inner`, learning and pacing with every other service `layer` (or a clone) makes.
+    pub fn new(inner: S, layer: AdaptivePacingLayer<KF, St>) -> Self {
+        Self {
+            inner,
+            shared: Some(layer.shared),
+            last: None,
+        }
+    }
+
+    /// The layer switched off: every call goes straight to `inner`, learning nothing. The same
+    /// type as an active `AdaptivePacing<S, KF, St>`.
+    pub const fn pass_through(inner: S) -> Self {
+        Self {
+            inner,
+            shared: None,
+            last: None,
+        }
+    }
+
+    /// Whether this service was made by [`pass_through`](Self::pass_through).
+    pub const fn is_pass_through(&self) -> bool {
+        self.shared.is_none()
+    }
+
+    /// The inner service.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
+    /// The inner service, mutably.
+    pub fn get_mut(&mut self) -> &mut S {
+        &mut self.inner
+    }
+
+    /// The inner service, consuming the wrapper.
+    pub fn into_inner(self) -> S {
+        self.inner
+    }
+}
+
+impl<S: Clone, KF: KeyFn, St> Clone for AdaptivePacing<S, KF, St> {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            shared: self.shared.clone(),
+            last: self.last.clone(),
+        }
+    }
+}
+
+impl<S: fmt::Debug, KF: KeyFn, St> fmt::Debug for AdaptivePacing<S, KF, St> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AdaptivePacing")
+            .field("inner", &self.inner)
+            .field("pass_through", &self.shared.is_none())
+            .finish()
+    }
+}
+
+impl<S, B, ResB, KF, St> Service<Request<B>> for AdaptivePacing<S, KF, St>
+where
+    S: Service<Request<B>, Response = Response<ResB>> + Clone,
+    S::Error: Into<BoxError>,
+    KF: KeyFn,
+    St: RateLimitStore<KF::Key>,
+{
+    type Response = Response<ResB>;
+    type Error = BoxError;
+    type Future = ResponseFuture<S, B, KF, St>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx).map_err(Into::into)
+    }
+
+    #[inline]
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let Some(shared) = &self.shared else {
+            return ResponseFuture::new(State::pass(self.inner.call(req)), None);
+        };
+        let head = RequestHead::new(&req);
+        let host = match &self.last {
+            Some(last) if is_key(&shared.key_fn, &head, &last.key) => Arc::clone(last),
+            _ => {
+                let host = shared.host(shared.key_fn.key(&head));
+                self.last = Some(Arc::clone(&host));
+                host
+            }
+        };
+        let paced = Paced {
+            shared: Arc::clone(shared),
+            host,
+        };
+        if !paced.host.estimate.is_paced() {
+            return ResponseFuture::new(State::calling(self.inner.call(req), true), Some(paced));
+        }
+        paced.acquire(self.take_ready(), req)
+    }
+}
+
+impl<S: Clone, KF: KeyFn, St> AdaptivePacing<S, KF, St> {
+    /// The instance that was made ready, leaving a fresh clone for the next `poll_ready`.
+    fn take_ready(&mut self) -> S {
+        let clone = self.inner.clone();
+        std::mem::replace(&mut self.inner, clone)
+    }
+}
+
+#[inline]
+fn is_key<KF: KeyFn>(key_fn: &KF, req: &RequestHead<'_>, key: &KF::Key) -> bool {
+    key_fn
+        .is_key(req, key)
+        .unwrap_or_else(|| key_fn.key(req) == *key)
+}
+
+/// What an active service's future holds: the layer's state and the key's estimate.
+struct Paced<KF: KeyFn, St> {
+    shared: Arc<Shared<KF, St>>,
+    host: Arc<Host<KF::Key>>,
+}
+
+impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
+    /// A paced request: reserve a slot at the learned rate, then wait for it.
+    #[cold]
+    #[inline(never)]
+    fn acquire<S, B>(self, inner: S, req: Request<B>) -> ResponseFuture<S, B, KF, St>
+    where
+        S: Service<Request<B>>,
+    {
+        let rules = &self.shared.config.rules;
+        let quota = self
+            .host
+            .estimate
+            .rate(self.shared.now_ns(), rules)
+            .and_then(|rps| Rate::per_second(rps).ok())
+            .map(|rate| Quota::new(rate, NonZeroU32::MIN));
+        let Some(quota) = quota else {
+            // Recovered just now.
+            let mut inner = inner;
+            return ResponseFuture::new(State::calling(inner.call(req), true), Some(self));
+        };
+        let max_wait = match Deadline::get(req.extensions()) {
+            Some(deadline) => self.shared.config.max_wait.min(deadline.remaining()),
+            None => self.shared.config.max_wait,
+        };
+        let acquire = self.shared.store.acquire(&self.host.key, quota, max_wait);
+        let mut fut = ResponseFuture::new(
+            State::Acquire {
+                fut: acquire,
+                quota,
+            },
+            Some(self),
+        );
+        fut.pending = Some(Box::new((inner, req)));
+        fut
+    }
+
+    /// Learns from the answer to a request sent `unpaced` or after a paced wait.
+    fn observe<ResB>(&self, result: &Result<Response<ResB>, BoxError>, unpaced: bool) {
+        let (shared, estimate) = (&*self.shared, &self.host.estimate);
+        let rules = &shared.config.rules;
+        let signal = match result {
+            Ok(resp) => match resp.status() {
+                StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS => {
+                    if shared.hints.parse(resp.headers()).is_some() {
+                        return; // the server's word: the bucket and retry obey it
+                    }
+                    true
+                }
+                _ => false,
+            },
+            Err(e) => match classify_error(&**e) {
+                FailureKind::Connect | FailureKind::Timeout => true,
+                // A reset or a broken answer is not a refusal; ours and TLS say nothing.
+                _ => return,
+            },
+        };
+        let now = shared.now_ns();
+        if signal {
+            overloaded(shared, &self.host, now);
+        } else {
+            estimate.accepted(now, unpaced, rules);
+        }
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn overloaded<KF: KeyFn, St>(shared: &Shared<KF, St>, host: &Host<KF::Key>, now: u64) {
+    let was_paced = host.estimate.is_paced();
+    host.estimate.overloaded(now, &shared.config.rules);
+    let rate = host.estimate.base().unwrap_or_default();
+    if was_paced {
+        tracing::debug!(host = ?host.key, rate, "adaptive pacing: overload signal");
+    } else {
+        tracing::info!(
+            host = ?host.key,
+            rate,
+            "adaptive pacing: the host signals overload; pacing it at what it accepted"
+        );
+    }
+}
+
+pin_project! {
+    #[project = StateProj]
+    enum State<A, F> {
+        Acquire { #[pin] fut: A, quota: Quota },
+        Sleeping { sleep: Pin<Box<Sleep>>, grant: Grant, quota: Quota },
+        Calling { #[pin] fut: F, unpaced: bool },
+        Passing { #[pin] fut: F },
+        Done,
+    }
+}
+
+impl<A, F> State<A, F> {
+    fn pass(fut: F) -> Self {
+        Self::Passing { fut }
+    }
+
+    fn calling(fut: F, unpaced: bool) -> Self {
+        Self::Calling { fut, unpaced }
+    }
+}
+
+pin_project! {
+    /// Waits for the slot of a paced request (none for an unpaced one), calls the inner
+    /// service, and learns from the answer.
+    ///
+    /// Dropping the future before the request was sent gives its slot back to the store.
+    #[must_use = "futures do nothing unless polled"]
+    pub struct ResponseFuture<S, B, KF, St>
+    where
+        S: Service<Request<B>>,
+        KF: KeyFn,
+        St: RateLimitStore<KF::Key>,
+    {
+        #[pin]
+        state: State<St::Acquire, S::Future>,
+        // The instance made ready and the request, while a paced request waits.
+        pending: Option<Box<(S, Request<B>)>>,
+        paced: Option<Paced<KF, St>>,
+    }
+
+    impl<S, B, KF, St> PinnedDrop for ResponseFuture<S, B, KF, St>
+    where
+        S: Service<Request<B>>,
+        KF: KeyFn,
+        St: RateLimitStore<KF::Key>,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if let (StateProj::Sleeping { grant, quota, .. }, Some(paced)) =
+                (this.state.project(), this.paced.as_ref())
+            {
+                // Never sent: the slot goes back.
+                paced.shared.store.cancel(&paced.host.key, *quota, grant);
+            }
+        }
+    }
+}
+
+impl<S, B, KF, St> ResponseFuture<S, B, KF, St>
+where
+    S: Service<Request<B>>,
+    KF: KeyFn,
+    St: RateLimitStore<KF::Key>,
+{
+    fn new(state: State<St::Acquire, S::Future>, paced: Option<Paced<KF, St>>) -> Self {
+        Self {
+            state,
+            pending: None,
+            paced,
+        }
+    }
+}
+
+impl<S, B, ResB, KF, St> Future for ResponseFuture<S, B, KF, St>
+where
+    S: Service<Request<B>, Response = Response<ResB>>,
+    S::Error: Into<BoxError>,
+    KF: KeyFn,
+    St: RateLimitStore<KF::Key>,
+{
+    type Output = Result<Response<ResB>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let mut this = self.project();
+        loop {
+            match this.state.as_mut().project() {
+                StateProj::Passing { fut } => return fut.poll(cx).map_err(Into::into),
+                StateProj::Calling { fut, unpaced } => {
+                    let result = ready!(fut.poll(cx)).map_err(Into::into);
+                    if let Some(paced) = this.paced.as_ref() {
+                        paced.observe(&result, *unpaced);
+                    }
+                    this.state.set(State::Done);
+                    return Poll::Ready(result);
+                }
+                StateProj::Acquire { fut, quota } => {
+                    let quota = *quota;
+                    let decision = ready!(fut.poll(cx));
+                    match decision {
+                        Ok(Decision::Admit(grant)) if grant.at() > Instant::now() => {
+                            this.state.set(State::Sleeping {
+                                sleep: Box::pin(tokio::time::sleep_until(grant.at())),
+                                grant,
+                                quota,
+                            });
+                        }
+                        Ok(Decision::Admit(_)) => {
+                            this.state.set(State::Done);
+                            this.state.set(State::calling(start(this.pending), false));
+                        }
+                        Ok(Decision::Deny(denial)) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(Err(Box::new(RateLimited::new(denial.retry_in()))));
+                        }
+                        Err(e) => {
+                            this.state.set(State::Done);
+                            return Poll::Ready(Err(e));
+                        }
+                    }
+                }
+                StateProj::Sleeping { sleep, .. } => {
+                    ready!(sleep.as_mut().poll(cx));
+                    // Out of Sleeping first: from the call on, the slot is spent.
+                    this.state.set(State::Done);
+                    this.state.set(State::calling(start(this.pending), false));
+                }
+                StateProj::Done => panic!("ResponseFuture polled after it completed"),
+            }
+        }
+    }
+}
+
+/// Calls the inner service with the request held while the slot was pending.
+fn start<S, B>(pending: &mut Option<Box<(S, Request<B>)>>) -> S::Future
+where
+    S: Service<Request<B>>,
+{
+    let (mut inner, req) = *pending
+        .take()
+        .expect("the request is taken only when the call starts");
+    inner.call(req)
+}
+
+impl<S, B, KF, St> fmt::Debug for ResponseFuture<S, B, KF, St>
+where
+    S: Service<Request<B>>,
+    KF: KeyFn,
+    St: RateLimitStore<KF::Key>,
+{
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = match &self.state {
+            State::Acquire { .. } => "acquire",
+            State::Sleeping { .. } => "sleeping",
+            State::Calling { .. } => "calling",
+            State::Passing { .. } => "passing",
+            State::Done => "done",
+        };
+        f.debug_struct("ResponseFuture")
+            .field("state", &state)
+            .finish()
+    }
+}

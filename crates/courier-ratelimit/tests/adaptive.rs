@@ -1,0 +1,388 @@
+//! Adaptive pacing, on paused time: each rule, cancellation, deadlines, bounds.
+
+use courier_core::{BoxError, Deadline, HostKey, RateLimited};
+use courier_ratelimit::adaptive::{AdaptivePacing, AdaptivePacingLayer};
+use courier_ratelimit::{InMemoryStore, Rate};
+use courier_testkit::contract;
+use http::{Request, Response, StatusCode};
+use std::collections::VecDeque;
+use std::convert::Infallible;
+use std::future::Future;
+use std::io;
+use std::num::NonZeroUsize;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::time::Instant;
+use tower::{Layer, Service, ServiceExt};
+
+// === a scripted host that records when each request reached it ===
+
+#[derive(Debug, Clone)]
+enum Answer {
+    Status(u16),
+    /// A 503 with `Retry-After: 1`.
+    BusyWithHint,
+    Refused,
+    Reset,
+}
+
+#[derive(Clone, Default)]
+struct Host {
+    script: Arc<Mutex<VecDeque<Answer>>>,
+    arrivals: Arc<Mutex<Vec<Instant>>>,
+}
+
+impl Host {
+    fn push(&self, answer: Answer, times: usize) {
+        let mut s = self.script.lock().unwrap();
+        s.extend(std::iter::repeat_n(answer, times));
+    }
+
+    fn arrivals(&self) -> Vec<Duration> {
+        let a = self.arrivals.lock().unwrap();
+        let Some(&first) = a.first() else {
+            return Vec::new();
+        };
+        a.iter().map(|&t| t - first).collect()
+    }
+
+    fn count(&self) -> usize {
+        self.arrivals.lock().unwrap().len()
+    }
+}
+
+type BoxFut = Pin<Box<dyn Future<Output = Result<Response<()>, BoxError>> + Send>>;
+
+impl Service<Request<()>> for Host {
+    type Response = Response<()>;
+    type Error = BoxError;
+    type Future = BoxFut;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<()>) -> BoxFut {
+        self.arrivals.lock().unwrap().push(Instant::now());
+        let answer = self
+            .script
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(Answer::Status(200));
+        Box::pin(async move {
+            let mut resp = Response::new(());
+            match answer {
+                Answer::Status(s) => *resp.status_mut() = StatusCode::from_u16(s).unwrap(),
+                Answer::BusyWithHint => {
+                    *resp.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                    resp.headers_mut()
+                        .insert(http::header::RETRY_AFTER, 1.into());
+                }
+                Answer::Refused => {
+                    return Err(io::Error::from(io::ErrorKind::ConnectionRefused).into());
+                }
+                Answer::Reset => return Err(io::Error::from(io::ErrorKind::ConnectionReset).into()),
+            }
+            Ok(resp)
+        })
+    }
+}
+
+fn get() -> Request<()> {
+    Request::get("http://api.example/x").body(()).unwrap()
+}
+
+fn key() -> HostKey {
+    HostKey::from_request(&get())
+}
+
+type Svc = AdaptivePacing<Host>;
+
+fn setup(layer: &AdaptivePacingLayer) -> (Svc, Host) {
+    let host = Host::default();
+    (layer.layer(host.clone()), host)
+}
+
+/// `n` calls at once; their results in order.
+async fn crowd(svc: &Svc, n: usize) -> Vec<Result<StatusCode, BoxError>> {
+    let calls = (0..n).map(|_| {
+        let svc = svc.clone();
+        async move { svc.oneshot(get()).await.map(|r| r.status()) }
+    });
+    futures_util::future::join_all(calls).await
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Serves 2 of a crowd of 3 and refuses the third with a bare `status`: the host is then paced
+/// at 2/s.
+async fn overload_with(status: u16) -> (AdaptivePacingLayer, Svc, Host) {
+    let layer = AdaptivePacingLayer::new();
+    let (svc, host) = setup(&layer);
+    host.push(Answer::Status(200), 2);
+    host.push(Answer::Status(status), 1);
+    crowd(&svc, 3).await;
+    (layer, svc, host)
+}
+
+// === the rules ===
+
+#[tokio::test(start_paused = true)]
+async fn a_healthy_host_is_never_paced() {
+    let layer = AdaptivePacingLayer::new();
+    let (svc, host) = setup(&layer);
+    host.push(Answer::Status(500), 20); // an answer, not a refusal
+    host.push(Answer::Status(404), 20);
+    host.push(Answer::Status(429), 0);
+    let start = Instant::now();
+    for r in crowd(&svc, 100).await {
+        r.unwrap();
+    }
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(host.count(), 100);
+    assert_eq!(layer.learned_rate(&key()), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bare_503_paces_every_caller_at_what_the_host_accepted() {
+    let (layer, svc, host) = overload_with(503).await;
+    assert_eq!(layer.learned_rate(&key()), Some(2.0));
+    let start = Instant::now();
+    for r in crowd(&svc, 4).await {
+        r.unwrap();
+    }
+    // One at once, then one every half second (the learned rate holds for 2 s).
+    let arrivals: Vec<_> = host.arrivals().into_iter().skip(3).collect();
+    let since: Vec<_> = arrivals.iter().map(|&a| a - arrivals[0]).collect();
+    assert_eq!(since, [0, 500, 1000, 1500].map(ms));
+    assert_eq!(start.elapsed(), ms(1500));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_bare_429_and_a_refused_connection_are_signals_too() {
+    let (layer, ..) = overload_with(429).await;
+    assert_eq!(layer.learned_rate(&key()), Some(2.0));
+
+    let layer = AdaptivePacingLayer::new();
+    let (svc, host) = setup(&layer);
+    host.push(Answer::Refused, 1);
+    svc.clone().oneshot(get()).await.unwrap_err();
+    assert_eq!(
+        layer.learned_rate(&key()),
+        Some(1.0),
+        "nothing accepted: the minimum rate"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_hint_is_obeyed_elsewhere_and_teaches_nothing() {
+    let layer = AdaptivePacingLayer::new();
+    let (svc, host) = setup(&layer);
+    host.push(Answer::BusyWithHint, 10);
+    crowd(&svc, 10).await;
+    assert_eq!(layer.learned_rate(&key()), None);
+    // Nor does a reset connection: the request may have run; it is no refusal.
+    host.push(Answer::Reset, 3);
+    crowd(&svc, 3).await;
+    assert_eq!(layer.learned_rate(&key()), None);
+}
+
+#[tokio::test(start_paused = true)]
+async fn answers_arriving_just_after_the_signal_raise_the_estimate() {
+    // Under overload the quick refusals come first: two refusals, then three slow successes,
+    // all sent before pacing began.
+    let layer = AdaptivePacingLayer::new();
+    let host = tower::service_fn(|req: Request<()>| async move {
+        let slow = req.uri().path() == "/slow";
+        tokio::time::sleep(ms(if slow { 100 } else { 10 })).await;
+        let status = if slow { 200 } else { 503 };
+        Ok::<_, Infallible>(Response::builder().status(status).body(()).unwrap())
+    });
+    let svc = layer.layer(host);
+    let calls = ["/fast", "/fast", "/slow", "/slow", "/slow"].map(|p| {
+        let svc = svc.clone();
+        async move {
+            let req = Request::get(format!("http://api.example{p}"))
+                .body(())
+                .unwrap();
+            svc.oneshot(req).await.unwrap()
+        }
+    });
+    futures_util::future::join_all(calls).await;
+    assert_eq!(layer.learned_rate(&key()), Some(3.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_rate_ramps_up_and_pacing_ends_once_the_host_is_quiet() {
+    let (layer, svc, _host) = overload_with(503).await;
+    tokio::time::advance(Duration::from_secs(3)).await;
+    // Held 2 s, then doubled in 1 s.
+    let rate = layer.learned_rate(&key()).unwrap();
+    assert!((rate - 4.0).abs() < 1e-3, "{rate}");
+    tokio::time::advance(Duration::from_millis(7_001)).await;
+    assert_eq!(layer.learned_rate(&key()), None, "10 s without a signal");
+    let start = Instant::now();
+    for r in crowd(&svc, 20).await {
+        r.unwrap();
+    }
+    assert_eq!(start.elapsed(), Duration::ZERO, "full speed again");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_host_that_keeps_refusing_and_accepts_nothing_comes_down_to_the_minimum() {
+    let (layer, svc, host) = overload_with(503).await;
+    tokio::time::advance(Duration::from_secs(1)).await;
+    host.push(Answer::Status(503), 1);
+    svc.clone().oneshot(get()).await.unwrap();
+    assert_eq!(layer.learned_rate(&key()), Some(1.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn clones_and_services_of_one_layer_learn_and_pace_together() {
+    let (layer, _svc, _host) = overload_with(503).await;
+    let (other, other_host) = setup(&layer);
+    let start = Instant::now();
+    for r in crowd(&other, 3).await {
+        r.unwrap();
+    }
+    assert_eq!(other_host.count(), 3);
+    assert_eq!(
+        start.elapsed(),
+        ms(1000),
+        "paced at the 2/s learned by the first"
+    );
+}
+
+// === cancellation and deadlines ===
+
+#[tokio::test(start_paused = true)]
+async fn a_dropped_wait_gives_its_slot_back() {
+    let (_layer, svc, host) = overload_with(503).await;
+    // The first paced request takes the slot now; the second waits for the next one.
+    svc.clone().oneshot(get()).await.unwrap();
+    let waiting = tokio::spawn(svc.clone().oneshot(get()));
+    tokio::time::sleep(ms(100)).await;
+    waiting.abort();
+    assert!(waiting.await.unwrap_err().is_cancelled());
+    // The abandoned slot (at 500 ms) is the next caller's: it does not wait one more interval.
+    let start = Instant::now();
+    svc.clone().oneshot(get()).await.unwrap();
+    assert_eq!(start.elapsed(), ms(400));
+    assert_eq!(host.count(), 5, "the abandoned request was never sent");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_wait_past_the_deadline_fails_at_once_with_rate_limited() {
+    let (_layer, svc, host) = overload_with(503).await;
+    svc.clone().oneshot(get()).await.unwrap();
+    let mut req = get();
+    req.extensions_mut().insert(Deadline::after(ms(200)));
+    let start = Instant::now();
+    let err = svc.clone().oneshot(req).await.unwrap_err();
+    assert!(err.is::<RateLimited>(), "{err}");
+    assert_eq!(start.elapsed(), Duration::ZERO);
+    assert_eq!(host.count(), 4);
+}
+
+// === bounds and settings ===
+
+#[tokio::test(start_paused = true)]
+async fn idle_hosts_are_forgotten_past_the_maximum() {
+    let layer = AdaptivePacingLayer::new().max_hosts(NonZeroUsize::new(10).unwrap());
+    let svc = layer.layer(Host::default());
+    for i in 0..100 {
+        let req = Request::get(format!("http://h{i}.example/"))
+            .body(())
+            .unwrap();
+        svc.clone().oneshot(req).await.unwrap();
+        // A second apart: the one before is idle by then.
+        tokio::time::advance(Duration::from_millis(1_001)).await;
+    }
+    assert!(layer.len() <= 11, "{} keys kept", layer.len());
+}
+
+#[tokio::test(start_paused = true)]
+async fn paced_hosts_are_kept_past_the_maximum() {
+    let layer = AdaptivePacingLayer::new().max_hosts(NonZeroUsize::new(2).unwrap());
+    let host = Host::default();
+    host.push(Answer::Status(503), 3);
+    let svc = layer.layer(host);
+    for i in 0..3 {
+        let req = Request::get(format!("http://h{i}.example/"))
+            .body(())
+            .unwrap();
+        svc.clone().oneshot(req).await.unwrap();
+    }
+    assert_eq!(layer.len(), 3, "forgetting a paced host would unpace it");
+}
+
+#[test]
+fn a_minimum_above_the_maximum_is_refused() {
+    let err = AdaptivePacingLayer::new()
+        .max_rate(Rate::per_second(10.0).unwrap())
+        .unwrap()
+        .min_rate(Rate::per_second(20.0).unwrap())
+        .unwrap_err();
+    assert!(err.to_string().contains("min_rate"), "{err}");
+    assert!(
+        AdaptivePacingLayer::new()
+            .max_rate(Rate::per_second(0.5).unwrap())
+            .is_err()
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_slots_can_come_from_a_store_of_the_callers() {
+    let store = InMemoryStore::new();
+    let layer = AdaptivePacingLayer::new().store_in(store.clone());
+    let host = Host::default();
+    host.push(Answer::Status(503), 1);
+    let svc = layer.layer(host);
+    svc.clone().oneshot(get()).await.unwrap();
+    svc.clone().oneshot(get()).await.unwrap();
+    assert_eq!(store.len(), 1, "the paced request reserved its slot there");
+}
+
+// === tower contract ===
+
+#[tokio::test(start_paused = true)]
+async fn calls_the_instance_that_was_made_ready() {
+    let upstream = tower::service_fn(|_: Request<()>| {
+        std::future::ready(Ok::<_, Infallible>(Response::new(())))
+    });
+    let checked = contract::check(
+        upstream,
+        |inner| AdaptivePacingLayer::new().layer(inner),
+        get,
+    )
+    .await;
+    assert_eq!(checked.calls, contract::CALLS);
+}
+
+#[tokio::test(start_paused = true)]
+async fn switched_off_it_passes_everything_through() {
+    courier_testkit::pass_through::check(AdaptivePacing::<_>::pass_through).await;
+    assert!(AdaptivePacing::<()>::pass_through(()).is_pass_through());
+    assert!(!AdaptivePacingLayer::new().layer(()).is_pass_through());
+}
+
+#[test]
+fn services_and_futures_are_send_sync_static() {
+    fn send_sync_static<T: Send + Sync + 'static>() {}
+    fn send_static<T: Send + 'static>() {}
+    send_sync_static::<AdaptivePacingLayer>();
+    send_sync_static::<Svc>();
+    send_static::<
+        courier_ratelimit::adaptive::ResponseFuture<
+            Host,
+            (),
+            courier_core::PerHost,
+            InMemoryStore<HostKey>,
+        >,
+    >();
+}
