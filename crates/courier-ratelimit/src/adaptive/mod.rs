@@ -26,9 +26,9 @@
 //!   a key comparison, one atomic load, and one counted accept (a clock read and an atomic
 //!   update) when it answers.
 //! - **Slots** are the token bucket's: each paced request reserves one from a
-//!   [`RateLimitStore`] at the learned rate with a burst of one, waits for it inside the
+//!   [`RateLimitStore`](crate::RateLimitStore) at the learned rate with a burst of one, waits for it inside the
 //!   response future, and gives it back when the caller drops the future before it was sent.
-//!   With the [`InMemoryStore`] (the default) the slots are this process's; with a shared store
+//!   With the [`InMemoryStore`](crate::InMemoryStore) (the default) the slots are this process's; with a shared store
 //!   (`store_in`, e.g. courier-redis) every replica draws its slots from the same buckets,
 //!   so a crowd of replicas together keeps to the pace.
 //! - **Bounded**: at most [`max_hosts`](AdaptivePacingLayer::max_hosts) keys are kept; when
