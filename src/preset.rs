@@ -7,8 +7,9 @@
 //!      └ Retry           the attempt loop; every attempt goes through everything below
 //!        └ CircuitBreaker    per host: fail fast while open, one trial while half-open
 //!          └ RateLimit       per host: pace every attempt, retries included
-//!            └ AttemptTimeout   bound one attempt; never longer than the deadline's rest
-//!              └ transport      hyper-util or reqwest, with its own retries off
+//!            └ AdaptivePacing   per host: pace an overloaded host at what it accepts
+//!              └ AttemptTimeout   bound one attempt; never longer than the deadline's rest
+//!                └ transport      hyper-util or reqwest, with its own retries off
 //! ```
 //!
 //! - The deadline is outermost so that it covers retries, backoff and rate-limit waits, and the
@@ -16,6 +17,27 @@
 //! - The cache sits outside retry so that every attempt carries the same validators and a 304
 //!   is merged once; a fresh hit spends no attempt, no token and no breaker trial.
 //! - The breaker is outside the limiter so that an open circuit spends no token.
+//! - Adaptive pacing is inside retry and the breaker, beside the limiter: every attempt of every
+//!   caller is paced together, and it learns from each attempt's own answer.
+//!
+//! # Overloaded is not down
+//!
+//! A host that refuses part of its load (a bare 503 or 429 to a crowd), or has one broken path
+//! among working ones, is up: cutting every caller off would turn a slow service into a dead
+//! one. So in the preset:
+//!
+//! - **Adaptive pacing** slows every caller to the rate the host accepts once it signals
+//!   overload, and lets it grow back when the signals stop ([`AdaptivePacingLayer`]).
+//! - **The breaker** ([`preset_breaker`]) opens at once on 5 transport failures in a row
+//!   (refused connections, timeouts: the host is unreachable), but on failing answers (500,
+//!   502, 503, 504) only once they have come for 30 s with no success in between: a host that
+//!   serves anyone keeps its circuit closed; one that answers nothing but 5xx for 30 s is down.
+//!   Its state is per host, as the pacing's is. One broken path among working ones never opens
+//!   it; to isolate a broken route instead, key a breaker by route
+//!   (`CircuitBreakerLayer::new().key_by(|head| (head.host(), head.uri().path().to_owned()))`).
+//! - **Retry** backs off from 2 s after a bare 503 or 429 (0.5 s after a glitch), so that a
+//!   crowd of strangers, each with a client of its own, spreads its retries over the time the
+//!   host needs, and obeys a server's hint exactly over either.
 //! - The limiter is inside retry so that a retry costs a token like a first try: a retry costs
 //!   the server exactly as much.
 //! - The attempt timeout is innermost so that it bounds one attempt, never the waits between.
@@ -49,7 +71,9 @@ use courier_core::{BoxError, HostKey, PerHost};
 use courier_deadline::{
     AttemptTimeout, AttemptTimeoutLayer, Deadline, DeadlineBody, DeadlineLayer,
 };
-use courier_ratelimit::{TokenBucketRateLimit, TokenBucketRateLimitLayer};
+use courier_ratelimit::{
+    AdaptivePacing, AdaptivePacingLayer, TokenBucketRateLimit, TokenBucketRateLimitLayer,
+};
 #[cfg(feature = "redis")]
 use courier_redis::{LocalOrRedis, RedisStore};
 use courier_retry::{Retry, RetryLayer};
@@ -74,10 +98,31 @@ pub type PresetStore = LocalOrRedis<HostKey>;
 #[cfg(not(feature = "redis"))]
 pub type PresetStore = courier_ratelimit::InMemoryStore<HostKey>;
 
+/// The breaker the preset starts with: [`CircuitBreakerLayer::new`], with failing answers
+/// opening the circuit only after 30 s without a success
+/// ([`failing_answers_for`](CircuitBreakerLayer::failing_answers_for)).
+///
+/// Overloaded is not down, and one broken path is not a down host: a host that serves some
+/// calls and refuses or fails others keeps its circuit closed, and the adaptive pacing below
+/// slows every caller to what it serves. A host that refuses connections or times out opens
+/// the circuit after 5 failures in a row, as one that answers nothing but 5xx for 30 s does.
+pub fn preset_breaker() -> CircuitBreakerLayer {
+    CircuitBreakerLayer::new().failing_answers_for(DEFAULT_FAILING_ANSWERS_FOR)
+}
+
+/// How long failing answers must come, with no success, before the preset's breaker opens.
+pub const DEFAULT_FAILING_ANSWERS_FOR: Duration = Duration::from_secs(30);
+
 /// The preset's stack over the transport `S`, outermost first: each layer once, each one on or
 /// passing through as [`CourierLayer`] says.
 pub type Stack<S> = Deadline<
-    EtagCache<Retry<CircuitBreaker<TokenBucketRateLimit<AttemptTimeout<S>, PerHost, PresetStore>>>>,
+    EtagCache<
+        Retry<
+            CircuitBreaker<
+                TokenBucketRateLimit<AdaptivePacing<AttemptTimeout<S>>, PerHost, PresetStore>,
+            >,
+        >,
+    >,
 >;
 
 /// The preset's response body over a transport whose body is `B`: the deadline's bound, the
@@ -88,10 +133,12 @@ pub type PresetBody<B> = DeadlineBody<CacheBody<DeadlineBody<B>>>;
 /// optional.
 ///
 /// Defaults: a 90 s total deadline, a 30 s attempt timeout, the ETag cache (64 MiB), retry
-/// (3 attempts, full jitter, 60 s max wait, 10 % budget), the circuit breaker (5 failures, 30 s
-/// open). The rate limiter is off until [`rate_limit`](Self::rate_limit) gives it the host's
-/// quota; its buckets live in process, or in Redis, shared by every replica, with
-/// `shared_rate_limit` (feature `redis`).
+/// (3 attempts, full jitter from 0.5 s, or 2 s after a bare 503 or 429, 60 s max wait, 10 %
+/// budget), the circuit breaker ([`preset_breaker`]: 5 failures, failing answers only after 30
+/// s without a success, 30 s open), adaptive pacing per host. The rate limiter is off until
+/// [`rate_limit`](Self::rate_limit) gives it the host's quota; its buckets live in process, or
+/// in Redis, shared by every replica, with `shared_rate_limit` (feature `redis`). See the
+/// [module docs](self) for how the breaker, retry and pacing share the work under overload.
 ///
 /// # Clone
 ///
@@ -105,6 +152,7 @@ pub struct CourierLayer {
     retry: Option<RetryLayer>,
     breaker: Option<CircuitBreakerLayer>,
     rate_limit: Option<TokenBucketRateLimitLayer>,
+    pacing: Option<AdaptivePacingLayer>,
     #[cfg(feature = "redis")]
     shared_store: Option<RedisStore<HostKey>>,
     attempt_timeout: Option<AttemptTimeoutLayer>,
@@ -127,7 +175,8 @@ impl CourierLayer {
             deadline: Some(DeadlineLayer::new(DEFAULT_DEADLINE)),
             cache: Some(EtagCacheLayer::new()),
             retry: Some(RetryLayer::new()),
-            breaker: Some(CircuitBreakerLayer::new()),
+            breaker: Some(preset_breaker()),
+            pacing: Some(AdaptivePacingLayer::new()),
             attempt_timeout: Some(AttemptTimeoutLayer::new(DEFAULT_ATTEMPT_TIMEOUT)),
             ..Self::bare()
         }
@@ -141,6 +190,7 @@ impl CourierLayer {
             retry: None,
             breaker: None,
             rate_limit: None,
+            pacing: None,
             #[cfg(feature = "redis")]
             shared_store: None,
             attempt_timeout: None,
@@ -187,9 +237,20 @@ impl CourierLayer {
         self
     }
 
-    /// The circuit breaker, or `None` for none. Defaults to [`CircuitBreakerLayer::new`].
+    /// The circuit breaker, or `None` for none. Defaults to [`preset_breaker`]: a layer you
+    /// give here is used as it is, so add
+    /// [`failing_answers_for`](CircuitBreakerLayer::failing_answers_for) to yours to keep that
+    /// rule.
     pub fn circuit_breaker(mut self, layer: impl Into<Option<CircuitBreakerLayer>>) -> Self {
         self.breaker = layer.into();
+        self
+    }
+
+    /// The adaptive pacing, or `None` for none. Defaults to [`AdaptivePacingLayer::new`]: a
+    /// host that signals overload (a 503 or 429 without a hint, refused connections,
+    /// timeouts) is paced at what it accepts, every caller of this layer together.
+    pub fn adaptive_pacing(mut self, layer: impl Into<Option<AdaptivePacingLayer>>) -> Self {
+        self.pacing = layer.into();
         self
     }
 
@@ -335,6 +396,12 @@ impl<S> Layer<S> for CourierLayer {
             inner,
             AttemptTimeout::new,
             AttemptTimeout::pass_through,
+        );
+        let inner = on_or_pass(
+            self.pacing.clone(),
+            inner,
+            AdaptivePacing::new,
+            AdaptivePacing::pass_through,
         );
         let inner = on_or_pass(
             self.rate_limit_layer(),

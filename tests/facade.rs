@@ -93,14 +93,14 @@ const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
     use courier::core::PerHost;
     use courier::deadline::{AttemptTimeout, Deadline, DeadlineBody};
     use courier::preset::{PresetBody, PresetStore};
-    use courier::ratelimit::TokenBucketRateLimit;
+    use courier::ratelimit::{AdaptivePacing, TokenBucketRateLimit};
     use courier::retry::Retry;
     let _stack: Deadline<
         EtagCache<
             Retry<
                 CircuitBreaker<
                     TokenBucketRateLimit<
-                        AttemptTimeout<HyperService<Full<Bytes>>>,
+                        AdaptivePacing<AttemptTimeout<HyperService<Full<Bytes>>>>,
                         PerHost,
                         PresetStore,
                     >,
@@ -119,19 +119,21 @@ const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
 async fn bare_preset_passes_everything_through() {
     courier_testkit::pass_through::check(|inner| CourierLayer::bare().service(inner)).await;
 
-    fn off(preset: &Courier<()>) -> [bool; 6] {
+    fn off(preset: &Courier<()>) -> [bool; 7] {
         let deadline = preset.get_ref();
         let cache = deadline.get_ref();
         let retry = cache.get_ref();
         let breaker = retry.get_ref();
         let limiter = breaker.get_ref();
-        let attempt = limiter.get_ref();
+        let pacing = limiter.get_ref();
+        let attempt = pacing.get_ref();
         [
             deadline.is_pass_through(),
             cache.is_pass_through(),
             retry.is_pass_through(),
             breaker.is_pass_through(),
             limiter.is_pass_through(),
+            pacing.is_pass_through(),
             attempt.is_pass_through(),
         ]
     }
@@ -139,10 +141,10 @@ async fn bare_preset_passes_everything_through() {
         Rate::per_second(10.0).unwrap(),
         NonZeroU32::new(5).unwrap(),
     );
-    assert_eq!(off(&CourierLayer::bare().service(())), [true; 6]);
+    assert_eq!(off(&CourierLayer::bare().service(())), [true; 7]);
     assert_eq!(
         off(&CourierLayer::new().service(())),
-        [false, false, false, false, true, false],
+        [false, false, false, false, true, false, false],
         "the defaults: every layer but the rate limiter"
     );
     let alone = [
@@ -151,10 +153,11 @@ async fn bare_preset_passes_everything_through() {
         CourierLayer::bare().retry(RetryLayer::new()),
         CourierLayer::bare().circuit_breaker(CircuitBreakerLayer::new()),
         CourierLayer::bare().rate_limit(limiter),
+        CourierLayer::bare().adaptive_pacing(courier::ratelimit::AdaptivePacingLayer::new()),
         CourierLayer::bare().attempt_timeout(Duration::from_secs(1)),
     ];
     for (i, layer) in alone.iter().enumerate() {
-        let mut want = [true; 6];
+        let mut want = [true; 7];
         want[i] = false;
         assert_eq!(off(&layer.service(())), want, "layer {i} alone");
     }

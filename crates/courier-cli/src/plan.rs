@@ -12,7 +12,7 @@ use http::{HeaderMap, HeaderValue, Method};
 use url::Url;
 
 use crate::request::RequestArgs;
-use crate::stack::{BACKOFF_BASE, BACKOFF_CAP, Stack};
+use crate::stack::{BACKOFF_BASE, BACKOFF_CAP, OVERLOAD_BASE, Stack};
 
 /// Header values never printed.
 const SECRET_HEADERS: [http::HeaderName; 3] = [
@@ -108,11 +108,11 @@ fn secs(d: Duration) -> String {
     format!("{} s", d.as_secs_f64())
 }
 
-/// Each retry's backoff ceiling, the retries at the cap folded into one entry.
-pub(crate) fn ceilings(retries: u32) -> Vec<String> {
+/// Each retry's backoff ceiling from `base`, the retries at the cap folded into one entry.
+pub(crate) fn ceilings(base: Duration, retries: u32) -> Vec<String> {
     let mut out = Vec::new();
     for retry in 1..=retries {
-        let ceiling = backoff_ceiling(BACKOFF_BASE, BACKOFF_CAP, retry);
+        let ceiling = backoff_ceiling(base, BACKOFF_CAP, retry);
         if ceiling >= BACKOFF_CAP && retry < retries {
             out.push(format!(
                 "retries {retry} to {retries}: {} each",
@@ -167,9 +167,14 @@ impl fmt::Display for Plan {
             let _ = write!(
                 line,
                 "backoff:         full jitter, each wait uniform in [0, ceiling]; ceilings: {}",
-                ceilings(retries).join(", ")
+                ceilings(BACKOFF_BASE, retries).join(", ")
             );
             writeln!(f, "{line}")?;
+            writeln!(
+                f,
+                "                 after a 503 or 429 without a hint: {}",
+                ceilings(OVERLOAD_BASE, retries).join(", ")
+            )?;
             writeln!(
                 f,
                 "                 a server's Retry-After or quota reset replaces the backoff"
@@ -249,10 +254,13 @@ mod tests {
 
     #[test]
     fn ceilings_double_then_fold_at_the_cap() {
-        assert_eq!(ceilings(0), Vec::<String>::new());
-        assert_eq!(ceilings(2), ["retry 1: 0.5 s", "retry 2: 1 s"]);
+        assert_eq!(ceilings(BACKOFF_BASE, 0), Vec::<String>::new());
         assert_eq!(
-            ceilings(9),
+            ceilings(BACKOFF_BASE, 2),
+            ["retry 1: 0.5 s", "retry 2: 1 s"]
+        );
+        assert_eq!(
+            ceilings(BACKOFF_BASE, 9),
             [
                 "retry 1: 0.5 s",
                 "retry 2: 1 s",
@@ -264,6 +272,16 @@ mod tests {
             ]
         );
         // Four billion retries still print in a few entries.
-        assert_eq!(ceilings(u32::MAX).len(), 7);
+        assert_eq!(ceilings(BACKOFF_BASE, u32::MAX).len(), 7);
+        assert_eq!(
+            ceilings(OVERLOAD_BASE, 5),
+            [
+                "retry 1: 2 s",
+                "retry 2: 4 s",
+                "retry 3: 8 s",
+                "retry 4: 16 s",
+                "retry 5: 30 s"
+            ]
+        );
     }
 }

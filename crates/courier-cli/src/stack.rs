@@ -12,6 +12,9 @@ use crate::parse;
 
 /// The backoff base the CLI sets on the retry layer (the layer's own default too).
 pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(500);
+/// The backoff base after a bare 503 or 429 the CLI sets on the retry layer (the layer's own
+/// default too).
+pub(crate) const OVERLOAD_BASE: Duration = Duration::from_secs(2);
 /// The backoff cap the CLI sets on the retry layer (the layer's own default too).
 pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(30);
 /// The default longest server-requested wait.
@@ -117,6 +120,7 @@ impl Stack {
         let mut retry = RetryLayer::new()
             .attempts(self.attempts)
             .base(BACKOFF_BASE)
+            .overload_base(OVERLOAD_BASE)
             .cap(BACKOFF_CAP)
             .max_wait(self.max_wait)
             .generate_idempotency_keys(self.auto_key);

@@ -60,12 +60,13 @@ async fn a_503_after_every_retry_exits_1_with_one_line_per_attempt() {
         ["retryable_status", "retryable_status", "attempts_exhausted"]
     );
     assert_eq!(field(&lines, "wait_source"), ["backoff", "backoff", "none"]);
+    // A bare 503: backoff from the overload base, 2 s.
     assert!(
-        lines[0]["wait_ms"].as_u64().unwrap() <= 500,
+        lines[0]["wait_ms"].as_u64().unwrap() <= 2000,
         "first ceiling"
     );
     assert!(
-        lines[1]["wait_ms"].as_u64().unwrap() <= 1000,
+        lines[1]["wait_ms"].as_u64().unwrap() <= 4000,
         "second ceiling"
     );
     let messages = run.messages();
@@ -631,6 +632,7 @@ async fn dry_run_prints_the_plan_and_sends_nothing() {
         "retry-safe:      no: POST is not idempotent and carries no Idempotency-Key".into(),
         "attempts:        4 in all (3 retries)".into(),
         "ceilings: retry 1: 0.5 s, retry 2: 1 s, retry 3: 2 s\n".into(),
+        "after a 503 or 429 without a hint: retry 1: 2 s, retry 2: 4 s, retry 3: 8 s\n".into(),
         "max wait:        60 s".into(),
         "deadline:        90 s".into(),
         "attempt timeout: 30 s".into(),
@@ -753,7 +755,32 @@ async fn a_spent_deadline_exits_1() {
 
 #[tokio::test]
 async fn an_open_circuit_exits_1() {
-    // Retry-After: 0 retries at once; the breaker opens after 5 failures in a row.
+    // A host that refuses every connection: the breaker opens after 5 failures in a row, and
+    // the sixth attempt is refused without trying.
+    let port = {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        listener.local_addr().unwrap().port()
+    };
+    let url = format!("http://127.0.0.1:{port}/down");
+    let run = courier(&["request", "GET", &url, "--retries", "6", "--seed", "1"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let lines = run.attempt_lines();
+    assert_eq!(lines.len(), 6, "{run:?}");
+    for line in &lines[..5] {
+        assert_eq!(line["outcome"], "connect", "{run:?}");
+    }
+    assert_eq!(lines[5]["outcome"], "local");
+    let messages = run.messages();
+    assert!(
+        messages[0].starts_with("error: circuit open"),
+        "{messages:?}"
+    );
+}
+
+#[tokio::test]
+async fn failing_answers_from_a_host_that_answers_do_not_open_the_circuit() {
+    // Retry-After: 0 retries at once: seven 503s in a second are a host answering, not a host
+    // down (the preset's breaker waits 30 s of failing answers with no success).
     let (server, url) = server_with(
         "broken",
         vec![Step::status(503).header("retry-after", "0").times(10)],
@@ -761,19 +788,10 @@ async fn an_open_circuit_exits_1() {
     .await;
     let run = courier(&["request", "GET", &url, "--retries", "6"]).await;
     assert_eq!(run.code, 1, "{run:?}");
-    assert_eq!(
-        server.hits("broken").len(),
-        5,
-        "the open circuit sends nothing"
-    );
+    assert_eq!(server.hits("broken").len(), 7, "every attempt reached it");
     let lines = run.attempt_lines();
-    assert_eq!(lines.len(), 6);
-    assert_eq!(lines[5]["outcome"], "local");
-    let messages = run.messages();
-    assert!(
-        messages[0].starts_with("error: circuit open"),
-        "{messages:?}"
-    );
+    assert_eq!(lines.len(), 7);
+    assert_eq!(lines[6]["reason"], "attempts_exhausted");
 }
 
 #[tokio::test]
