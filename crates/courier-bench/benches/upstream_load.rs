@@ -1,4 +1,5 @@
-//! Prints the upstream-load tables (BENCHMARKS.md, "What the server sees").
+//! Prints the upstream-load tables (BENCHMARKS.md, "What the server sees", and "Overload
+//! through the preset").
 //!
 //! `cargo bench -p courier-bench --bench upstream_load`
 //!
@@ -15,4 +16,5 @@ fn main() {
         return;
     }
     println!("{}", courier_bench::sim::run_all());
+    println!("{}", courier_bench::overload::run_all());
 }

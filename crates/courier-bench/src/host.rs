@@ -53,6 +53,10 @@ pub struct Hit {
 
 #[derive(Debug)]
 struct State {
+    /// The rate in force: the config's until [`Host::set_capacity`] changes it.
+    rate: f64,
+    /// The burst in force.
+    burst: u32,
     tokens: f64,
     last: Instant,
     hits: Vec<Hit>,
@@ -76,6 +80,8 @@ impl Host {
             config,
             start: now,
             state: Arc::new(Mutex::new(State {
+                rate: config.rate,
+                burst: config.burst,
                 tokens: f64::from(config.burst),
                 last: now,
                 hits: Vec::new(),
@@ -85,6 +91,18 @@ impl Host {
 
     fn lock(&self) -> MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// From now on the host serves `rate` per second with a burst of `burst` (a host that
+    /// recovers, or one that degrades).
+    pub fn set_capacity(&self, burst: u32, rate: f64) {
+        let now = Instant::now();
+        let mut state = self.lock();
+        let refill = now.duration_since(state.last).as_secs_f64() * state.rate;
+        state.tokens = (state.tokens + refill).min(f64::from(state.burst));
+        state.last = now;
+        state.rate = rate;
+        state.burst = burst;
     }
 
     /// Every request seen so far, in arrival order.
@@ -123,8 +141,8 @@ impl Host {
         let now = Instant::now();
         let mut state = self.lock();
         let c = self.config;
-        let refill = now.duration_since(state.last).as_secs_f64() * c.rate;
-        state.tokens = (state.tokens + refill).min(f64::from(c.burst));
+        let refill = now.duration_since(state.last).as_secs_f64() * state.rate;
+        state.tokens = (state.tokens + refill).min(f64::from(state.burst));
         state.last = now;
         let response = if state.tokens >= 1.0 {
             state.tokens -= 1.0;
@@ -135,8 +153,8 @@ impl Host {
                 Refusal::TooManyRequests => {
                     *resp.status_mut() = StatusCode::TOO_MANY_REQUESTS;
                     // Whole seconds until the next token, rounded up: what servers send.
-                    let wait = if c.rate > 0.0 {
-                        ((1.0 - state.tokens) / c.rate).ceil().max(1.0)
+                    let wait = if state.rate > 0.0 {
+                        ((1.0 - state.tokens) / state.rate).ceil().max(1.0)
                     } else {
                         3600.0
                     };

@@ -14,6 +14,7 @@
 
 pub mod happy;
 pub mod host;
+pub mod overload;
 pub mod report;
 pub mod server;
 pub mod sim;

@@ -128,9 +128,11 @@ pub async fn pages(strategy: PageStrategy) -> PagesOutcome {
 pub enum HerdBackoff {
     /// 1 s every time (`RetryLayer` with base = cap = 1 s, no jitter).
     Fixed1s,
-    /// 0.5 s, 1 s, 2 s, ... capped at 30 s, no jitter (`Jitter::None`).
+    /// 2 s, 4 s, 8 s, ... capped at 30 s, no jitter (`Jitter::None`; a bare 503 backs off
+    /// from the 2 s overload base).
     Exponential,
-    /// courier's default: uniform in `[0, min(30 s, 0.5 s * 2^(n-1))]` (`Jitter::Full`).
+    /// courier's default: uniform in `[0, min(30 s, 2 s * 2^(n-1))]` after a bare 503
+    /// (`Jitter::Full`).
     FullJitter,
 }
 
@@ -138,8 +140,8 @@ impl fmt::Display for HerdBackoff {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             Self::Fixed1s => "fixed 1 s",
-            Self::Exponential => "exponential 0.5 s x 2^n, no jitter",
-            Self::FullJitter => "courier full jitter (default)",
+            Self::Exponential => "exponential 2 s x 2^n, no jitter",
+            Self::FullJitter => "courier full jitter (default: from 2 s after a bare 503)",
         })
     }
 }
@@ -205,11 +207,32 @@ pub async fn herd(backoff: HerdBackoff) -> HerdOutcome {
 
 // === outage: everything 503 ===
 
+/// Which retry budget the outage runs with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OutageBudget {
+    /// No budget: only the attempt count bounds retries.
+    None,
+    /// courier's budget at 10 % with no floor.
+    NoFloor,
+    /// courier's default budget: 10 % plus a floor of 10 retries per 10 s.
+    Default,
+}
+
+impl fmt::Display for OutageBudget {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Self::None => "none",
+            Self::NoFloor => "courier budget 10 %, no floor",
+            Self::Default => "courier default: 10 % plus 10 retries per 10 s",
+        })
+    }
+}
+
 /// What the outage cost.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct OutageOutcome {
-    /// Whether courier's retry budget (10 %, no floor) was on.
-    pub budget: bool,
+    /// The retry budget.
+    pub budget: OutageBudget,
     /// Calls made by the callers.
     pub calls: usize,
     /// Requests the host saw.
@@ -220,8 +243,8 @@ pub struct OutageOutcome {
 pub const OUTAGE_CALLS: usize = 100;
 
 /// [`OUTAGE_CALLS`] calls, one every 10 ms, to a host that answers every request 503;
-/// courier's `RetryLayer` with 3 attempts, with a budget of 10 % and no floor, or without one.
-pub async fn outage(budget: bool) -> OutageOutcome {
+/// courier's `RetryLayer` with 3 attempts, under `budget`.
+pub async fn outage(budget: OutageBudget) -> OutageOutcome {
     let host = Host::new(HostConfig {
         burst: 0,
         rate: 0.0,
@@ -229,10 +252,10 @@ pub async fn outage(budget: bool) -> OutageOutcome {
         rtt: RTT,
     });
     let layer = RetryLayer::new().attempts(3).seed(3);
-    let layer = if budget {
-        layer.budget(RetryBudget::new().ratio(0.1).floor(0))
-    } else {
-        layer.without_budget()
+    let layer = match budget {
+        OutageBudget::None => layer.without_budget(),
+        OutageBudget::NoFloor => layer.budget(RetryBudget::new().ratio(0.1).floor(0)),
+        OutageBudget::Default => layer,
     };
     let svc = layer.layer(host.clone());
     let mut tasks = tokio::task::JoinSet::new();
@@ -285,7 +308,11 @@ pub async fn figures() -> Figures {
     ] {
         out.herd.push(herd(b).await);
     }
-    for budget in [false, true] {
+    for budget in [
+        OutageBudget::None,
+        OutageBudget::NoFloor,
+        OutageBudget::Default,
+    ] {
         out.outage.push(outage(budget).await);
     }
     out
@@ -372,11 +399,7 @@ impl fmt::Display for Figures {
             let _ = writeln!(
                 s,
                 "| {} | {} | {} | {:.2} |",
-                if o.budget {
-                    "courier budget 10 %, no floor"
-                } else {
-                    "none"
-                },
+                o.budget,
                 o.calls,
                 o.sent,
                 o.sent as f64 / o.calls as f64
@@ -427,18 +450,23 @@ mod tests {
 
     #[tokio::test(flavor = "current_thread", start_paused = true)]
     async fn the_budget_caps_an_outage_near_one_point_one() {
-        let without = outage(false).await;
-        let with = outage(true).await;
+        let without = outage(OutageBudget::None).await;
+        let with = outage(OutageBudget::NoFloor).await;
         assert_eq!(without.sent, 3 * OUTAGE_CALLS);
         assert!(with.sent >= OUTAGE_CALLS, "{with:?}");
         assert!(with.sent <= OUTAGE_CALLS + OUTAGE_CALLS / 10, "{with:?}");
+        // The default's floor lets 10 more through per 10 s, which a 1 s outage spends whole
+        // (the 10 % is counted over the requests, the retries included).
+        let default = outage(OutageBudget::Default).await;
+        assert!(default.sent > with.sent, "{default:?}");
+        assert!(default.sent <= with.sent + 2 * 10, "{default:?}");
     }
 
     #[test]
     fn the_tables_print_every_row() {
         let figures = run_all();
         let text = figures.to_string();
-        assert_eq!(text.matches("\n| ").count(), 3 * 2 + 3 + 3 + 2, "{text}");
+        assert_eq!(text.matches("\n| ").count(), 3 * 2 + 3 + 3 + 3, "{text}");
         assert!(text.contains("ask again at once"));
     }
 }
