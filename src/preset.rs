@@ -26,8 +26,9 @@
 //! among working ones, is up: cutting every caller off would turn a slow service into a dead
 //! one. So in the preset:
 //!
-//! - **Adaptive pacing** slows every caller to the rate the host accepts once it signals
-//!   overload, and lets it grow back when the signals stop ([`AdaptivePacingLayer`]).
+//! - **Adaptive pacing** slows every caller to the rate the host accepts once half of its
+//!   answers are overload signals, and lets it grow back when the signals stop
+//!   ([`AdaptivePacingLayer`]).
 //! - **The breaker** ([`preset_breaker`]) opens at once on 5 transport failures in a row
 //!   (refused connections, timeouts: the host is unreachable), but on failing answers (500,
 //!   502, 503, 504) only once they have come for 30 s with no success in between: a host that
@@ -247,8 +248,8 @@ impl CourierLayer {
     }
 
     /// The adaptive pacing, or `None` for none. Defaults to [`AdaptivePacingLayer::new`]: a
-    /// host that signals overload (a 503 or 429 without a hint, refused connections,
-    /// timeouts) is paced at what it accepts, every caller of this layer together.
+    /// host that signals overload (a 503 or 429 without a hint, timeouts) is paced at what it
+    /// accepts, every caller of this layer together.
     pub fn adaptive_pacing(mut self, layer: impl Into<Option<AdaptivePacingLayer>>) -> Self {
         self.pacing = layer.into();
         self

@@ -36,7 +36,7 @@
 //! # Adaptive pacing
 //!
 //! When nobody knows the host's quota, [`AdaptivePacingLayer`] (module [`adaptive`]) learns
-//! it: a 503 or 429 without a hint, a refused connection or a timeout paces the host at what it
+//! it: a 503 or 429 without a hint, or a timeout, paces the host at what it
 //! accepted over the last second, every caller together, and the pace grows back once the
 //! signals stop. It takes its slots from the same [`RateLimitStore`] seam as the bucket. A host
 //! that never signals is never paced.

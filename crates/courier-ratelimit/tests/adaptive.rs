@@ -26,6 +26,8 @@ enum Answer {
     BusyWithHint,
     Refused,
     Reset,
+    /// The attempt timed out.
+    TimedOut,
 }
 
 #[derive(Clone, Default)]
@@ -85,6 +87,9 @@ impl Service<Request<()>> for Host {
                     return Err(io::Error::from(io::ErrorKind::ConnectionRefused).into());
                 }
                 Answer::Reset => return Err(io::Error::from(io::ErrorKind::ConnectionReset).into()),
+                Answer::TimedOut => {
+                    return Err(courier_core::AttemptTimedOut::new(Duration::from_secs(1)).into());
+                }
             }
             Ok(resp)
         })
@@ -119,18 +124,41 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-/// Serves 2 of a crowd of 3 and refuses the third with a bare `status`: the host is then paced
-/// at 2/s.
+/// Serves 2 of a crowd of 4 and refuses the other 2 with a bare `status`: half its answers
+/// are refusals, and the host is then paced at 2/s.
 async fn overload_with(status: u16) -> (AdaptivePacingLayer, Svc, Host) {
     let layer = AdaptivePacingLayer::new();
     let (svc, host) = setup(&layer);
     host.push(Answer::Status(200), 2);
-    host.push(Answer::Status(status), 1);
-    crowd(&svc, 3).await;
+    host.push(Answer::Status(status), 2);
+    crowd(&svc, 4).await;
     (layer, svc, host)
 }
 
 // === the rules ===
+
+#[tokio::test(start_paused = true)]
+async fn a_few_refusals_among_many_answers_pace_nothing() {
+    // One path that answers 503 for a reason of its own: 4 of 10 answers.
+    let layer = AdaptivePacingLayer::new();
+    let (svc, host) = setup(&layer);
+    for _ in 0..5 {
+        host.push(Answer::Status(200), 3);
+        host.push(Answer::Status(503), 2);
+    }
+    crowd(&svc, 25).await;
+    assert_eq!(layer.learned_rate(&key()), None);
+    // A stricter share paces it.
+    let layer = AdaptivePacingLayer::new().overload_share(0.3).unwrap();
+    let (svc, host) = setup(&layer);
+    for _ in 0..5 {
+        host.push(Answer::Status(200), 3);
+        host.push(Answer::Status(503), 2);
+    }
+    crowd(&svc, 25).await;
+    assert!(layer.learned_rate(&key()).is_some());
+    assert!(AdaptivePacingLayer::new().overload_share(1.5).is_err());
+}
 
 #[tokio::test(start_paused = true)]
 async fn a_healthy_host_is_never_paced() {
@@ -157,26 +185,37 @@ async fn a_bare_503_paces_every_caller_at_what_the_host_accepted() {
         r.unwrap();
     }
     // One at once, then one every half second (the learned rate holds for 2 s).
-    let arrivals: Vec<_> = host.arrivals().into_iter().skip(3).collect();
+    let arrivals: Vec<_> = host.arrivals().into_iter().skip(4).collect();
     let since: Vec<_> = arrivals.iter().map(|&a| a - arrivals[0]).collect();
     assert_eq!(since, [0, 500, 1000, 1500].map(ms));
     assert_eq!(start.elapsed(), ms(1500));
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_bare_429_and_a_refused_connection_are_signals_too() {
+async fn a_bare_429_and_a_timeout_are_signals_too() {
     let (layer, ..) = overload_with(429).await;
     assert_eq!(layer.learned_rate(&key()), Some(2.0));
 
     let layer = AdaptivePacingLayer::new();
     let (svc, host) = setup(&layer);
-    host.push(Answer::Refused, 1);
+    host.push(Answer::TimedOut, 1);
     svc.clone().oneshot(get()).await.unwrap_err();
     assert_eq!(
         layer.learned_rate(&key()),
         Some(1.0),
         "nothing accepted: the minimum rate"
     );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_refused_connection_is_a_host_down_not_overloaded() {
+    let layer = AdaptivePacingLayer::new();
+    let (svc, host) = setup(&layer);
+    host.push(Answer::Refused, 5);
+    for _ in 0..5 {
+        svc.clone().oneshot(get()).await.unwrap_err();
+    }
+    assert_eq!(layer.learned_rate(&key()), None, "the breaker's case");
 }
 
 #[tokio::test(start_paused = true)]
@@ -273,7 +312,7 @@ async fn a_dropped_wait_gives_its_slot_back() {
     let start = Instant::now();
     svc.clone().oneshot(get()).await.unwrap();
     assert_eq!(start.elapsed(), ms(400));
-    assert_eq!(host.count(), 5, "the abandoned request was never sent");
+    assert_eq!(host.count(), 6, "the abandoned request was never sent");
 }
 
 #[tokio::test(start_paused = true)]
@@ -286,7 +325,7 @@ async fn a_wait_past_the_deadline_fails_at_once_with_rate_limited() {
     let err = svc.clone().oneshot(req).await.unwrap_err();
     assert!(err.is::<RateLimited>(), "{err}");
     assert_eq!(start.elapsed(), Duration::ZERO);
-    assert_eq!(host.count(), 4);
+    assert_eq!(host.count(), 5);
 }
 
 // === bounds and settings ===

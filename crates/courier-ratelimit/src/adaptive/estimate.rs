@@ -19,6 +19,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 const BUCKETS: u64 = 4;
 const BUCKET_NS: u64 = 250_000_000;
+/// With nothing accepted, the rate doubles this often: 250 ms.
+const SLOW_START_NS: u64 = 250_000_000;
 /// The accepted rate is counted over this long: one second.
 pub(crate) const WINDOW_NS: u64 = BUCKETS * BUCKET_NS;
 const IDX_BITS: u32 = 24;
@@ -28,6 +30,8 @@ const COUNT_MAX: u64 = (1 << (64 - IDX_BITS)) - 1;
 /// The settings the rules read, in the units they use.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub(crate) struct Rules {
+    /// The least share of overload signals among the answers of the last second that paces.
+    pub(crate) overload_share: f64,
     /// The lowest pacing rate, per second.
     pub(crate) min_rate: f64,
     /// The highest pacing rate, per second: at it, or after `recover_ns`, pacing ends.
@@ -42,20 +46,74 @@ pub(crate) struct Rules {
 
 impl Rules {
     /// The pacing rate `elapsed_ns` after a signal that set `base`; `None` once pacing ends.
+    ///
+    /// With a capacity measured (`base` above the minimum): held at `base`, then the cubic
+    /// ramp. With nothing accepted (`base` at the minimum: the host served nobody, so nothing
+    /// is known of its capacity): from the minimum, doubling every `SLOW_START_NS`, as TCP's
+    /// slow start does after a timeout, so that a host back from an outage is at full speed
+    /// within seconds.
     pub(crate) fn rate(&self, base: f64, elapsed_ns: u64) -> Option<f64> {
         if elapsed_ns >= self.recover_ns {
             return None;
         }
-        let x = elapsed_ns.saturating_sub(self.hold_ns) as f64 / self.ramp_ns as f64;
-        let rate = base.max(self.min_rate) * (1.0 + x * x * x);
+        let rate = if base <= self.min_rate {
+            let doublings = (elapsed_ns as f64 / SLOW_START_NS as f64).min(1_000.0);
+            self.min_rate * doublings.exp2()
+        } else {
+            let x = elapsed_ns.saturating_sub(self.hold_ns) as f64 / self.ramp_ns as f64;
+            base * (1.0 + x * x * x)
+        };
         (rate < self.max_rate).then_some(rate)
+    }
+}
+
+/// Events per second over the last second, in four buckets of a packed word each.
+#[derive(Debug)]
+struct Counter([AtomicU64; BUCKETS as usize]);
+
+impl Counter {
+    const fn new() -> Self {
+        Self([const { AtomicU64::new(0) }; BUCKETS as usize])
+    }
+
+    #[inline]
+    fn add(&self, now: u64) {
+        let idx = now / BUCKET_NS;
+        let slot = &self.0[(idx % BUCKETS) as usize];
+        let idx = idx & IDX_MASK;
+        let mut cur = slot.load(Ordering::Relaxed);
+        loop {
+            let count = if cur & IDX_MASK == idx {
+                cur >> IDX_BITS
+            } else {
+                0
+            };
+            let new = idx | ((count + 1).min(COUNT_MAX) << IDX_BITS);
+            match slot.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
+                Ok(_) => return,
+                Err(actual) => cur = actual,
+            }
+        }
+    }
+
+    fn rate(&self, now: u64) -> f64 {
+        let cur = (now / BUCKET_NS) & IDX_MASK;
+        let count: u64 = self
+            .0
+            .iter()
+            .map(|slot| slot.load(Ordering::Relaxed))
+            .filter(|w| cur.wrapping_sub(w & IDX_MASK) & IDX_MASK < BUCKETS)
+            .map(|w| w >> IDX_BITS)
+            .sum();
+        count as f64 * 1e9 / WINDOW_NS as f64
     }
 }
 
 /// One key's estimate. See the [module docs](self).
 #[derive(Debug)]
 pub(crate) struct Estimate {
-    accepts: [AtomicU64; BUCKETS as usize],
+    accepts: Counter,
+    signals: Counter,
     /// `f64` bits, requests per second.
     base: AtomicU64,
     /// Nanoseconds since the base instant of the last overload signal (at least 1); 0 while
@@ -66,7 +124,8 @@ pub(crate) struct Estimate {
 impl Estimate {
     pub(crate) fn new() -> Self {
         Self {
-            accepts: [const { AtomicU64::new(0) }; BUCKETS as usize],
+            accepts: Counter::new(),
+            signals: Counter::new(),
             base: AtomicU64::new(0),
             since: AtomicU64::new(0),
         }
@@ -82,22 +141,7 @@ impl Estimate {
     /// request was sent without pacing.
     #[inline]
     pub(crate) fn accepted(&self, now: u64, unpaced: bool, rules: &Rules) {
-        let idx = now / BUCKET_NS;
-        let slot = &self.accepts[(idx % BUCKETS) as usize];
-        let idx = idx & IDX_MASK;
-        let mut cur = slot.load(Ordering::Relaxed);
-        loop {
-            let count = if cur & IDX_MASK == idx {
-                cur >> IDX_BITS
-            } else {
-                0
-            };
-            let new = idx | ((count + 1).min(COUNT_MAX) << IDX_BITS);
-            match slot.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => break,
-                Err(actual) => cur = actual,
-            }
-        }
+        self.accepts.add(now);
         // Just after a signal, what the host demonstrably serves raises the estimate: the
         // answers to requests sent before pacing began are still arriving. Paced requests'
         // answers do not: the pace is what they show.
@@ -110,14 +154,20 @@ impl Estimate {
         }
     }
 
-    /// The host signalled overload at `now`: pace it at what it accepted over the last second
-    /// (at least the minimum), the ramp starting again from here.
-    pub(crate) fn overloaded(&self, now: u64, rules: &Rules) {
-        let base = self
-            .accepted_rate(now)
-            .clamp(rules.min_rate, rules.max_rate);
+    /// The host signalled overload at `now`. When signals are at least `overload_share` of its
+    /// answers over the last second, pace it at what it accepted over that second (at least
+    /// the minimum), the ramp starting again from here; returns whether it did. A few refusals
+    /// among many answers (one path that answers 503) pace nothing.
+    pub(crate) fn overloaded(&self, now: u64, rules: &Rules) -> bool {
+        self.signals.add(now);
+        let (signals, accepted) = (self.signals.rate(now), self.accepted_rate(now));
+        if signals < rules.overload_share * (signals + accepted) {
+            return false;
+        }
+        let base = accepted.clamp(rules.min_rate, rules.max_rate);
         self.base.store(base.to_bits(), Ordering::Relaxed);
         self.since.fetch_max(now.max(1), Ordering::Relaxed);
+        true
     }
 
     /// The rate to pace at `now`, `None` while unpaced. Ends pacing once the rules say so.
@@ -145,15 +195,7 @@ impl Estimate {
 
     /// Accepts per second over the last second.
     pub(crate) fn accepted_rate(&self, now: u64) -> f64 {
-        let cur = (now / BUCKET_NS) & IDX_MASK;
-        let count: u64 = self
-            .accepts
-            .iter()
-            .map(|slot| slot.load(Ordering::Relaxed))
-            .filter(|w| cur.wrapping_sub(w & IDX_MASK) & IDX_MASK < BUCKETS)
-            .map(|w| w >> IDX_BITS)
-            .sum();
-        count as f64 * 1e9 / WINDOW_NS as f64
+        self.accepts.rate(now)
     }
 
     /// Whether nothing would be lost by forgetting this key: unpaced, and no accept counted
@@ -178,6 +220,7 @@ mod tests {
 
     fn rules() -> Rules {
         Rules {
+            overload_share: 0.2,
             min_rate: 1.0,
             max_rate: 10_000.0,
             hold_ns: S,
@@ -206,7 +249,9 @@ mod tests {
         for k in 0..5 {
             e.accepted(10 * S + k * 100_000_000, true, &r);
         }
-        e.overloaded(10 * S + 600_000_000, &r);
+        // One refusal among 5 answers is under a fifth: nothing; a second one paces.
+        assert!(!e.overloaded(10 * S + 600_000_000, &r));
+        assert!(e.overloaded(10 * S + 600_000_000, &r));
         assert_eq!(e.rate(10 * S + 600_000_000, &r), Some(5.0));
     }
 
@@ -237,6 +282,7 @@ mod tests {
             e.accepted(S, true, &r);
         }
         e.overloaded(S, &r);
+        e.overloaded(S, &r);
         assert_eq!(e.rate(2 * S, &r), Some(5.0), "held for a second");
         assert_eq!(e.rate(4 * S, &r), Some(10.0), "one ramp later: twice");
         assert_eq!(e.rate(6 * S, &r), Some(45.0), "two ramps later: nine times");
@@ -246,11 +292,47 @@ mod tests {
     }
 
     #[test]
+    fn a_few_signals_among_many_answers_pace_nothing() {
+        let (e, r) = (Estimate::new(), rules());
+        for k in 0..100 {
+            e.accepted(k * 1_000_000, true, &r);
+        }
+        // 24 signals among 100 answers: 19 % of the 124.
+        for k in 0..24 {
+            assert!(!e.overloaded(100_000_000 + k, &r));
+        }
+        assert!(!e.is_paced());
+        assert!(e.overloaded(200_000_000, &r), "the 25th makes 20 %");
+        assert_eq!(e.base(), Some(100.0));
+    }
+
+    #[test]
     fn a_signal_meanwhile_keeps_pacing_on() {
         let (e, r) = (Estimate::new(), rules());
         e.overloaded(S, &r);
-        e.overloaded(9 * S, &r);
-        assert_eq!(e.rate(12 * S, &r), Some(1.0 * (1.0 + 1.0f64.powi(3))));
+        for _ in 0..3 {
+            e.accepted(9 * S, true, &r);
+        }
+        for _ in 0..3 {
+            e.overloaded(9 * S, &r);
+        }
+        // 10 s after the first signal, 3 after the last: held 1 s, then 2 s of ramp.
+        assert_eq!(e.rate(12 * S, &r), Some(3.0 * 2.0));
+    }
+
+    #[test]
+    fn with_nothing_accepted_the_rate_starts_slow_and_doubles() {
+        let (e, r) = (Estimate::new(), rules());
+        e.overloaded(S, &r);
+        assert_eq!(e.base(), Some(1.0));
+        assert_eq!(e.rate(S, &r), Some(1.0));
+        assert_eq!(e.rate(S + SLOW_START_NS, &r), Some(2.0));
+        assert_eq!(e.rate(S + 10 * SLOW_START_NS, &r), Some(1024.0));
+        assert_eq!(
+            e.rate(S + 100 * SLOW_START_NS, &r),
+            None,
+            "past the maximum"
+        );
     }
 
     #[test]
@@ -260,8 +342,10 @@ mod tests {
             ..rules()
         };
         let e = Estimate::new();
+        e.accepted(S, true, &r);
+        e.accepted(S, true, &r);
         e.overloaded(S, &r);
-        assert_eq!(e.rate(S, &r), Some(1.0));
+        assert_eq!(e.rate(S, &r), Some(2.0));
         assert_eq!(e.rate(5 * S, &r), None, "past 4/s: unpaced");
     }
 
@@ -283,12 +367,14 @@ mod tests {
         fn the_rate_stays_in_bounds_and_always_recovers(
             events in proptest::collection::vec((0u64..30 * S, any::<bool>()), 0..200),
             min_rate in 0.01f64..100.0,
+            share in 0.0f64..=1.0,
             span in 1.0f64..1_000.0,
             hold_ms in 0u64..10_000,
             ramp_ms in 1u64..10_000,
             recover_ms in 1u64..60_000,
         ) {
             let r = Rules {
+                overload_share: share,
                 min_rate,
                 max_rate: min_rate * span,
                 hold_ns: hold_ms * 1_000_000,
@@ -300,7 +386,7 @@ mod tests {
             events.sort_unstable();
             let mut last = 0;
             for (t, overload) in events {
-                if overload { e.overloaded(t, &r) } else { e.accepted(t, t % 2 == 0, &r) }
+                if overload { e.overloaded(t, &r); } else { e.accepted(t, t % 2 == 0, &r) }
                 if let Some(rate) = e.rate(t, &r) {
                     prop_assert!(rate >= min_rate && rate < r.max_rate, "{rate}");
                 }

@@ -14,6 +14,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tower_layer::Layer;
 
+/// The default share of overload signals among a second's answers that paces a host: half.
+pub const DEFAULT_OVERLOAD_SHARE: f64 = 0.5;
 /// The default lowest pacing rate: 1 request per second.
 pub const DEFAULT_MIN_RATE: f64 = 1.0;
 /// The default highest pacing rate: past 10 000 per second a host is not paced.
@@ -133,13 +135,14 @@ impl<KF: KeyFn, St> Shared<KF, St> {
 // === impl AdaptivePacingLayer ===
 
 impl AdaptivePacingLayer {
-    /// An estimate per host (scheme and authority), with the defaults: from 1 to 10 000
-    /// requests per second, held 2 s after the last signal then doubling in 1 s, unpaced 10 s
+    /// An estimate per host (scheme and authority), with the defaults: paced once half of a
+    /// second's answers are overload signals, from 1 to 10 000 requests per second, held 2 s after the last signal then doubling in 1 s, unpaced 10 s
     /// after it, at most 60 s of waiting, 10 000 hosts; slots in an [`InMemoryStore`].
     pub fn new() -> Self {
         Self::from_parts(
             Config {
                 rules: Rules {
+                    overload_share: DEFAULT_OVERLOAD_SHARE,
                     min_rate: DEFAULT_MIN_RATE,
                     max_rate: DEFAULT_MAX_RATE,
                     hold_ns: nanos(DEFAULT_HOLD),
@@ -250,6 +253,25 @@ where
             ));
         }
         Ok(self.map_config(|c| c.rules.max_rate = max))
+    }
+
+    /// The least share of overload signals among the host's answers over the last second that
+    /// paces it: below it, a few refusals among many answers (one path that answers 503 for
+    /// reasons of its own) pace nothing. Defaults to 0.5: a host refusing as many as it serves is
+    /// overloaded (the client-side throttling of Google's SRE book draws the same line).
+    ///
+    /// # Errors
+    ///
+    /// Unless `share` is in `[0, 1]`.
+    pub fn overload_share(self, share: f64) -> Result<Self, InvalidConfig> {
+        if !(0.0..=1.0).contains(&share) {
+            return Err(InvalidConfig::new(
+                "an overload share must be in [0, 1]",
+                share,
+                "0.5 to pace a host once half of its answers are refusals",
+            ));
+        }
+        Ok(self.map_config(|c| c.rules.overload_share = share))
     }
 
     /// How long the learned rate holds after the last signal before it ramps up: requests

@@ -5,15 +5,18 @@
 //! serve: nobody configured its rate. This layer learns it, per host (or per key of your own),
 //! and paces every attempt of every caller sharing the layer to it:
 //!
-//! - **Signals.** A 503 or 429 without a server hint, a connection refused and a timeout are
-//!   overload signals. Any other answer is an accept (a 500 is an accept: the host had the
+//! - **Signals.** A 503 or 429 without a server hint and a timeout (to connect, or to the
+//!   answer) are overload signals. A refused connection is not: a host too busy to accept
+//!   drops the connection attempt (the client times out), while a refusal means nothing
+//!   listens, a host that is down, which the circuit breaker judges. Any other answer is an accept (a 500 is an accept: the host had the
 //!   capacity to answer, and the answer is the path's, not the host's). A 503 or 429 *with* a
 //!   hint (`Retry-After`, `x-ratelimit-reset`, `RateLimit`) is the server's word: the token
 //!   bucket parks the host and retry waits what it says, and this layer learns nothing from
 //!   it, so an explicit hint always beats the estimate. Our own refusals and TLS failures say
 //!   nothing about the host.
-//! - **The estimate.** On a signal the host's rate becomes what it accepted over the last
-//!   second (at least [`min_rate`](AdaptivePacingLayer::min_rate)); accepts that come within
+//! - **The estimate.** Once signals are half of the host's answers over the last second
+//!   ([`overload_share`](AdaptivePacingLayer::overload_share): fewer are one path's trouble,
+//!   not the host's), the host's rate becomes what it accepted over that second (at least [`min_rate`](AdaptivePacingLayer::min_rate)); accepts that come within
 //!   the second after the signal raise it, since under overload the quick refusals arrive
 //!   before the slow successes. Requests then start at most at that rate for
 //!   [`hold`](AdaptivePacingLayer::hold) after the last signal, then at
@@ -66,11 +69,11 @@
 //! });
 //! let layer = AdaptivePacingLayer::new();
 //! let svc = ServiceBuilder::new().layer(layer.clone()).service(host);
-//! for _ in 0..3 {
+//! for _ in 0..4 {
 //!     let req = Request::get("http://api.example/").body(()).unwrap();
 //!     svc.clone().oneshot(req).await.unwrap();
 //! }
-//! // Two accepted in the last second: paced at 2 per second from now on.
+//! // Half the answers refusals, two accepted in the last second: paced at 2 per second.
 //! let host = courier_core::HostKey::from_request(&Request::get("http://api.example/").body(()).unwrap());
 //! assert_eq!(layer.learned_rate(&host), Some(2.0));
 //! let start = tokio::time::Instant::now();
@@ -88,6 +91,6 @@ mod service;
 
 pub use layer::{
     AdaptivePacingLayer, DEFAULT_HOLD, DEFAULT_MAX_HOSTS, DEFAULT_MAX_RATE, DEFAULT_MIN_RATE,
-    DEFAULT_RAMP, DEFAULT_RECOVER_AFTER,
+    DEFAULT_OVERLOAD_SHARE, DEFAULT_RAMP, DEFAULT_RECOVER_AFTER,
 };
 pub use service::{AdaptivePacing, ResponseFuture};

@@ -199,7 +199,11 @@ impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
                 _ => false,
             },
             Err(e) => match classify_error(&**e) {
-                FailureKind::Connect | FailureKind::Timeout => true,
+                FailureKind::Timeout => true,
+                // A connect that timed out is a host too busy to accept; a refused one is a
+                // host with nothing listening: down, which is the breaker's to judge (a full
+                // accept queue drops the SYN, it does not refuse it).
+                FailureKind::Connect => !is_refused(&**e),
                 // A reset or a broken answer is not a refusal; ours and TLS say nothing.
                 _ => return,
             },
@@ -213,11 +217,27 @@ impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
     }
 }
 
+/// Whether the connection was refused: nothing listens there.
+fn is_refused(err: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next = Some(err);
+    while let Some(e) = next {
+        if e.downcast_ref::<std::io::Error>()
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+        {
+            return true;
+        }
+        next = e.source();
+    }
+    false
+}
+
 #[cold]
 #[inline(never)]
 fn overloaded<KF: KeyFn, St>(shared: &Shared<KF, St>, host: &Host<KF::Key>, now: u64) {
     let was_paced = host.estimate.is_paced();
-    host.estimate.overloaded(now, &shared.config.rules);
+    if !host.estimate.overloaded(now, &shared.config.rules) {
+        return;
+    }
     let rate = host.estimate.base().unwrap_or_default();
     if was_paced {
         tracing::debug!(host = ?host.key, rate, "adaptive pacing: overload signal");
