@@ -8,8 +8,8 @@ use crate::check::{DEADLINE_SLACK, Invariant, LATE_SLACK};
 use crate::scenario::{DROP_SHARE, Kind};
 use crate::soak::{
     ATTEMPT_TIMEOUT, ATTEMPTS, BACKOFF_BASE, BACKOFF_CAP, BREAKER_FAILURES, BUDGET_FLOOR,
-    BUDGET_RATIO, BUDGET_WINDOW, CACHE_BYTES, DEADLINE, MAX_GROWTH_KIB, MAX_SLOPE_KIB_PER_MIN,
-    OPEN_DURATION, Report,
+    BUDGET_RATIO, BUDGET_WINDOW, CACHE_BYTES, DEADLINE, FAILING_ANSWERS_FOR, MAX_GROWTH_KIB,
+    MAX_SLOPE_KIB_PER_MIN, OPEN_DURATION, OVERLOAD_BASE, Report,
 };
 
 /// Formats the report as the text table `courier-chaos` prints.
@@ -29,9 +29,10 @@ pub(crate) fn render(report: &Report) -> String {
     let _ = writeln!(
         out,
         "preset: deadline {DEADLINE:?}, attempt timeout {ATTEMPT_TIMEOUT:?}, retry {ATTEMPTS} \
-         attempts (backoff {BACKOFF_BASE:?} to {BACKOFF_CAP:?}, budget {:.0} % + {BUDGET_FLOOR} \
-         per {BUDGET_WINDOW:?} per host), breaker {BREAKER_FAILURES} failures / \
-         {OPEN_DURATION:?} open, cache {} MiB",
+         attempts (backoff {BACKOFF_BASE:?} ({OVERLOAD_BASE:?} after a bare 503 or 429) to \
+         {BACKOFF_CAP:?}, budget {:.0} % + {BUDGET_FLOOR} per {BUDGET_WINDOW:?} per host), breaker \
+         {BREAKER_FAILURES} failures ({FAILING_ANSWERS_FOR:?} of failing answers) / \
+         {OPEN_DURATION:?} open, adaptive pacing, cache {} MiB",
         BUDGET_RATIO * 100.0,
         CACHE_BYTES / (1024 * 1024)
     );

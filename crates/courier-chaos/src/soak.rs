@@ -38,6 +38,8 @@ pub(crate) const ATTEMPT_TIMEOUT: Duration = Duration::from_millis(500);
 pub(crate) const ATTEMPTS: u32 = 3;
 /// Retry backoff: full jitter from this base...
 pub(crate) const BACKOFF_BASE: Duration = Duration::from_millis(20);
+/// ...or from this one after a bare 503 or 429 (four times the base, as in the preset)...
+pub(crate) const OVERLOAD_BASE: Duration = Duration::from_millis(80);
 /// ...up to this cap.
 pub(crate) const BACKOFF_CAP: Duration = Duration::from_millis(200);
 /// The retry budget: this share of the calls...
@@ -48,6 +50,9 @@ pub(crate) const BUDGET_FLOOR: u32 = 10;
 pub(crate) const BUDGET_WINDOW: Duration = Duration::from_secs(10);
 /// Consecutive failures that trip a host's breaker.
 pub(crate) const BREAKER_FAILURES: NonZeroU32 = NonZeroU32::new(10).expect("10 > 0");
+/// Failing answers open a breaker only after this long with no success (transport failures
+/// at the count alone): the preset's rule, scaled to the soak's short outages.
+pub(crate) const FAILING_ANSWERS_FOR: Duration = Duration::from_secs(1);
 /// How long a tripped breaker stays open.
 pub(crate) const OPEN_DURATION: Duration = Duration::from_secs(2);
 /// The cache's size.
@@ -103,6 +108,7 @@ pub(crate) fn preset(seed: u64) -> CourierLayer {
             RetryLayer::new()
                 .attempts(ATTEMPTS)
                 .base(BACKOFF_BASE)
+                .overload_base(OVERLOAD_BASE)
                 .cap(BACKOFF_CAP)
                 .seed(seed)
                 .budget(
@@ -115,6 +121,7 @@ pub(crate) fn preset(seed: u64) -> CourierLayer {
         .circuit_breaker(
             CircuitBreakerLayer::new()
                 .consecutive_failures(BREAKER_FAILURES)
+                .failing_answers_for(FAILING_ANSWERS_FOR)
                 .open_duration(OPEN_DURATION),
         )
         .cache(EtagCacheLayer::new().capacity(CACHE_BYTES))
