@@ -608,3 +608,44 @@ async fn a_slot_given_back_after_its_moment_goes_back() {
     }
     assert!(admitted, "the slot given back was taken again");
 }
+
+/// Two replicas pacing an overloaded host adaptively take their slots from one Redis bucket:
+/// together they keep to the pace one of them learned, where each alone would keep to it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adaptive_pacing_shares_its_slots_through_redis() {
+    use courier_ratelimit::adaptive::AdaptivePacingLayer;
+    let Some(redis) = redis("adaptive_pacing_shares_its_slots_through_redis").await else {
+        return;
+    };
+    let url = redis.url();
+    let prefix = unique_prefix("adaptive");
+    let starts = Arc::new(Mutex::new(Vec::new()));
+    let mut services = Vec::new();
+    for _ in 0..2 {
+        let layer = AdaptivePacingLayer::new().store_in(store(&url, &prefix).await);
+        let starts = Arc::clone(&starts);
+        // Every answer a bare 503: nothing accepted, so each replica learns the minimum, 1/s.
+        services.push(ServiceBuilder::new().layer(layer).service(service_fn(
+            move |_req: http::Request<()>| {
+                starts.lock().unwrap().push(Instant::now());
+                async {
+                    let mut resp = http::Response::new(());
+                    *resp.status_mut() = http::StatusCode::SERVICE_UNAVAILABLE;
+                    Ok::<_, BoxError>(resp)
+                }
+            },
+        )));
+    }
+    let t0 = Instant::now();
+    let run_for = Duration::from_millis(2_500);
+    let (a, b) = (services[0].clone(), services[1].clone());
+    tokio::join!(replica(a, t0, run_for), replica(b, t0, run_for));
+    let starts = starts.lock().unwrap().clone();
+    let in_window = starts.iter().filter(|t| **t - t0 < run_for).count();
+    // Each replica's first call goes unpaced; then one slot a second for both together (at
+    // 0, 1 and 2 s). Alone, each would start 1 + 3.
+    assert!(
+        (3..=6).contains(&in_window),
+        "{in_window} starts in 2.5 s: {starts:?}"
+    );
+}
