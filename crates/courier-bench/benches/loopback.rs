@@ -37,6 +37,9 @@ const TASKS: usize = 16;
 enum Client {
     HyperRaw,
     HyperPreset,
+    /// The preset over hyper-util with adaptive pacing off: what the pacing costs a healthy
+    /// host.
+    HyperPresetNoPacing,
     ReqwestRaw,
     ReqwestPreset,
     ReqwestMiddleware,
@@ -74,6 +77,7 @@ impl Client {
         match self {
             Self::HyperRaw => "hyper-util client (raw)",
             Self::HyperPreset => "courier preset over hyper-util",
+            Self::HyperPresetNoPacing => "courier preset over hyper-util, adaptive pacing off",
             Self::ReqwestRaw => "reqwest (raw)",
             Self::ReqwestPreset => "courier preset over reqwest",
             Self::ReqwestMiddleware => "reqwest-middleware + reqwest-retry",
@@ -83,7 +87,10 @@ impl Client {
 
     fn raw(self) -> Self {
         match self {
-            Self::HyperRaw | Self::HyperPreset | Self::HyperLayer(_) => Self::HyperRaw,
+            Self::HyperRaw
+            | Self::HyperPreset
+            | Self::HyperPresetNoPacing
+            | Self::HyperLayer(_) => Self::HyperRaw,
             _ => Self::ReqwestRaw,
         }
     }
@@ -95,6 +102,7 @@ struct Clients {
     uri: Uri,
     hyper: courier::transport::HyperClient<Body>,
     hyper_preset: courier::Courier<courier::transport::HyperService<Body>>,
+    hyper_no_pacing: courier::Courier<courier::transport::HyperService<Body>>,
     hyper_layers: Vec<courier::Courier<courier::transport::HyperService<Body>>>,
     reqwest: reqwest::Client,
     reqwest_preset: courier::Courier<ReqwestService<Body>>,
@@ -118,9 +126,10 @@ async fn sequential(clients: Clients, client: Client, n: usize) -> usize {
                 }
             }
         }
-        Client::HyperPreset | Client::HyperLayer(_) => {
+        Client::HyperPreset | Client::HyperPresetNoPacing | Client::HyperLayer(_) => {
             let mut svc = match client {
                 Client::HyperLayer(i) => clients.hyper_layers[i].clone(),
+                Client::HyperPresetNoPacing => clients.hyper_no_pacing.clone(),
                 _ => clients.hyper_preset.clone(),
             };
             for _ in 0..n {
@@ -226,6 +235,7 @@ fn main() {
         uri: url.parse().expect("a valid uri"),
         hyper: hyper_client(),
         hyper_preset: CourierLayer::new().hyper(),
+        hyper_no_pacing: CourierLayer::new().adaptive_pacing(None).hyper(),
         hyper_layers: (0..HYPER_LAYERS.len())
             .map(|i| hyper_layer(i).hyper())
             .collect(),
@@ -244,6 +254,7 @@ fn main() {
         for client in [
             Client::HyperRaw,
             Client::HyperPreset,
+            Client::HyperPresetNoPacing,
             Client::ReqwestRaw,
             Client::ReqwestPreset,
             Client::ReqwestMiddleware,

@@ -272,9 +272,9 @@ pub fn best_peer(variant: &str) -> Option<&'static str> {
         "courier retry" => "tower retry (TpsBudget)",
         "courier breaker" | "courier breaker (global)" => "failsafe circuit breaker",
         "courier ratelimit" | "courier ratelimit (global)" => "tower rate_limit",
-        "courier preset (defaults, 5 layers)" | "courier preset + ratelimit (6 layers)" => {
-            "tower timeout+retry+concurrency_limit"
-        }
+        "courier preset (defaults, 5 layers)"
+        | "courier preset + ratelimit (6 layers)"
+        | "courier preset, adaptive pacing off" => "tower timeout+retry+concurrency_limit",
         "courier deadline, inner yields once" | "courier attempt_timeout, inner yields once" => {
             "tower timeout, inner yields once"
         }
@@ -368,8 +368,18 @@ pub fn variants() -> Vec<Variant> {
             EtagCacheLayer::new().layer(service_fn(ok)),
         ),
         variant(
+            "courier adaptive pacing (healthy host)",
+            courier::ratelimit::AdaptivePacingLayer::new().layer(service_fn(ok)),
+        ),
+        variant(
             "courier preset (defaults, 5 layers)",
             CourierLayer::new().layer(service_fn(ok)),
+        ),
+        variant(
+            "courier preset, adaptive pacing off",
+            CourierLayer::new()
+                .adaptive_pacing(None)
+                .layer(service_fn(ok)),
         ),
         variant(
             "courier preset + ratelimit (6 layers)",
@@ -528,7 +538,7 @@ mod tests {
         let _rt = rt.enter();
         let mut variants = variants();
         assert_eq!(variants[0].name, BARE);
-        assert_eq!(variants.len(), 25);
+        assert_eq!(variants.len(), 27);
         for v in &mut variants {
             for _ in 0..1000 {
                 assert!((v.call)(), "{} left the happy path", v.name);

@@ -5,7 +5,7 @@
 //! paused time: the same on every machine and every run. Every loop is bounded.
 
 use crate::host::{Body, Host, HostConfig, Refusal};
-use crate::sim::RTT;
+use crate::sim::{RTT, on_paused_time, secs};
 use courier::CourierLayer;
 use courier::core::{BoxError, CircuitOpen, HostKey, is_caused_by};
 use courier::ratelimit::AdaptivePacingLayer;
@@ -364,16 +364,7 @@ pub async fn figures() -> Figures {
 ///
 /// When the runtime cannot be built.
 pub fn run_all() -> Figures {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a current-thread runtime")
-        .block_on(figures())
-}
-
-fn secs(d: Duration) -> String {
-    format!("{:.2} s", d.as_secs_f64())
+    on_paused_time(figures())
 }
 
 impl fmt::Display for Figures {

@@ -324,15 +324,25 @@ pub async fn figures() -> Figures {
 ///
 /// When the runtime cannot be built.
 pub fn run_all() -> Figures {
+    on_paused_time(figures())
+}
+
+/// Runs `f` to its end on a fresh paused current-thread runtime.
+///
+/// # Panics
+///
+/// When the runtime cannot be built.
+pub(crate) fn on_paused_time<F: std::future::Future>(f: F) -> F::Output {
     tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("a current-thread runtime")
-        .block_on(figures())
+        .block_on(f)
 }
 
-fn secs(d: Duration) -> String {
+/// A duration for the tables: seconds with two decimals.
+pub(crate) fn secs(d: Duration) -> String {
     format!("{:.2} s", d.as_secs_f64())
 }
 

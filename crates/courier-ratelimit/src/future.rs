@@ -417,7 +417,7 @@ where
 
 #[cold]
 /// Calls the inner service with the request held while the slot was pending.
-fn start<S, B>(pending: &mut Option<Box<(S, Request<B>)>>) -> S::Future
+pub(crate) fn start<S, B>(pending: &mut Option<Box<(S, Request<B>)>>) -> S::Future
 where
     S: Service<Request<B>>,
 {

@@ -224,7 +224,7 @@ where
 
 /// Whether `req`'s key is `key`: told in place when the key function can, else by making it.
 #[inline]
-fn is_key<KF: KeyFn>(key_fn: &KF, req: &RequestHead<'_>, key: &KF::Key) -> bool {
+pub(crate) fn is_key<KF: KeyFn>(key_fn: &KF, req: &RequestHead<'_>, key: &KF::Key) -> bool {
     key_fn
         .is_key(req, key)
         .unwrap_or_else(|| key_fn.key(req) == *key)

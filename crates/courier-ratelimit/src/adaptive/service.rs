@@ -1,6 +1,8 @@
 use super::layer::{AdaptivePacingLayer, Host, Shared};
 use crate::config::{Quota, Rate};
 use crate::error::RateLimited;
+use crate::future::start;
+use crate::service::is_key;
 use crate::store::{Decision, Grant, InMemoryStore, RateLimitStore};
 use courier_core::classify::classify_error;
 use courier_core::{BoxError, Deadline, FailureKind, HostKey, KeyFn, PerHost, RequestHead};
@@ -133,13 +135,6 @@ impl<S: Clone, KF: KeyFn, St> AdaptivePacing<S, KF, St> {
         let clone = self.inner.clone();
         std::mem::replace(&mut self.inner, clone)
     }
-}
-
-#[inline]
-fn is_key<KF: KeyFn>(key_fn: &KF, req: &RequestHead<'_>, key: &KF::Key) -> bool {
-    key_fn
-        .is_key(req, key)
-        .unwrap_or_else(|| key_fn.key(req) == *key)
 }
 
 /// What an active service's future holds: the layer's state and the key's estimate.
@@ -380,17 +375,6 @@ where
             }
         }
     }
-}
-
-/// Calls the inner service with the request held while the slot was pending.
-fn start<S, B>(pending: &mut Option<Box<(S, Request<B>)>>) -> S::Future
-where
-    S: Service<Request<B>>,
-{
-    let (mut inner, req) = *pending
-        .take()
-        .expect("the request is taken only when the call starts");
-    inner.call(req)
 }
 
 impl<S, B, KF, St> fmt::Debug for ResponseFuture<S, B, KF, St>
