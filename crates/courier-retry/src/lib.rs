@@ -19,7 +19,10 @@
 //!    (`hint_exceeds_max_wait`); one that would end past the request's
 //!    [`Deadline`](courier_core::Deadline) does too (`past_deadline`).
 //! 6. Otherwise full jitter: uniform in `[0, min(cap, base * 2^(n-1))]` before retry `n`, base
-//!    0.5 s, cap 30 s ([`policy`]); past the deadline: stop (`past_deadline`).
+//!    0.5 s, cap 30 s ([`policy`]); past the deadline: stop (`past_deadline`). After a 503 or
+//!    429 without a hint the base is [`overload_base`](RetryLayer::overload_base), 2 s: such a
+//!    host refuses work because it has too much, and a crowd of clients that know nothing
+//!    else must spread its retries over the seconds the host needs to serve it.
 //! 7. The [`RetryBudget`], shared by every clone and scoped per host, has the last word
 //!    (`retry_budget_exhausted`).
 //!
