@@ -107,6 +107,8 @@ pub enum WaitSource {
     RateLimit,
     /// `x-ratelimit-remaining: 0` with `x-ratelimit-reset`.
     QuotaReset,
+    /// gRPC's `grpc-retry-pushback-ms`.
+    Pushback,
 }
 
 impl WaitSource {
@@ -117,6 +119,7 @@ impl WaitSource {
             Self::RetryAfter => "retry_after",
             Self::RateLimit => "ratelimit",
             Self::QuotaReset => "quota_reset",
+            Self::Pushback => "pushback",
         }
     }
 }
@@ -132,6 +135,8 @@ impl fmt::Display for WaitSource {
 pub enum AttemptOutcome {
     /// A response with this status.
     Status(StatusCode),
+    /// A gRPC answer whose `grpc-status` came with its headers (trailers-only).
+    Grpc(crate::grpc::GrpcCode),
     /// A failure of this kind.
     Failure(FailureKind),
 }
@@ -140,6 +145,7 @@ impl fmt::Display for AttemptOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Status(s) => write!(f, "{}", s.as_u16()),
+            Self::Grpc(code) => write!(f, "grpc {code}"),
             Self::Failure(k) => write!(f, "{k}"),
         }
     }
@@ -188,6 +194,8 @@ pub enum Reason {
     BudgetExhausted,
     /// The request body could not be replayed (streaming and over the replay cap).
     BodyNotReplayable,
+    /// A gRPC server's `grpc-retry-pushback-ms` said not to retry (negative or unreadable).
+    PushbackRefused,
 }
 
 impl Reason {
@@ -204,6 +212,7 @@ impl Reason {
             Self::PastDeadline => "past_deadline",
             Self::BudgetExhausted => "retry_budget_exhausted",
             Self::BodyNotReplayable => "body_not_replayable",
+            Self::PushbackRefused => "pushback_refused",
         }
     }
 }

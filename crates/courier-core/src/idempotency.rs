@@ -27,6 +27,29 @@ pub fn has_idempotency_key(headers: &HeaderMap) -> bool {
     })
 }
 
+/// A request extension saying "this request may be sent again": the caller knows that
+/// repeating it is harmless (a gRPC method that reads, a POST the server deduplicates by its
+/// own means). The retry layer then treats it as it treats an idempotent method.
+///
+/// ```
+/// use courier_core::idempotency::RetrySafe;
+///
+/// let mut req = http::Request::post("http://api.example/search").body(()).unwrap();
+/// req.extensions_mut().insert(RetrySafe);
+/// assert!(RetrySafe::is_marked(req.extensions()));
+/// ```
+///
+/// With tonic, set it on the `tonic::Request`'s extensions: they travel with the call.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RetrySafe;
+
+impl RetrySafe {
+    /// Whether `extensions` hold the marker.
+    pub fn is_marked(extensions: &http::Extensions) -> bool {
+        extensions.get::<Self>().is_some()
+    }
+}
+
 /// Whether a request may be repeated after it may have reached the server: its method is
 /// idempotent, or it carries an `Idempotency-Key`.
 pub fn is_retry_safe(method: &Method, headers: &HeaderMap) -> bool {

@@ -36,6 +36,7 @@ pub mod classify;
 pub mod clock;
 pub mod error;
 pub mod extensions;
+pub mod grpc;
 pub mod hints;
 pub mod host;
 pub mod idempotency;
