@@ -15,6 +15,7 @@ use crate::policy::backoff;
 use bytes::Buf;
 use courier_core::classify::{FailureKind, classify_error};
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
+use courier_core::grpc::{self, Pushback};
 use courier_core::{
     AttemptRecord, Attempts, BoxError, CircuitOpen, Deadline, DeadlineExceeded, HostKey,
     RateLimited, WaitSource, is_caused_by,
@@ -313,7 +314,10 @@ impl<S, B: RetryBody> Ctx<S, B> {
     fn decide<RB>(&mut self, res: &Result<Response<RB>, BoxError>) -> Step<B> {
         let now = Instant::now();
         let (outcome, headers) = match res {
-            Ok(r) => (AttemptOutcome::Status(r.status()), Some(r.headers())),
+            Ok(r) => match grpc::status_in_headers(r.headers()) {
+                Some(code) => (AttemptOutcome::Grpc(code), Some(r.headers())),
+                None => (AttemptOutcome::Status(r.status()), Some(r.headers())),
+            },
             Err(e) => (AttemptOutcome::Failure(classify_error(&**e)), None),
         };
         let (attempt, elapsed) = (self.attempt, now.saturating_duration_since(self.start));
@@ -350,6 +354,12 @@ impl<S, B: RetryBody> Ctx<S, B> {
                 }
                 Reason::RetryableStatus
             }
+            (AttemptOutcome::Grpc(code), Some(_)) => {
+                if !config.grpc_codes.contains(&code) {
+                    return Err(Reason::FinalStatus);
+                }
+                Reason::RetryableStatus
+            }
             (AttemptOutcome::Failure(kind), _) if kind.is_retryable() => Reason::RetryableFailure,
             _ => return Err(Reason::NeverRetried),
         };
@@ -373,12 +383,23 @@ impl<S, B: RetryBody> Ctx<S, B> {
         // A wait that ends at the deadline or after it leaves the next attempt no time at all.
         let past_deadline = |wait: Duration| self.deadline.is_some_and(|d| d.remaining() <= wait);
         // 5. The server's word, exactly; 6. else full jitter.
-        let (wait, source) = match headers.and_then(|h| config.hints.parse(h)) {
-            Some(hint) => {
-                if hint.wait() > config.max_wait {
+        let hint = match (outcome, headers) {
+            // A gRPC server's word is its pushback: a wait, or "do not retry".
+            (AttemptOutcome::Grpc(_), Some(h)) => match Pushback::parse(h) {
+                Some(Pushback::After(wait)) => Some((wait, WaitSource::Pushback)),
+                Some(Pushback::Never) => return Err(Reason::PushbackRefused),
+                None => None,
+            },
+            _ => headers
+                .and_then(|h| config.hints.parse(h))
+                .map(|hint| (hint.wait(), hint.source())),
+        };
+        let (wait, source) = match hint {
+            Some((wait, source)) => {
+                if wait > config.max_wait {
                     return Err(Reason::HintTooLong);
                 }
-                (hint.wait(), hint.source())
+                (wait, source)
             }
             None => {
                 let retry = self.attempt;

@@ -2,7 +2,8 @@ use crate::budget::{BudgetState, RetryBudget};
 use crate::policy::Jitter;
 use crate::service::Retry;
 use courier_core::classify::{RETRYABLE_STATUSES, is_rate_limit_403};
-use courier_core::idempotency::has_idempotency_key;
+use courier_core::grpc::GrpcCode;
+use courier_core::idempotency::{RetrySafe, has_idempotency_key};
 use courier_core::{HintConfig, InvalidConfig};
 use http::{HeaderMap, Method, StatusCode};
 use std::fmt;
@@ -41,6 +42,11 @@ pub(crate) struct Config {
     pub(crate) jitter: Jitter,
     pub(crate) statuses: Vec<StatusCode>,
     pub(crate) methods: Vec<Method>,
+    /// Paths that may be repeated whatever the method; one ending in `/` covers every path
+    /// under it (a whole gRPC service).
+    pub(crate) safe_paths: Vec<String>,
+    /// gRPC codes (in a trailers-only answer) that may change if asked again.
+    pub(crate) grpc_codes: Vec<GrpcCode>,
     pub(crate) rate_limit_403: bool,
     pub(crate) generate_keys: bool,
     pub(crate) seed: Option<u64>,
@@ -70,6 +76,8 @@ impl Config {
                 Method::PUT,
                 Method::DELETE,
             ],
+            safe_paths: Vec::new(),
+            grpc_codes: vec![GrpcCode::UNAVAILABLE],
             rate_limit_403: true,
             generate_keys: false,
             seed: None,
@@ -86,8 +94,21 @@ impl Config {
     }
 
     /// Whether the request may be repeated after it may have reached the server.
-    pub(crate) fn is_retry_safe(&self, method: &Method, headers: &HeaderMap) -> bool {
-        self.methods.contains(method) || has_idempotency_key(headers)
+    pub(crate) fn is_retry_safe(&self, parts: &http::request::Parts) -> bool {
+        self.methods.contains(&parts.method)
+            || has_idempotency_key(&parts.headers)
+            || RetrySafe::is_marked(&parts.extensions)
+            || (!self.safe_paths.is_empty() && self.is_safe_path(parts.uri.path()))
+    }
+
+    fn is_safe_path(&self, path: &str) -> bool {
+        self.safe_paths.iter().any(|safe| {
+            if safe.ends_with('/') {
+                path.starts_with(safe.as_str())
+            } else {
+                path == safe
+            }
+        })
     }
 }
 
@@ -102,6 +123,8 @@ impl fmt::Debug for Config {
             .field("jitter", &self.jitter)
             .field("statuses", &self.statuses)
             .field("methods", &self.methods)
+            .field("safe_paths", &self.safe_paths)
+            .field("grpc_codes", &self.grpc_codes)
             .field("rate_limit_403", &self.rate_limit_403)
             .field("generate_keys", &self.generate_keys)
             .field("seed", &self.seed)
@@ -202,6 +225,26 @@ impl RetryLayer {
     pub fn idempotent_methods(self, methods: impl IntoIterator<Item = Method>) -> Self {
         let methods = methods.into_iter().collect();
         self.with(|c| c.methods = methods)
+    }
+
+    /// Paths that may be repeated whatever their method, as an idempotent method may: an exact
+    /// path, or one ending in `/` for every path under it. For gRPC, a method is
+    /// `/package.Service/Method` and a whole service `/package.Service/`: gRPC calls are POSTs,
+    /// and only the caller knows which of its methods are safe to repeat (gRFC A6's
+    /// per-method policy). A request can also say so itself with the
+    /// [`RetrySafe`](courier_core::idempotency::RetrySafe) extension. Defaults to none.
+    pub fn retry_safe_paths<P: Into<String>>(self, paths: impl IntoIterator<Item = P>) -> Self {
+        let paths = paths.into_iter().map(Into::into).collect();
+        self.with(|c| c.safe_paths = paths)
+    }
+
+    /// The gRPC codes that may change if asked again, read from a trailers-only answer's
+    /// `grpc-status` (gRFC A6's `retryableStatusCodes`). An answer that sends its headers
+    /// without a status has committed the call: it is never retried. Defaults to
+    /// UNAVAILABLE.
+    pub fn grpc_retryable_codes(self, codes: impl IntoIterator<Item = GrpcCode>) -> Self {
+        let codes = codes.into_iter().collect();
+        self.with(|c| c.grpc_codes = codes)
     }
 
     /// Whether a 403 with `Retry-After` or a spent quota counts as a rate limit (and may be

@@ -107,7 +107,7 @@ where
         if let Some(budget) = &config.budget {
             budget.deposit(&parts, start);
         }
-        let retry_safe = config.is_retry_safe(&parts.method, &parts.headers);
+        let retry_safe = config.is_retry_safe(&parts);
         let deadline = Deadline::get(&parts.extensions);
         let template = if config.attempts > 1 {
             body.try_clone_body()
