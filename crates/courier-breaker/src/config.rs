@@ -180,6 +180,8 @@ pub(crate) struct Config {
     pub(crate) open_backoff: Option<OpenBackoff>,
     pub(crate) half_open_trials: NonZeroU32,
     pub(crate) failure_statuses: StatusSet,
+    /// gRPC codes (in a trailers-only answer) that count as failing answers.
+    pub(crate) grpc_failure_codes: Vec<courier_core::grpc::GrpcCode>,
     pub(crate) slow_call: Option<Duration>,
     /// Failing answers open the circuit only once their run has lasted this long (ms); 0:
     /// the count alone decides.
@@ -201,6 +203,7 @@ impl Default for Config {
             open_backoff: None,
             half_open_trials: NonZeroU32::MIN,
             failure_statuses: StatusSet::default(),
+            grpc_failure_codes: vec![courier_core::grpc::GrpcCode::UNAVAILABLE],
             slow_call: None,
             answers_for_ms: 0,
             max_hosts: DEFAULT_MAX_HOSTS,

@@ -4,6 +4,7 @@ use crate::key::BreakerKey;
 use crate::registry::{Breaker, Outcome};
 use crate::state::Ticket;
 use courier_core::classify::{FailureKind, classify_error};
+use courier_core::grpc;
 use courier_core::{BoxError, CircuitOpen};
 use pin_project_lite::pin_project;
 use std::future::Future;
@@ -148,6 +149,7 @@ impl<K: BreakerKey> Guard<K> {
         // else to record (no slow-call threshold, no window). It changes no state.
         if let Some(generation) = Ticket::packed_closed(self.ticket)
             && let Ok(res) = result
+            && !may_carry_grpc_status(res)
             && self.breaker.untouched_by_success(generation, res.status())
         {
             self.ticket = Ticket::SPENT;
@@ -165,6 +167,12 @@ impl<K: BreakerKey> Guard<K> {
         let config = &self.breaker.core.config;
         let outcome = match result {
             Ok(res) if config.failure_statuses.contains(res.status()) => Outcome::FailingAnswer,
+            Ok(res)
+                if grpc::status_in_headers(res.headers())
+                    .is_some_and(|code| config.grpc_failure_codes.contains(&code)) =>
+            {
+                Outcome::FailingAnswer
+            }
             // The clock is read only when a slow-call threshold is set.
             Ok(_) => match config.slow_call {
                 Some(limit) if self.is_slow(limit) => Outcome::Failure,
@@ -209,4 +217,11 @@ impl<K: BreakerKey> Drop for Guard<K> {
             self.abandon();
         }
     }
+}
+
+/// Whether the answer may be a trailers-only gRPC one: HTTP/2 with `grpc-status` among its
+/// headers. An HTTP/1.1 answer costs one comparison.
+#[inline]
+fn may_carry_grpc_status<B>(res: &http::Response<B>) -> bool {
+    res.version() == http::Version::HTTP_2 && res.headers().contains_key(grpc::GRPC_STATUS)
 }

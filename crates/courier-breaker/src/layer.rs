@@ -155,6 +155,21 @@ impl<K: KeyFn> CircuitBreakerLayer<K> {
         self.set(|c| c.answers_for_ms = ms)
     }
 
+    /// The gRPC codes that count as failing answers when a trailers-only answer carries them
+    /// in `grpc-status` (a gRPC answer is an HTTP 200 whatever its outcome). Every other code
+    /// counts as success: INVALID_ARGUMENT, NOT_FOUND and the like are the server answering on
+    /// purpose, DEADLINE_EXCEEDED is usually the caller's own deadline, and INTERNAL is one
+    /// method's trouble more often than the host's.
+    ///
+    /// Defaults to UNAVAILABLE: the service itself is not there.
+    pub fn grpc_failure_codes(
+        self,
+        codes: impl IntoIterator<Item = courier_core::grpc::GrpcCode>,
+    ) -> Self {
+        let codes = codes.into_iter().collect();
+        self.set(|c| c.grpc_failure_codes = codes)
+    }
+
     /// Counts a call whose response headers took longer than `limit` as a failure, whatever
     /// its status. Measured in whole milliseconds; costs a clock read at the start and end of
     /// every call.
