@@ -104,7 +104,17 @@ where
             }
             Poll::Ready(Err(err)) => {
                 return Poll::Ready(Err(match this.bound.take() {
-                    Some(bound) => restate(err.into(), &bound),
+                    Some(mut bound) => {
+                        let err = err.into();
+                        // A failure at or past the bound is the bound's: a transport whose own
+                        // timer enforces the same deadline (tonic's channel reads the
+                        // `grpc-timeout` sent) must not turn our deadline into its error.
+                        if !is_bound_error(&*err) && bound.check_passed(cx) {
+                            bound.error()
+                        } else {
+                            restate(err, &bound)
+                        }
+                    }
                     None => err.into(),
                 }));
             }
@@ -116,6 +126,11 @@ where
         let bound = this.bound.take().expect("the bound was just polled");
         Poll::Ready(Err(bound.error()))
     }
+}
+
+/// Whether `err` is a bound's own: a deadline or an attempt's time spent.
+fn is_bound_error(err: &(dyn std::error::Error + 'static)) -> bool {
+    err.is::<DeadlineExceeded>() || err.is::<courier_core::AttemptTimedOut>()
 }
 
 /// An inner layer (an attempt bounded by the time left) reports a spent deadline with what it

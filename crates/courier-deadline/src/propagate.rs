@@ -87,6 +87,33 @@ fn parse_millis(raw: &[u8]) -> Option<u64> {
     }))
 }
 
+/// On a gRPC call (HTTP/2, `content-type: application/grpc`), sets `grpc-timeout` to `left`,
+/// gRPC's own deadline field, unless the request already carries a shorter one (the caller's
+/// own, e.g. tonic's `Request::set_timeout`). Any other request is left alone.
+pub fn write_grpc_timeout<B>(req: &mut http::Request<B>, left: Duration) {
+    if !courier_core::grpc::is_grpc_request(req) {
+        return;
+    }
+    let headers = req.headers_mut();
+    let theirs = headers
+        .get(courier_core::grpc::GRPC_TIMEOUT)
+        .and_then(courier_core::grpc::decode_timeout);
+    if theirs.is_none_or(|theirs| left < theirs) {
+        headers.insert(
+            courier_core::grpc::GRPC_TIMEOUT,
+            courier_core::grpc::encode_timeout(left),
+        );
+    }
+}
+
+/// An incoming gRPC call's `grpc-timeout`, capped at `max`, when it can be read.
+pub fn read_grpc_timeout(headers: &HeaderMap, max: Duration) -> Option<Duration> {
+    let left = headers
+        .get(courier_core::grpc::GRPC_TIMEOUT)
+        .and_then(courier_core::grpc::decode_timeout)?;
+    Some(left.min(max))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

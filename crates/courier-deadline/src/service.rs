@@ -3,7 +3,7 @@
 use crate::bound::{Bound, Cause, saturating_after};
 use crate::future::{ResponseFuture, ScopeFuture};
 use crate::layer::{AttemptTimeoutLayer, DeadlineLayer, DeadlineScopeLayer};
-use crate::propagate::{read_header, write_header};
+use crate::propagate::{read_grpc_timeout, read_header, write_grpc_timeout, write_header};
 use crate::scope::{earliest, effective_deadline, scoped, sync_scoped};
 use courier_core::BoxError;
 use http::{HeaderName, Request, Response};
@@ -139,6 +139,7 @@ where
         if let Some(name) = &self.header {
             write_header(req.headers_mut(), name, deadline.instant() - start);
         }
+        write_grpc_timeout(&mut req, deadline.instant() - start);
         ResponseFuture::new(self.inner.call(req), bound, true).watch_headers(self.watch_headers)
     }
 }
@@ -262,6 +263,7 @@ where
         if let Some(name) = &self.header {
             write_header(req.headers_mut(), name, bound.at() - start);
         }
+        write_grpc_timeout(&mut req, bound.at() - start);
         ResponseFuture::new(self.inner.call(req), bound, self.through_body)
     }
 }
@@ -347,6 +349,7 @@ where
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let now = Instant::now();
         let incoming = read_header(req.headers(), &self.header, self.max)
+            .or_else(|| read_grpc_timeout(req.headers(), self.max))
             .or(self.default_budget)
             .map(|left| courier_core::Deadline::at(saturating_after(now, left)));
         match earliest(incoming, effective_deadline(req.extensions())) {

@@ -719,3 +719,29 @@ async fn a_ready_response_polled_after_the_deadline_is_the_deadline_not_an_unrea
     tokio::time::sleep(ms(1500)).await;
     deadline_or_readable(fut.await).await;
 }
+
+/// A transport whose own timer enforces the same deadline (tonic's channel reads the
+/// `grpc-timeout` sent) fails at the bound: the failure is the bound's, as if our timer had
+/// fired first. A failure before the bound stays the transport's.
+#[tokio::test(start_paused = true)]
+async fn a_failure_at_the_bound_is_the_bounds() {
+    let failing_after = |after: Duration| {
+        service_fn(move |_req: Request<()>| async move {
+            tokio::time::sleep(after).await;
+            Err::<Response<Empty<Bytes>>, BoxError>(Box::new(std::io::Error::from(
+                std::io::ErrorKind::TimedOut,
+            )))
+        })
+    };
+    let svc = AttemptTimeoutLayer::new(ms(100)).layer(failing_after(ms(100)));
+    let err = svc.oneshot(Request::new(())).await.unwrap_err();
+    assert!(err.is::<AttemptTimedOut>(), "{err}");
+
+    let svc = DeadlineLayer::new(ms(100)).layer(failing_after(ms(100)));
+    let err = svc.oneshot(Request::new(())).await.unwrap_err();
+    assert!(err.is::<DeadlineExceeded>(), "{err}");
+
+    let svc = AttemptTimeoutLayer::new(ms(100)).layer(failing_after(ms(50)));
+    let err = svc.oneshot(Request::new(())).await.unwrap_err();
+    assert!(err.is::<std::io::Error>(), "before the bound: {err}");
+}

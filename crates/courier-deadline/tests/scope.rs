@@ -283,3 +283,62 @@ async fn works_as_axum_middleware() {
     let text = res.into_body().collect().await.unwrap().to_bytes();
     assert_eq!(text, "None None");
 }
+
+#[tokio::test(start_paused = true)]
+async fn an_incoming_grpc_timeout_becomes_the_deadline() {
+    let (handler, seen) = recording(Duration::ZERO);
+    let start = Instant::now();
+    let mut req = Request::new(());
+    req.headers_mut()
+        .insert("grpc-timeout", HeaderValue::from_static("250m"));
+    DeadlineScopeLayer::new()
+        .layer(handler)
+        .oneshot(req)
+        .await
+        .unwrap();
+    let want = Some(courier_core::Deadline::at(start + ms(250)));
+    assert_eq!(seen.lock().unwrap()[0], (want, want));
+}
+
+/// A gRPC call carries the time left as `grpc-timeout`; a plain HTTP request does not, and a
+/// caller's own shorter one stays.
+#[tokio::test(start_paused = true)]
+async fn a_grpc_call_carries_the_time_left_as_grpc_timeout() {
+    let sent = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&sent);
+    let upstream = service_fn(move |req: Request<()>| {
+        log.lock()
+            .unwrap()
+            .push(req.headers().get("grpc-timeout").cloned());
+        async { Ok::<_, Infallible>(Response::new(Empty::<Bytes>::new())) }
+    });
+    let svc = DeadlineLayer::new(ms(1500)).layer(upstream);
+    let grpc = |timeout: Option<&'static str>| {
+        let mut req = Request::post("http://h.example/pkg.Svc/Method")
+            .version(http::Version::HTTP_2)
+            .header("content-type", "application/grpc")
+            .body(())
+            .unwrap();
+        if let Some(t) = timeout {
+            req.headers_mut()
+                .insert("grpc-timeout", HeaderValue::from_static(t));
+        }
+        req
+    };
+    svc.clone().oneshot(grpc(None)).await.unwrap();
+    svc.clone().oneshot(grpc(Some("100m"))).await.unwrap();
+    svc.clone().oneshot(grpc(Some("1H"))).await.unwrap();
+    svc.clone()
+        .oneshot(Request::post("http://h.example/").body(()).unwrap())
+        .await
+        .unwrap();
+    let sent = sent.lock().unwrap().clone();
+    let sent: Vec<Option<&str>> = sent
+        .iter()
+        .map(|v| v.as_ref().map(|v| v.to_str().unwrap()))
+        .collect();
+    assert_eq!(
+        sent,
+        [Some("1500000u"), Some("100m"), Some("1500000u"), None]
+    );
+}
