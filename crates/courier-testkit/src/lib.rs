@@ -18,6 +18,8 @@
 
 pub mod body;
 pub mod contract;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 pub mod pass_through;
 pub mod redis;
 #[cfg(feature = "tls")]
