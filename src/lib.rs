@@ -29,6 +29,8 @@ pub use rustls;
 
 mod builder;
 mod error;
+#[cfg(feature = "grpc")]
+pub mod grpc;
 #[cfg(feature = "paginate")]
 pub mod paginate;
 #[cfg(feature = "preset")]
