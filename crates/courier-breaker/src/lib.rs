@@ -27,6 +27,10 @@
 //!   does a failed certificate check ([`FailureKind::Tls`](courier_core::FailureKind::Tls)): it
 //!   is a matter of trust settings that no wait mends, and an open circuit would hide it.
 //!   Optionally, calls slower than a threshold count as failures.
+//! - **gRPC**: a gRPC answer is an HTTP 200 whatever its outcome; a trailers-only one whose
+//!   `grpc-status` is in [`grpc_failure_codes`](CircuitBreakerLayer::grpc_failure_codes)
+//!   (UNAVAILABLE by default) is a failing answer. Checked only on HTTP/2 answers carrying the
+//!   field, so HTTP/1.1 costs one comparison.
 //! - **Overloaded is not down**: with
 //!   [`failing_answers_for`](CircuitBreakerLayer::failing_answers_for), failing answers open
 //!   the circuit only once they have come for that long with no success in between, while

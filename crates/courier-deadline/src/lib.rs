@@ -17,6 +17,13 @@
 //!   deadline a caller sent in a header and makes it the deadline of the calls made while
 //!   handling the request, so service A's budget flows into its calls to B and on to C.
 //!
+//! On a gRPC call (HTTP/2, `content-type: application/grpc`) the deadline and attempt layers
+//! also send the time left as `grpc-timeout` (the finest unit that fits gRPC's eight digits,
+//! rounded up; a shorter one the caller set stays), and the scope reads an incoming
+//! `grpc-timeout` when no deadline header of ours came. A failure that reaches a layer at or
+//! past its bound (a transport enforcing the same `grpc-timeout` by its own timer) is reported
+//! as the bound's error, so the deadline stays the caller's and never counts against a host.
+//!
 //! Only `tokio::time` is used, so everything here runs on paused time in tests. Each call arms
 //! at most one timer, only once its inner future is pending, and the timer moves from the
 //! response future into the body.

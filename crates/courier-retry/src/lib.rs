@@ -8,16 +8,25 @@
 //!    403 with a rate-limit hint, 501) ends the call as it is (`final_status`).
 //! 2. Failures of kind tls, local (our own refusals) or unknown are never retried
 //!    (`never_retried`).
-//! 3. A request that is not retry-safe (no idempotent method, no `Idempotency-Key`) is not
-//!    retried (`not_retry_safe`), unless the failure is connect: then nothing was sent.
+//! 3. A request that is not retry-safe (no idempotent method, no `Idempotency-Key`, not one of
+//!    the [`retry_safe_paths`](RetryLayer::retry_safe_paths), no
+//!    [`RetrySafe`](courier_core::idempotency::RetrySafe) extension) is not retried
+//!    (`not_retry_safe`), unless the failure is connect: then nothing was sent.
 //! 4. Attempts used up (3 in all by default): stop (`attempts_exhausted`). A body that cannot be
 //!    replayed whole stops the call here too (`body_not_replayable`); one an earlier attempt
 //!    may still be sending is decided before the retry goes out (see [Bodies](#bodies)).
+//!
+//!    A gRPC answer whose `grpc-status` came with its headers (trailers-only) is judged by its
+//!    code: UNAVAILABLE may change
+//!    ([`grpc_retryable_codes`](RetryLayer::grpc_retryable_codes)), any other is final. A gRPC
+//!    answer that sent its headers without a status has committed the call: it is final.
 //! 5. A server hint (`Retry-After` as seconds or as a date counted by the response's own `Date`,
 //!    `RateLimit`, `x-ratelimit-*`; see [`courier_core::hints`]) is waited exactly. A hint
 //!    longer than `max_wait` (60 s) stops the call at once with that response
 //!    (`hint_exceeds_max_wait`); one that would end past the request's
 //!    [`Deadline`](courier_core::Deadline) does too (`past_deadline`).
+//!    For gRPC, the hint is `grpc-retry-pushback-ms`; a negative or unreadable one stops the
+//!    call (`pushback_refused`).
 //! 6. Otherwise full jitter: uniform in `[0, min(cap, base * 2^(n-1))]` before retry `n`, base
 //!    0.5 s, cap 30 s ([`policy`]); past the deadline: stop (`past_deadline`). After a 503 or
 //!    429 without a hint the base is [`overload_base`](RetryLayer::overload_base), 2 s: such a
