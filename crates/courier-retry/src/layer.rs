@@ -45,6 +45,8 @@ pub(crate) struct Config {
     pub(crate) seed: Option<u64>,
     pub(crate) hints: HintConfig,
     pub(crate) budget: Option<Arc<BudgetState>>,
+    /// Whether spans show the query in `url.full`.
+    pub(crate) url_query: bool,
     /// Numbers the calls, so that a seeded layer gives each call its own reproducible RNG.
     pub(crate) calls: Arc<AtomicU64>,
 }
@@ -73,6 +75,7 @@ impl Config {
             seed: None,
             hints: HintConfig::new(),
             budget: Some(RetryBudget::new().build()),
+            url_query: false,
             calls: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -104,6 +107,7 @@ impl fmt::Debug for Config {
             .field("seed", &self.seed)
             .field("hints", &self.hints)
             .field("budget", &self.budget)
+            .field("url_query", &self.url_query)
             .finish()
     }
 }
@@ -212,6 +216,13 @@ impl RetryLayer {
     /// ([`RetryLayer::budget`]).
     pub fn without_budget(self) -> Self {
         self.with(|c| c.budget = None)
+    }
+
+    /// Whether the spans' `url.full` keeps the query string. A query may hold tokens or
+    /// personal data, so it is left out unless asked; userinfo is always left out. Defaults
+    /// to `false`.
+    pub fn record_url_query(self, enabled: bool) -> Self {
+        self.with(|c| c.url_query = enabled)
     }
 
     /// What a [`Retry`] keeps: the shared configuration and budget.

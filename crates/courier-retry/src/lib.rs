@@ -128,8 +128,11 @@ pub mod budget;
 pub mod error;
 pub mod future;
 mod layer;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod policy;
 mod service;
+mod telemetry;
 
 pub use body::{ReplayBody, RetryBody};
 pub use budget::RetryBudget;

@@ -1,0 +1,197 @@
+//! The spans of a call and of each attempt, and (with the `opentelemetry` feature) the trace
+//! context each attempt sends.
+//!
+//! See [Telemetry](crate#telemetry) for the shape. Every span is made with `tracing`'s macros:
+//! when no subscriber listens they are disabled at the callsite, nothing is formatted and
+//! nothing allocated, and every `record` below is skipped.
+
+use courier_core::extensions::Decision;
+use courier_core::telemetry::{self as names, UrlFull};
+use courier_core::{AttemptRecord, BoxError};
+use http::Response;
+use http::request::Parts;
+use tracing::Span;
+use tracing::field::Empty;
+
+/// The target of every span and event of the attempt loop.
+pub(crate) const TARGET: &str = "courier::retry";
+
+/// The call span and the span of the attempt under way.
+pub(crate) struct Spans {
+    call: Span,
+    attempt: Span,
+    /// When the attempt under way began, for `http.client.request.duration`.
+    #[cfg(feature = "metrics")]
+    began: tokio::time::Instant,
+}
+
+impl Spans {
+    /// The spans of a call, a child of the current span; the first attempt's is open.
+    #[inline]
+    pub(crate) fn start(parts: &Parts, query: bool) -> Self {
+        let call = tracing::info_span!(
+            target: TARGET,
+            "courier.call",
+            http.request.method = names::method(&parts.method),
+            server.address = names::server_address(&parts.uri, &parts.headers),
+            server.port = names::server_port(&parts.uri, &parts.headers),
+            url.full = %UrlFull::new(&parts.uri, query),
+            http.response.status_code = Empty,
+            error.type = Empty,
+            otel.status_code = Empty,
+            courier.attempts = Empty,
+            courier.retry.reason = Empty,
+        );
+        let attempt = attempt_span(&call, parts, query, 1);
+        Self {
+            call,
+            attempt,
+            #[cfg(feature = "metrics")]
+            began: tokio::time::Instant::now(),
+        }
+    }
+
+    /// The span of the attempt under way (a disabled one between attempts).
+    #[inline]
+    pub(crate) fn attempt(&self) -> &Span {
+        &self.attempt
+    }
+
+    /// Opens the span of attempt `n` (2 and up).
+    pub(crate) fn begin(&mut self, parts: &Parts, query: bool, n: u32) {
+        self.attempt = attempt_span(&self.call, parts, query, n);
+        #[cfg(feature = "metrics")]
+        {
+            self.began = tokio::time::Instant::now();
+        }
+    }
+
+    /// Closes the attempt span with what the attempt got and what comes next: the time
+    /// between two attempt spans is the wait.
+    #[inline]
+    pub(crate) fn end<RB>(
+        &mut self,
+        parts: &Parts,
+        res: &Result<Response<RB>, BoxError>,
+        record: &AttemptRecord,
+    ) {
+        #[cfg(feature = "metrics")]
+        crate::metrics::attempt(parts, res, record, self.began.elapsed());
+        #[cfg(not(feature = "metrics"))]
+        let _ = parts;
+        let span = std::mem::replace(&mut self.attempt, Span::none());
+        if span.is_disabled() {
+            return;
+        }
+        outcome(&span, res);
+        span.record("courier.retry.decision", record.decision.as_str());
+        span.record("courier.retry.reason", record.reason.as_str());
+        if record.decision == Decision::Retry {
+            span.record("courier.retry.wait_ms", record.wait.as_millis() as u64);
+            if let Some(source) = record.wait_source {
+                span.record("courier.retry.wait_source", source.as_str());
+            }
+        }
+    }
+
+    /// Closes the call span with the call's answer, its attempts and why it stopped.
+    #[inline]
+    pub(crate) fn finish<RB>(
+        &mut self,
+        res: &Result<Response<RB>, BoxError>,
+        record: &AttemptRecord,
+    ) {
+        let span = std::mem::replace(&mut self.call, Span::none());
+        if span.is_disabled() {
+            return;
+        }
+        outcome(&span, res);
+        span.record("courier.attempts", record.attempt);
+        span.record("courier.retry.reason", record.reason.as_str());
+    }
+}
+
+/// The span of attempt `n`, a child of `call`: named after the method, kind client.
+fn attempt_span(call: &Span, parts: &Parts, query: bool, n: u32) -> Span {
+    let method = names::method(&parts.method);
+    let span = tracing::info_span!(
+        target: TARGET,
+        parent: call,
+        "courier.attempt",
+        otel.name = method,
+        otel.kind = "client",
+        otel.status_code = Empty,
+        http.request.method = method,
+        server.address = names::server_address(&parts.uri, &parts.headers),
+        server.port = names::server_port(&parts.uri, &parts.headers),
+        url.full = %UrlFull::new(&parts.uri, query),
+        http.request.resend_count = Empty,
+        http.response.status_code = Empty,
+        error.type = Empty,
+        courier.attempt = n,
+        courier.retry.decision = Empty,
+        courier.retry.reason = Empty,
+        courier.retry.wait_ms = Empty,
+        courier.retry.wait_source = Empty,
+        courier.breaker.state = Empty,
+        courier.ratelimit.wait_ms = Empty,
+    );
+    if n > 1 {
+        span.record("http.request.resend_count", n - 1);
+    }
+    span
+}
+
+/// Records a status or a failure on `span`: `http.response.status_code`, and for a 4xx, a 5xx
+/// or a failure, `error.type` and `otel.status_code = "ERROR"`.
+fn outcome<RB>(span: &Span, res: &Result<Response<RB>, BoxError>) {
+    match res {
+        Ok(r) => {
+            let status = r.status();
+            span.record("http.response.status_code", status.as_u16());
+            if names::is_error_status(status) {
+                span.record("error.type", status.as_str());
+                span.record("otel.status_code", "ERROR");
+            }
+        }
+        Err(e) => {
+            span.record("error.type", names::error_type(&**e));
+            span.record("otel.status_code", "ERROR");
+        }
+    }
+}
+
+/// Writes the trace context of `span` (the attempt's) into `headers` through the global
+/// propagator: W3C `traceparent` and `tracestate` with `TraceContextPropagator`. Nothing when
+/// the span is disabled; a value that is no valid header is left out.
+#[cfg(feature = "opentelemetry")]
+pub(crate) fn inject(span: &Span, headers: &mut http::HeaderMap) {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if span.is_disabled() {
+        return;
+    }
+    let cx = span.context();
+    opentelemetry::global::get_text_map_propagator(|propagator| {
+        propagator.inject_context(&cx, &mut HeaderInjector(headers));
+    });
+}
+
+/// No trace context without the `opentelemetry` feature.
+#[cfg(not(feature = "opentelemetry"))]
+#[inline(always)]
+pub(crate) fn inject(_span: &Span, _headers: &mut http::HeaderMap) {}
+
+#[cfg(feature = "opentelemetry")]
+struct HeaderInjector<'a>(&'a mut http::HeaderMap);
+
+#[cfg(feature = "opentelemetry")]
+impl opentelemetry::propagation::Injector for HeaderInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(key.as_bytes()),
+            http::HeaderValue::from_str(&value),
+        ) {
+            self.0.insert(name, value);
+        }
+    }
+}
