@@ -93,6 +93,7 @@ mod layer;
 mod registry;
 mod service;
 mod state;
+pub mod telemetry;
 
 pub use config::{FailureRate, OpenBackoff};
 pub use courier_core::{BoxError, CircuitOpen, HostKey};
