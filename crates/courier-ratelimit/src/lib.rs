@@ -114,6 +114,7 @@ mod gcra;
 mod layer;
 mod service;
 pub mod store;
+pub mod telemetry;
 
 pub use config::{MAX_INTERVAL, Mode, Quota, Rate};
 pub use courier_core::{Global, KeyBy, KeyFn, PerHost, RequestHead};
