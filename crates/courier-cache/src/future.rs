@@ -3,6 +3,7 @@
 use crate::body::CacheBody;
 use crate::entry::Entry;
 use crate::response::{Completion, Lookup, Pending};
+use crate::telemetry::observed;
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{Extensions, Method, Request, Response, Uri, Version};
@@ -190,7 +191,7 @@ where
                     let response = response
                         .take()
                         .expect("a ready response future is polled once");
-                    return Poll::Ready(Ok(response.map(CacheBody::stored)));
+                    return Poll::Ready(observed(Ok(response.map(CacheBody::stored))));
                 }
                 // Waiting => (Ready | Forwarded)
                 StateProj::Following { follower } => {
@@ -199,7 +200,7 @@ where
                             Poll::Ready(Ok(entry)) => {
                                 let pending =
                                     follower.pending.take().expect("a follower completes once");
-                                return Poll::Ready(Ok(pending.followed(&entry)));
+                                return Poll::Ready(observed(Ok(pending.followed(&entry))));
                             }
                             // The leader failed, was dropped or got another answer.
                             Poll::Ready(Err(_)) => follower.waiting = false,
@@ -237,7 +238,7 @@ where
                     match completion {
                         Completion::Done(output) => {
                             *pending = None;
-                            return Poll::Ready(output);
+                            return Poll::Ready(observed(output));
                         }
                         Completion::Resend => {
                             let resend = resend.take();

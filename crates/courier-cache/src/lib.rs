@@ -195,6 +195,7 @@ mod layer;
 mod response;
 mod service;
 mod store;
+pub mod telemetry;
 
 pub use body::CacheBody;
 pub use entry::{Entry, Variants};
