@@ -71,6 +71,7 @@ mod layer;
 pub mod propagate;
 pub mod scope;
 mod service;
+pub mod telemetry;
 
 pub use body::DeadlineBody;
 pub use layer::{AttemptTimeoutLayer, DeadlineLayer, DeadlineScopeLayer};
