@@ -1,7 +1,9 @@
 //! The spans of a call and of each attempt, and (with the `opentelemetry` feature) the trace
 //! context each attempt sends.
 //!
-//! See [Telemetry](crate#telemetry) for the shape. Every span is made with `tracing`'s macros:
+//! See [Telemetry](crate#telemetry) for the shape. Integers are recorded as `i64`, which
+//! `tracing-opentelemetry` exports as integer attributes (an unsigned one becomes a string).
+//! Every span is made with `tracing`'s macros:
 //! when no subscriber listens they are disabled at the callsite, nothing is formatted and
 //! nothing allocated, and every `record` below is skipped.
 
@@ -34,7 +36,7 @@ impl Spans {
             "courier.call",
             http.request.method = names::method(&parts.method),
             server.address = names::server_address(&parts.uri, &parts.headers),
-            server.port = names::server_port(&parts.uri, &parts.headers),
+            server.port = names::server_port(&parts.uri, &parts.headers).map(i64::from),
             url.full = %UrlFull::new(&parts.uri, query),
             http.response.status_code = Empty,
             error.type = Empty,
@@ -87,7 +89,7 @@ impl Spans {
         span.record("courier.retry.decision", record.decision.as_str());
         span.record("courier.retry.reason", record.reason.as_str());
         if record.decision == Decision::Retry {
-            span.record("courier.retry.wait_ms", record.wait.as_millis() as u64);
+            span.record("courier.retry.wait_ms", millis(record.wait));
             if let Some(source) = record.wait_source {
                 span.record("courier.retry.wait_source", source.as_str());
             }
@@ -106,7 +108,7 @@ impl Spans {
             return;
         }
         outcome(&span, res);
-        span.record("courier.attempts", record.attempt);
+        span.record("courier.attempts", i64::from(record.attempt));
         span.record("courier.retry.reason", record.reason.as_str());
     }
 }
@@ -123,12 +125,12 @@ fn attempt_span(call: &Span, parts: &Parts, query: bool, n: u32) -> Span {
         otel.status_code = Empty,
         http.request.method = method,
         server.address = names::server_address(&parts.uri, &parts.headers),
-        server.port = names::server_port(&parts.uri, &parts.headers),
+        server.port = names::server_port(&parts.uri, &parts.headers).map(i64::from),
         url.full = %UrlFull::new(&parts.uri, query),
         http.request.resend_count = Empty,
         http.response.status_code = Empty,
         error.type = Empty,
-        courier.attempt = n,
+        courier.attempt = i64::from(n),
         courier.retry.decision = Empty,
         courier.retry.reason = Empty,
         courier.retry.wait_ms = Empty,
@@ -137,9 +139,14 @@ fn attempt_span(call: &Span, parts: &Parts, query: bool, n: u32) -> Span {
         courier.ratelimit.wait_ms = Empty,
     );
     if n > 1 {
-        span.record("http.request.resend_count", n - 1);
+        span.record("http.request.resend_count", i64::from(n - 1));
     }
     span
+}
+
+/// Whole milliseconds as an `i64`: integers reach OpenTelemetry as integers only when signed.
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
 /// Records a status or a failure on `span`: `http.response.status_code`, and for a 4xx, a 5xx
@@ -148,7 +155,7 @@ fn outcome<RB>(span: &Span, res: &Result<Response<RB>, BoxError>) {
     match res {
         Ok(r) => {
             let status = r.status();
-            span.record("http.response.status_code", status.as_u16());
+            span.record("http.response.status_code", i64::from(status.as_u16()));
             if names::is_error_status(status) {
                 span.record("error.type", status.as_str());
                 span.record("otel.status_code", "ERROR");
