@@ -33,6 +33,7 @@ mod error;
 pub mod paginate;
 #[cfg(feature = "preset")]
 pub mod preset;
+pub mod telemetry;
 pub mod transport;
 
 pub use builder::ServiceBuilderExt;
