@@ -21,6 +21,8 @@ pub(crate) const TARGET: &str = "courier::retry";
 /// The call span and the span of the attempt under way.
 pub(crate) struct Spans {
     call: Span,
+    /// Whether the call span is this layer's own, not an outer layer's adopted.
+    own: bool,
     attempt: Span,
     /// When the attempt under way began, for `http.client.request.duration`.
     #[cfg(feature = "metrics")]
@@ -28,9 +30,21 @@ pub(crate) struct Spans {
 }
 
 impl Spans {
-    /// The spans of a call, a child of the current span; the first attempt's is open.
+    /// The spans of a call; the first attempt's is open. The call span is the current span
+    /// when that is an outer layer's call span (the cache's), else a new child of the current
+    /// span.
     #[inline]
     pub(crate) fn start(parts: &Parts, query: bool) -> Self {
+        if let Some(call) = outer_call_span() {
+            let attempt = attempt_span(&call, parts, query, 1);
+            return Self {
+                call,
+                own: false,
+                attempt,
+                #[cfg(feature = "metrics")]
+                began: tokio::time::Instant::now(),
+            };
+        }
         let call = tracing::info_span!(
             target: TARGET,
             "courier.call",
@@ -47,6 +61,7 @@ impl Spans {
         let attempt = attempt_span(&call, parts, query, 1);
         Self {
             call,
+            own: true,
             attempt,
             #[cfg(feature = "metrics")]
             began: tokio::time::Instant::now(),
@@ -96,7 +111,10 @@ impl Spans {
         }
     }
 
-    /// Closes the call span with the call's answer, its attempts and why it stopped.
+    /// Closes the call span with the call's answer, its attempts and why it stopped. On an
+    /// outer layer's call span, the answer's status is that layer's to record (the cache's
+    /// caller may get another status than the last attempt's: a 304 becomes a 200); a failure
+    /// is recorded here.
     #[inline]
     pub(crate) fn finish<RB>(
         &mut self,
@@ -107,10 +125,24 @@ impl Spans {
         if span.is_disabled() {
             return;
         }
-        outcome(&span, res);
+        if self.own || res.is_err() {
+            outcome(&span, res);
+        }
         span.record("courier.attempts", i64::from(record.attempt));
         span.record("courier.retry.reason", record.reason.as_str());
     }
+}
+
+/// The current span when it is the call span an outer courier layer made (the cache makes
+/// one and polls the layers below inside it). Asks nothing when no subscriber was ever set.
+#[inline]
+fn outer_call_span() -> Option<Span> {
+    if !tracing::dispatcher::has_been_set() {
+        return None;
+    }
+    let current = Span::current();
+    let meta = current.metadata()?;
+    (meta.name() == "courier.call" && meta.target().starts_with("courier::")).then_some(current)
 }
 
 /// The span of attempt `n`, a child of `call`: named after the method, kind client.
