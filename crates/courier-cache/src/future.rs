@@ -17,6 +17,7 @@ use std::task::{Context, Poll, ready};
 use tokio::sync::oneshot;
 use tokio::time::Sleep;
 use tower_service::Service;
+use tracing::Span;
 
 pin_project! {
     /// The response future of [`EtagCache`](crate::EtagCache): a stored response, ready at
@@ -31,6 +32,8 @@ pin_project! {
     {
         #[pin]
         state: State<S, B, S::Future>,
+        // The call span of an active cache; polled inside it.
+        span: Span,
     }
 }
 
@@ -110,6 +113,7 @@ where
             state: State::Ready {
                 response: Some(response),
             },
+            span: Span::none(),
         }
     }
 
@@ -117,6 +121,7 @@ where
     pub(crate) fn passing(future: S::Future) -> Self {
         Self {
             state: State::Passing { future },
+            span: Span::none(),
         }
     }
 
@@ -136,7 +141,14 @@ where
                 pending: Some(pending),
                 resend,
             },
+            span: Span::none(),
         }
+    }
+
+    /// The same future, polled inside `span`.
+    pub(crate) fn in_span(mut self, span: Span) -> Self {
+        self.span = span;
+        self
     }
 
     pub(crate) fn following(follower: Follower<S, B>) -> Self {
@@ -144,6 +156,7 @@ where
             state: State::Following {
                 follower: Box::new(follower),
             },
+            span: Span::none(),
         }
     }
 }
@@ -180,7 +193,10 @@ where
     type Output = Result<Response<CacheBody<RB>>, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.project().state;
+        let this = self.project();
+        let mut state = this.state;
+        let span = &*this.span;
+        let _entered = span.enter();
         loop {
             match state.as_mut().project() {
                 StateProj::Passing { future } => {
@@ -191,7 +207,7 @@ where
                     let response = response
                         .take()
                         .expect("a ready response future is polled once");
-                    return Poll::Ready(observed(Ok(response.map(CacheBody::stored))));
+                    return Poll::Ready(observed(span, Ok(response.map(CacheBody::stored))));
                 }
                 // Waiting => (Ready | Forwarded)
                 StateProj::Following { follower } => {
@@ -200,7 +216,7 @@ where
                             Poll::Ready(Ok(entry)) => {
                                 let pending =
                                     follower.pending.take().expect("a follower completes once");
-                                return Poll::Ready(observed(Ok(pending.followed(&entry))));
+                                return Poll::Ready(observed(span, Ok(pending.followed(&entry))));
                             }
                             // The leader failed, was dropped or got another answer.
                             Poll::Ready(Err(_)) => follower.waiting = false,
@@ -238,7 +254,7 @@ where
                     match completion {
                         Completion::Done(output) => {
                             *pending = None;
-                            return Poll::Ready(observed(output));
+                            return Poll::Ready(observed(span, output));
                         }
                         Completion::Resend => {
                             let resend = resend.take();

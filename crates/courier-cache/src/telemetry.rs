@@ -1,17 +1,32 @@
-//! What the cache tells spans and (feature `metrics`) the `metrics` facade.
+//! The call span of a call through an active cache, and what the cache tells the `metrics`
+//! facade (feature `metrics`).
 //!
-//! Every answer of an active cache carries a [`CacheStatus`]; each one but `bypass` is a
-//! lookup. It is recorded as `courier.cache.status` on the current span (a span of the
-//! caller's that declares the field, as the `courier` facade's call span does).
+//! The cache is the outermost layer that sees a whole call, a fresh hit included, so an active
+//! cache makes the call span, `courier.call` (target `courier::cache`, `INFO`), a child of the
+//! caller's current span, and polls the layers below inside it: courier's retry layer takes it
+//! as its call span and hangs its attempt spans under it. The span has `http.request.method`,
+//! `server.address`, `server.port`, `url.full` (never userinfo nor the query), and once the
+//! call is over `courier.cache.status` (`hit`, `revalidated`, `miss`, `stale`, `bypass`),
+//! `http.response.status_code` of the answer the caller gets (a 304 the cache merged is a 200
+//! to the caller), `error.type` and `otel.status_code` for a 4xx or 5xx; the retry layer adds
+//! `courier.attempts`, `courier.retry.reason` and a failure's `error.type`. A fresh hit is a
+//! call span with no attempt under it. A pass-through cache makes no span. With no
+//! subscriber the span is disabled where it is made: nothing is formatted or allocated.
 //!
 //! # Metrics
 //!
 //! | name | kind | unit | labels |
 //! | --- | --- | --- | --- |
 //! | `courier.cache.lookups` | counter | {lookup} | `status`: `hit`, `revalidated`, `miss`, `stale` |
+//!
+//! Every answer of an active cache carries a [`CacheStatus`]; each one but `bypass` is a
+//! lookup.
 
 use courier_core::CacheStatus;
-use http::Response;
+use courier_core::telemetry::{self as names, UrlFull};
+use http::{Request, Response};
+use tracing::Span;
+use tracing::field::Empty;
 
 /// `courier.cache.lookups`.
 pub const LOOKUPS: &str = "courier.cache.lookups";
@@ -26,21 +41,59 @@ pub fn describe() {
     );
 }
 
-/// Records the status of an answer the cache gives, and hands it on.
+/// The call span of a request through an active cache.
 #[inline]
-pub(crate) fn observed<B, E>(res: Result<Response<B>, E>) -> Result<Response<B>, E> {
-    if let Ok(r) = &res
-        && let Some(&status) = r.extensions().get::<CacheStatus>()
-        && status != CacheStatus::Bypass
-    {
-        lookup(status);
+pub(crate) fn call_span<B>(req: &Request<B>) -> Span {
+    tracing::info_span!(
+        target: "courier::cache",
+        "courier.call",
+        http.request.method = names::method(req.method()),
+        server.address = names::server_address(req.uri(), req.headers()),
+        server.port = names::server_port(req.uri(), req.headers()).map(i64::from),
+        url.full = %UrlFull::new(req.uri(), false),
+        http.response.status_code = Empty,
+        error.type = Empty,
+        otel.status_code = Empty,
+        courier.attempts = Empty,
+        courier.retry.reason = Empty,
+        courier.cache.status = Empty,
+    )
+}
+
+/// Records the answer the cache gives on its call span and counts its lookup, and hands the
+/// answer on.
+#[inline]
+pub(crate) fn observed<B, E>(span: &Span, res: Result<Response<B>, E>) -> Result<Response<B>, E> {
+    if let Ok(r) = &res {
+        let status = r.extensions().get::<CacheStatus>().copied();
+        if !span.is_disabled() {
+            answered(span, r.status(), status);
+        }
+        if let Some(status) = status
+            && status != CacheStatus::Bypass
+        {
+            lookup(status);
+        }
     }
     res
 }
 
 #[inline(never)]
+fn answered(span: &Span, code: http::StatusCode, status: Option<CacheStatus>) {
+    span.record("http.response.status_code", i64::from(code.as_u16()));
+    if names::is_error_status(code) {
+        span.record("error.type", code.as_str());
+        span.record("otel.status_code", "ERROR");
+    }
+    if let Some(status) = status {
+        span.record("courier.cache.status", status.as_str());
+    }
+}
+
+#[inline(never)]
 fn lookup(status: CacheStatus) {
-    tracing::Span::current().record("courier.cache.status", status.as_str());
     #[cfg(feature = "metrics")]
     metrics::counter!(LOOKUPS, "status" => status.as_str()).increment(1);
+    #[cfg(not(feature = "metrics"))]
+    let _ = status;
 }
