@@ -2,7 +2,7 @@
 //! closes.
 //!
 //! ```text
-//! trace: courier.call GET http://127.0.0.1:8080/s/flaky  208.4 ms  200 (3 attempts, final_status)
+//! trace: courier.call GET http://127.0.0.1:8080/s/flaky  208.4 ms  200 (3 attempts, final_status)  cache miss
 //!   ├ GET #1  1.2 ms  503 (error 503)  retry in 96 ms (backoff)
 //!   ├ GET #2  0.9 ms  503 (error 503)  retry in 104 ms (backoff)
 //!   └ GET #3  0.8 ms  200  stop (final_status)
@@ -52,7 +52,10 @@ impl Node {
             let _ = write!(out, " {method} {url}");
         }
         let _ = write!(out, "  {}", Millis(self.took));
-        match (self.get("http.response.status_code"), self.get("error.type")) {
+        match (
+            self.get("http.response.status_code"),
+            self.get("error.type"),
+        ) {
             (Some(status), Some(error)) => {
                 let _ = write!(out, "  {status} (error {error})");
             }

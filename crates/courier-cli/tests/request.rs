@@ -847,7 +847,10 @@ async fn trace_prints_the_span_tree_of_the_call_on_stderr() {
     let run = courier(&["request", "GET", &url, "--seed", "1", "--trace", "--quiet"]).await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(server.hits("traced").len(), 2);
-    assert!(run.attempt_lines().is_empty(), "--quiet drops the JSON lines");
+    assert!(
+        run.attempt_lines().is_empty(),
+        "--quiet drops the JSON lines"
+    );
     let tree: Vec<&str> = run.messages();
     assert_eq!(tree.len(), 3, "{run:?}");
     assert!(
@@ -855,7 +858,7 @@ async fn trace_prints_the_span_tree_of_the_call_on_stderr() {
         "{tree:?}"
     );
     assert!(
-        tree[0].ends_with("  200 (2 attempts, final_status)"),
+        tree[0].ends_with("  200 (2 attempts, final_status)  cache miss"),
         "{tree:?}"
     );
     assert!(tree[1].starts_with("  ├ GET #1  "), "{tree:?}");
