@@ -4,9 +4,13 @@
 //! # Spans
 //!
 //! Spans are made with `tracing` (no extra dependency), at level `INFO` on target
-//! `courier::retry`, shaped by the OpenTelemetry HTTP client semantic conventions so that
-//! `tracing-opentelemetry` exports them as the specification expects. The retry layer makes
-//! them: it is the outermost layer that sees every attempt of a call.
+//! `courier::retry` and `courier::cache`, shaped by the OpenTelemetry HTTP client semantic
+//! conventions so that `tracing-opentelemetry` exports them as the specification expects.
+//!
+//! The call span belongs to the outermost layer that sees the whole call: the cache when it
+//! is on (a fresh hit is then a call span with no attempt under it, and the span says how the
+//! cache answered), else the retry layer. The retry layer makes the attempt spans, under the
+//! cache's call span or its own.
 //!
 //! ```text
 //! courier.call                     one per call, a child of the caller's current span
@@ -42,13 +46,14 @@
 //! | `courier.breaker.state` | the breaker's state when it refused the attempt (`open`, `half_open`, `forced_open`) |
 //! | `courier.ratelimit.wait_ms` | how long the rate limiter held the attempt for its slot |
 //!
-//! The call span, `courier.call` (kind internal), has `http.request.method`, `server.address`,
-//! `server.port`, `url.full`, and once the call is over `http.response.status_code`,
-//! `error.type` and `otel.status_code` of its answer, `courier.attempts` (how many) and
-//! `courier.retry.reason` (why the call stopped). A call that a layer below refused (an open
-//! circuit, the rate limiter) has one attempt span with that `error.type`, and nothing reached
-//! the server. The cache, outside the retry layer, records `courier.cache.status` on the
-//! caller's current span when that span declares the field.
+//! The call span, `courier.call` (kind internal, a child of the caller's current span), has
+//! `http.request.method`, `server.address`, `server.port`, `url.full`, and once the call is
+//! over `http.response.status_code` (of the answer the caller gets: a 304 the cache merged is
+//! a 200), `error.type` and `otel.status_code` of that answer, `courier.attempts` (how many),
+//! `courier.retry.reason` (why the call stopped) and, when the cache made it,
+//! `courier.cache.status` (`hit`, `revalidated`, `miss`, `stale`, `bypass`; its `url.full`
+//! never has the query). A call that a layer below refused (an open circuit, the rate limiter)
+//! has one attempt span with that `error.type`, and nothing reached the server.
 //!
 //! The existing `courier::retry` event per attempt (see [`crate::retry`]) is unchanged.
 //!

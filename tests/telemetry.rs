@@ -204,9 +204,90 @@ async fn the_query_shows_in_url_full_only_when_asked() {
     client.oneshot(req).await.unwrap();
     let spans = traced.spans();
     assert_eq!(spans.len(), 2);
-    for span in &spans {
-        assert_eq!(text(span, "url.full"), Some(url.clone()));
+    let attempt = spans.iter().find(|s| s.name == "GET").unwrap();
+    assert_eq!(text(attempt, "url.full"), Some(url.clone()));
+    // The call span is the cache's, which never shows the query.
+    let call = spans.iter().find(|s| s.name == "courier.call").unwrap();
+    assert_eq!(text(call, "url.full"), Some(server.url_for("/s/q")));
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_fresh_hit_is_a_call_span_without_attempts_and_a_revalidation_says_so() {
+    let traced = traced();
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "etag",
+        vec![
+            Step::ok()
+                .header("etag", "\"v1\"")
+                .header("cache-control", "no-cache"),
+            Step::status(304).header("etag", "\"v1\""),
+        ],
+    );
+    let client = CourierLayer::new().hyper::<Body>();
+    let get = || {
+        http::Request::get(server.url_for("/s/etag"))
+            .body(Body::new())
+            .unwrap()
+    };
+    assert_eq!(client.clone().oneshot(get()).await.unwrap().status(), 200);
+    let first = traced.spans();
+    let call = first.iter().find(|s| s.name == "courier.call").unwrap();
+    assert_eq!(text(call, "courier.cache.status").as_deref(), Some("miss"));
+    assert_eq!(int(call, "courier.attempts"), Some(1));
+    assert_eq!(int(call, "http.response.status_code"), Some(200));
+    let attempt = first.iter().find(|s| s.name == "GET").unwrap();
+    assert_eq!(attempt.parent_span_id, call.span_context.span_id());
+    assert_eq!(first.len(), 2, "{first:#?}");
+
+    // Stored, but to be revalidated before use: the next call revalidates, and the server's
+    // 304 is a 200 to the caller.
+    assert_eq!(client.clone().oneshot(get()).await.unwrap().status(), 200);
+    let second = traced.spans();
+    let second = &second[first.len()..];
+    assert_eq!(second.len(), 2, "{second:#?}");
+    let call = second.iter().find(|s| s.name == "courier.call").unwrap();
+    let attempt = second.iter().find(|s| s.name == "GET").unwrap();
+    assert_eq!(
+        text(call, "courier.cache.status").as_deref(),
+        Some("revalidated")
+    );
+    assert_eq!(int(call, "http.response.status_code"), Some(200));
+    assert_eq!(int(attempt, "http.response.status_code"), Some(304));
+    assert_eq!(attempt.parent_span_id, call.span_context.span_id());
+    server.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_fresh_hit_has_no_attempt_span() {
+    let traced = traced();
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "fresh",
+        vec![Step::ok().header("cache-control", "max-age=60")],
+    );
+    let client = CourierLayer::new().hyper::<Body>();
+    for _ in 0..2 {
+        let req = http::Request::get(server.url_for("/s/fresh"))
+            .body(Body::new())
+            .unwrap();
+        assert_eq!(client.clone().oneshot(req).await.unwrap().status(), 200);
     }
+    assert_eq!(server.hits("fresh").len(), 1);
+    let spans = traced.spans();
+    let calls: Vec<_> = spans.iter().filter(|s| s.name == "courier.call").collect();
+    assert_eq!(calls.len(), 2, "{spans:#?}");
+    assert_eq!(spans.len(), 3, "one attempt in all: {spans:#?}");
+    let hit = calls[1];
+    assert_eq!(text(hit, "courier.cache.status").as_deref(), Some("hit"));
+    assert_eq!(int(hit, "http.response.status_code"), Some(200));
+    assert_eq!(int(hit, "courier.attempts"), None);
+    assert!(
+        spans
+            .iter()
+            .all(|s| s.parent_span_id != hit.span_context.span_id())
+    );
     server.shutdown().await;
 }
 
