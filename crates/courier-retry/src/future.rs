@@ -34,7 +34,7 @@ use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
-use tracing::Instrument;
+use tracing::{Instrument, Span};
 
 /// The most bytes of a failed response body read (to keep the connection) before it is dropped.
 const DRAIN_LIMIT: usize = 16 * 1024;
@@ -143,7 +143,7 @@ where
                 StateProj::First { fut } => {
                     let polled = match this.ctx.as_ref() {
                         Some(ctx) => {
-                            let _attempt = ctx.spans.attempt().enter();
+                            let _attempt = ctx.spans.attempt().map(Span::enter);
                             fut.poll(cx)
                         }
                         None => fut.poll(cx),
@@ -251,7 +251,7 @@ where
                 }
                 ctx.spans
                     .begin(&ctx.parts, ctx.config.url_query, ctx.attempt);
-                let span = ctx.spans.attempt().clone();
+                let span = ctx.spans.attempt().cloned().unwrap_or_else(Span::none);
                 telemetry::inject(&span, req.headers_mut());
                 let fut = {
                     let _attempt = span.enter();

@@ -136,9 +136,11 @@ where
         // whatever it learnt from the call, such as the breaker or bucket it used); a clone
         // drives later attempts, made ready again before each.
         let spans = Spans::start(&parts, config.url_query);
-        telemetry::inject(spans.attempt(), &mut parts.headers);
+        if let Some(span) = spans.attempt() {
+            telemetry::inject(span, &mut parts.headers);
+        }
         let fut = {
-            let _attempt = spans.attempt().enter();
+            let _attempt = spans.attempt().map(tracing::Span::enter);
             self.inner.call(Request::from_parts(parts, body))
         };
         let svc = self.inner.clone();

@@ -3,9 +3,13 @@
 //!
 //! See [Telemetry](crate#telemetry) for the shape. Integers are recorded as `i64`, which
 //! `tracing-opentelemetry` exports as integer attributes (an unsigned one becomes a string).
-//! Every span is made with `tracing`'s macros:
-//! when no subscriber listens they are disabled at the callsite, nothing is formatted and
-//! nothing allocated, and every `record` below is skipped.
+//!
+//! What it costs when nothing listens: until a `tracing` subscriber has been set anywhere
+//! (`tracing::dispatcher::has_been_set`, one atomic load) no span is made at all, so none of
+//! the fields is computed (tracing's `log` compatibility would otherwise compute them for a
+//! disabled span), and a call keeps one empty pointer. Once a subscriber is set, the spans
+//! are made with `tracing`'s macros, disabled at their callsites when the subscriber does not
+//! want them, and boxed (one allocation per call) only when it does.
 
 use courier_core::extensions::Decision;
 use courier_core::telemetry::{self as names, UrlFull};
@@ -18,15 +22,21 @@ use tracing::field::Empty;
 /// The target of every span and event of the attempt loop.
 pub(crate) const TARGET: &str = "courier::retry";
 
-/// The call span and the span of the attempt under way.
+/// The spans of a call, and when its attempt under way began.
 pub(crate) struct Spans {
+    /// `None` when nothing listens.
+    spans: Option<Box<Open>>,
+    /// When the attempt under way began, for `http.client.request.duration`.
+    #[cfg(feature = "metrics")]
+    began: tokio::time::Instant,
+}
+
+/// The call span and the span of the attempt under way.
+struct Open {
     call: Span,
     /// Whether the call span is this layer's own, not an outer layer's adopted.
     own: bool,
     attempt: Span,
-    /// When the attempt under way began, for `http.client.request.duration`.
-    #[cfg(feature = "metrics")]
-    began: tokio::time::Instant,
 }
 
 impl Spans {
@@ -35,48 +45,30 @@ impl Spans {
     /// span.
     #[inline]
     pub(crate) fn start(parts: &Parts, query: bool) -> Self {
-        if let Some(call) = outer_call_span() {
-            let attempt = attempt_span(&call, parts, query, 1);
-            return Self {
-                call,
-                own: false,
-                attempt,
-                #[cfg(feature = "metrics")]
-                began: tokio::time::Instant::now(),
-            };
-        }
-        let call = tracing::info_span!(
-            target: TARGET,
-            "courier.call",
-            http.request.method = names::method(&parts.method),
-            server.address = names::server_address(&parts.uri, &parts.headers),
-            server.port = names::server_port(&parts.uri, &parts.headers).map(i64::from),
-            url.full = %UrlFull::new(&parts.uri, query),
-            http.response.status_code = Empty,
-            error.type = Empty,
-            otel.status_code = Empty,
-            courier.attempts = Empty,
-            courier.retry.reason = Empty,
-        );
-        let attempt = attempt_span(&call, parts, query, 1);
+        let spans = if tracing::dispatcher::has_been_set() {
+            open(parts, query)
+        } else {
+            None
+        };
         Self {
-            call,
-            own: true,
-            attempt,
+            spans,
             #[cfg(feature = "metrics")]
             began: tokio::time::Instant::now(),
         }
     }
 
-    /// The span of the attempt under way (a disabled one between attempts).
+    /// The span of the attempt under way (a disabled one between attempts); `None` when
+    /// nothing listens.
     #[inline]
-    pub(crate) fn attempt(&self) -> &Span {
-        &self.attempt
+    pub(crate) fn attempt(&self) -> Option<&Span> {
+        self.spans.as_deref().map(|s| &s.attempt)
     }
 
     /// Opens the span of attempt `n` (2 and up).
     pub(crate) fn begin(&mut self, parts: &Parts, query: bool, n: u32) {
-        self.attempt = attempt_span(&self.call, parts, query, n);
+        if let Some(s) = self.spans.as_mut() {
+            s.attempt = attempt_span(&s.call, parts, query, n);
+        }
         #[cfg(feature = "metrics")]
         {
             self.began = tokio::time::Instant::now();
@@ -96,18 +88,8 @@ impl Spans {
         crate::metrics::attempt(parts, res, record, self.began.elapsed());
         #[cfg(not(feature = "metrics"))]
         let _ = parts;
-        let span = std::mem::replace(&mut self.attempt, Span::none());
-        if span.is_disabled() {
-            return;
-        }
-        outcome(&span, res);
-        span.record("courier.retry.decision", record.decision.as_str());
-        span.record("courier.retry.reason", record.reason.as_str());
-        if record.decision == Decision::Retry {
-            span.record("courier.retry.wait_ms", millis(record.wait));
-            if let Some(source) = record.wait_source {
-                span.record("courier.retry.wait_source", source.as_str());
-            }
+        if let Some(s) = self.spans.as_deref_mut() {
+            end_attempt(s, res, record);
         }
     }
 
@@ -121,25 +103,77 @@ impl Spans {
         res: &Result<Response<RB>, BoxError>,
         record: &AttemptRecord,
     ) {
-        let span = std::mem::replace(&mut self.call, Span::none());
-        if span.is_disabled() {
-            return;
+        if let Some(s) = self.spans.take() {
+            finish_call(&s, res, record);
         }
-        if self.own || res.is_err() {
-            outcome(&span, res);
+    }
+}
+
+/// Records on the call span the call's answer, its attempts and why it stopped.
+#[inline(never)]
+fn finish_call<RB>(s: &Open, res: &Result<Response<RB>, BoxError>, record: &AttemptRecord) {
+    if s.call.is_disabled() {
+        return;
+    }
+    if s.own || res.is_err() {
+        outcome(&s.call, res);
+    }
+    s.call.record("courier.attempts", i64::from(record.attempt));
+    s.call
+        .record("courier.retry.reason", record.reason.as_str());
+}
+
+/// The spans of a call whose subscriber may want them: `None` when it wants neither.
+#[inline(never)]
+fn open(parts: &Parts, query: bool) -> Option<Box<Open>> {
+    let (call, own) = match outer_call_span() {
+        Some(call) => (call, false),
+        None => (
+            tracing::info_span!(
+                target: TARGET,
+                "courier.call",
+                http.request.method = names::method(&parts.method),
+                server.address = names::server_address(&parts.uri, &parts.headers),
+                server.port = names::server_port(&parts.uri, &parts.headers).map(i64::from),
+                url.full = %UrlFull::new(&parts.uri, query),
+                http.response.status_code = Empty,
+                error.type = Empty,
+                otel.status_code = Empty,
+                courier.attempts = Empty,
+                courier.retry.reason = Empty,
+            ),
+            true,
+        ),
+    };
+    if call.is_disabled() {
+        return None;
+    }
+    let attempt = attempt_span(&call, parts, query, 1);
+    Some(Box::new(Open { call, own, attempt }))
+}
+
+/// Records on the attempt span what the attempt got and what was decided, and closes it.
+#[inline(never)]
+fn end_attempt<RB>(s: &mut Open, res: &Result<Response<RB>, BoxError>, record: &AttemptRecord) {
+    let span = std::mem::replace(&mut s.attempt, Span::none());
+    if span.is_disabled() {
+        return;
+    }
+    let span = &span;
+    outcome(span, res);
+    span.record("courier.retry.decision", record.decision.as_str());
+    span.record("courier.retry.reason", record.reason.as_str());
+    if record.decision == Decision::Retry {
+        span.record("courier.retry.wait_ms", millis(record.wait));
+        if let Some(source) = record.wait_source {
+            span.record("courier.retry.wait_source", source.as_str());
         }
-        span.record("courier.attempts", i64::from(record.attempt));
-        span.record("courier.retry.reason", record.reason.as_str());
     }
 }
 
 /// The current span when it is the call span an outer courier layer made (the cache makes
-/// one and polls the layers below inside it). Asks nothing when no subscriber was ever set.
-#[inline]
+/// one and polls the layers below inside it).
 fn outer_call_span() -> Option<Span> {
-    if !tracing::dispatcher::has_been_set() {
-        return None;
-    }
     let current = Span::current();
     let meta = current.metadata()?;
     (meta.name() == "courier.call" && meta.target().starts_with("courier::")).then_some(current)
