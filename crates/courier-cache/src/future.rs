@@ -146,6 +146,7 @@ where
     }
 
     /// The same future, polled inside `span`.
+    #[inline]
     pub(crate) fn in_span(mut self, span: Span) -> Self {
         self.span = span;
         self

@@ -142,6 +142,10 @@ where
             return ResponseFuture::passing(self.inner.call(req));
         }
         let span = crate::telemetry::call_span(&req);
+        if span.is_none() {
+            // Nothing listens: the future is made in place, with no span to move in.
+            return self.route(req);
+        }
         let future = {
             let _entered = span.enter();
             self.route(req)
@@ -152,6 +156,7 @@ where
 
 impl<S> EtagCache<S> {
     /// Answers from the store, or forwards the request with what to do with the answer.
+    #[inline(always)]
     fn route<B, RB>(&mut self, mut req: Request<B>) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>, Response = Response<RB>> + Clone,

@@ -10,8 +10,9 @@
 //! `http.response.status_code` of the answer the caller gets (a 304 the cache merged is a 200
 //! to the caller), `error.type` and `otel.status_code` for a 4xx or 5xx; the retry layer adds
 //! `courier.attempts`, `courier.retry.reason` and a failure's `error.type`. A fresh hit is a
-//! call span with no attempt under it. A pass-through cache makes no span. With no
-//! subscriber the span is disabled where it is made: nothing is formatted or allocated.
+//! call span with no attempt under it. A pass-through cache makes no span, and neither does
+//! an active one until a `tracing` subscriber has been set; after that a subscriber that does
+//! not want the span has it disabled where it is made: nothing is formatted or allocated.
 //!
 //! # Metrics
 //!
@@ -41,9 +42,20 @@ pub fn describe() {
     );
 }
 
-/// The call span of a request through an active cache.
+/// The call span of a request through an active cache. None at all until a `tracing`
+/// subscriber has been set anywhere (one atomic load): then no field is computed, not even for
+/// tracing's `log` compatibility.
 #[inline]
 pub(crate) fn call_span<B>(req: &Request<B>) -> Span {
+    if tracing::dispatcher::has_been_set() {
+        listened_call_span(req)
+    } else {
+        Span::none()
+    }
+}
+
+#[inline(never)]
+fn listened_call_span<B>(req: &Request<B>) -> Span {
     tracing::info_span!(
         target: "courier::cache",
         "courier.call",
@@ -64,6 +76,10 @@ pub(crate) fn call_span<B>(req: &Request<B>) -> Span {
 /// answer on.
 #[inline]
 pub(crate) fn observed<B, E>(span: &Span, res: Result<Response<B>, E>) -> Result<Response<B>, E> {
+    // Nothing to record without a span or a metrics facade: not even the status is looked up.
+    if span.is_none() && !cfg!(feature = "metrics") {
+        return res;
+    }
     if let Ok(r) = &res {
         let status = r.extensions().get::<CacheStatus>().copied();
         if !span.is_disabled() {
