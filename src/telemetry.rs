@@ -57,8 +57,9 @@
 //!
 //! The existing `courier::retry` event per attempt (see [`crate::retry`]) is unchanged.
 //!
-//! When no subscriber listens, the spans are disabled at their callsites: nothing is
-//! formatted, nothing allocated (BENCHMARKS.md has the measured cost).
+//! Until a `tracing` subscriber is set, no span is made at all; after that, a subscriber that
+//! does not want them has them disabled where they are made. Either way nothing is formatted
+//! and nothing allocated.
 //!
 //! # Trace context per attempt (feature `opentelemetry`)
 //!
@@ -93,6 +94,11 @@
 //!
 //! Call [`describe_metrics`] once after installing a recorder to give each metric its unit and
 //! help text.
+//!
+//! The `metrics` facade cannot tell whether a recorder is installed, so with the feature on the
+//! labels are built (a few small allocations per attempt) even when none is: turn the feature
+//! on where a recorder is. Without it, and with `opentelemetry`, nothing is recorded or
+//! allocated until something listens (BENCHMARKS.md, section 7).
 
 /// Describes every metric of the layers built in (unit and help text) to the installed
 /// recorder. Optional: metrics are recorded without it.
