@@ -342,6 +342,36 @@ async fn a_call_refused_by_an_open_circuit_reaches_no_server_and_says_why() {
 }
 
 #[tokio::test]
+async fn a_paced_attempt_says_how_long_the_rate_limiter_held_it() {
+    let traced = traced();
+    let server = FaultServer::start().await.unwrap();
+    let every = Rate::every(Duration::from_millis(50)).unwrap();
+    let client = CourierLayer::new()
+        .rate_limit(TokenBucketRateLimitLayer::new(
+            every,
+            NonZeroU32::new(1).unwrap(),
+        ))
+        .hyper::<Body>();
+    for _ in 0..2 {
+        let req = http::Request::get(server.url_for("/s/paced"))
+            .body(Body::new())
+            .unwrap();
+        assert_eq!(client.clone().oneshot(req).await.unwrap().status(), 200);
+    }
+    let spans = traced.spans();
+    let attempts: Vec<_> = spans.iter().filter(|s| s.name == "GET").collect();
+    assert_eq!(attempts.len(), 2, "{spans:#?}");
+    assert_eq!(
+        int(attempts[0], "courier.ratelimit.wait_ms"),
+        None,
+        "a full bucket"
+    );
+    let waited = int(attempts[1], "courier.ratelimit.wait_ms").expect("the second one waited");
+    assert!((1..=50).contains(&waited), "{waited}");
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn without_a_subscriber_no_trace_context_is_sent() {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
     let server = FaultServer::start().await.unwrap();
