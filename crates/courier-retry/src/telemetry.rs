@@ -26,9 +26,10 @@ pub(crate) const TARGET: &str = "courier::retry";
 pub(crate) struct Spans {
     /// `None` when nothing listens.
     spans: Option<Box<Open>>,
-    /// When the attempt under way began, for `http.client.request.duration`.
+    /// When the attempt under way began, for `http.client.request.duration`; `None` when
+    /// the next attempt was never handed on (its deadline passed while it waited).
     #[cfg(feature = "metrics")]
-    began: tokio::time::Instant,
+    began: Option<tokio::time::Instant>,
 }
 
 /// The call span and the span of the attempt under way.
@@ -53,7 +54,7 @@ impl Spans {
         Self {
             spans,
             #[cfg(feature = "metrics")]
-            began: tokio::time::Instant::now(),
+            began: Some(tokio::time::Instant::now()),
         }
     }
 
@@ -71,7 +72,7 @@ impl Spans {
         }
         #[cfg(feature = "metrics")]
         {
-            self.began = tokio::time::Instant::now();
+            self.began = Some(tokio::time::Instant::now());
         }
     }
 
@@ -85,7 +86,9 @@ impl Spans {
         record: &AttemptRecord,
     ) {
         #[cfg(feature = "metrics")]
-        crate::metrics::attempt(parts, res, record, self.began.elapsed());
+        if let Some(began) = self.began.take() {
+            crate::metrics::attempt(parts, res, record, began.elapsed());
+        }
         #[cfg(not(feature = "metrics"))]
         let _ = parts;
         if let Some(s) = self.spans.as_deref_mut() {
