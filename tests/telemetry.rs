@@ -625,10 +625,34 @@ async fn metrics_of_the_cache_and_the_deadlines() {
             .unwrap();
         assert_eq!(client.clone().oneshot(req).await.unwrap().status(), 200);
     }
+    // Stale when the upstream fails: stored, revalidated (304), then served stale (500).
+    server.set_plan(
+        "stale",
+        vec![
+            Step::ok()
+                .header("cache-control", "max-age=0, stale-if-error=60")
+                .header("etag", "\"v1\""),
+            Step::status(304).header("etag", "\"v1\""),
+            Step::status(500),
+        ],
+    );
+    let client = CourierLayer::new()
+        .retry(RetryLayer::new().attempts(1))
+        .cache(EtagCacheLayer::new())
+        .hyper::<Body>();
+    for _ in 0..3 {
+        let req = http::Request::get(server.url_for("/s/stale"))
+            .body(Body::new())
+            .unwrap();
+        assert_eq!(client.clone().oneshot(req).await.unwrap().status(), 200);
+    }
+    assert_eq!(server.hits("stale").len(), 3);
     let snap = snapshot(&snapshotter);
     let lookups = |status| counter(&snap, "courier.cache.lookups", &[("status", status)]);
-    assert_eq!(lookups("miss"), 1);
+    assert_eq!(lookups("miss"), 2);
     assert_eq!(lookups("hit"), 1);
+    assert_eq!(lookups("revalidated"), 1);
+    assert_eq!(lookups("stale"), 1);
 
     // An attempt timeout, then a spent deadline.
     server.set_plan(
