@@ -100,6 +100,10 @@
 //! date on the wall clock), the wait and why (`retry_after`, `ratelimit`, `quota_reset`); a
 //! `debug` event for each refusal.
 //!
+//! A wait for a slot is recorded as `courier.ratelimit.wait_ms` on the current span (inside
+//! courier's retry layer, the waiting attempt's); with the `metrics` feature, waits and
+//! refusals per host are metrics. See [`telemetry`].
+//!
 //! # Differences from `tower::limit::RateLimit`
 //!
 //! tower's limiter is one fixed window per service instance, waits in `poll_ready` (so it needs
