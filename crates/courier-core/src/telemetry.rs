@@ -44,40 +44,73 @@ pub fn method(method: &Method) -> &'static str {
     }
 }
 
-/// The authority of a request: the URI's, else the `Host` header's; userinfo removed.
-fn authority<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> Option<&'a str> {
-    let text = match uri.authority() {
-        Some(a) => a.as_str(),
-        None => headers.get(http::header::HOST)?.to_str().ok()?,
-    };
-    Some(text.rsplit_once('@').map_or(text, |(_, host)| host))
+/// The authority of a request as it is written (userinfo and port included): the URI's, else
+/// the `Host` header's; `None` when neither names one (or the header is not text).
+pub fn authority<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> Option<&'a str> {
+    match uri.authority() {
+        Some(a) => Some(a.as_str()),
+        None => headers.get(http::header::HOST)?.to_str().ok(),
+    }
 }
 
-/// Splits `host[:port]` (an IPv6 literal keeps its brackets).
-fn split_port(authority: &str) -> (&str, Option<&str>) {
-    match authority.rsplit_once(':') {
-        Some((host, port)) if !port.contains(']') => (host, Some(port)),
-        _ => (authority, None),
+/// Splits an authority into its host (userinfo removed; an IPv6 literal keeps its brackets)
+/// and its port: the digits after the last `:` (none after an IPv6 literal's `]`), `None`
+/// when there are none or they are no port. Byte by byte: an authority is short, and this is
+/// on every attempt's path once something listens.
+pub fn split_authority(authority: &str) -> (&str, Option<u16>) {
+    let bytes = authority.as_bytes();
+    let mut digits = bytes.len();
+    while digits > 0 && bytes[digits - 1].is_ascii_digit() && bytes.len() - digits < 6 {
+        digits -= 1;
+    }
+    let (host_end, port) = match digits.checked_sub(1) {
+        Some(colon) if bytes[colon] == b':' => {
+            let port = bytes[digits..]
+                .iter()
+                .try_fold(0u32, |n, &d| Some(n * 10 + u32::from(d - b'0')))
+                .filter(|_| digits < bytes.len())
+                .and_then(|n| u16::try_from(n).ok());
+            (colon, port)
+        }
+        _ => (bytes.len(), None),
+    };
+    let host = &authority[..host_end];
+    let start = host.bytes().rposition(|b| b == b'@').map_or(0, |at| at + 1);
+    (&host[start..], port)
+}
+
+/// `server.address` and `server.port` together, reading the authority once (see
+/// [`server_address`] and [`server_port`]).
+pub fn server<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> (Option<&'a str>, Option<u16>) {
+    let (address, port) = match authority(uri, headers) {
+        Some(a) => {
+            let (host, port) = split_authority(a);
+            (Some(host), port)
+        }
+        None => (None, None),
+    };
+    (address, port.or(default_port(uri.scheme_str())))
+}
+
+/// The default port of a scheme: 80 for `http`, 443 for `https`, else `None`.
+pub fn default_port(scheme: Option<&str>) -> Option<u16> {
+    match scheme {
+        Some("https") => Some(443),
+        Some("http") => Some(80),
+        _ => None,
     }
 }
 
 /// `server.address`: the host a request goes to, without userinfo or port; `None` when the
 /// request names none.
 pub fn server_address<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> Option<&'a str> {
-    authority(uri, headers).map(|a| split_port(a).0)
+    server(uri, headers).0
 }
 
 /// `server.port`: the port a request goes to, explicit or the default of `http` (80) and
 /// `https` (443); `None` when neither says.
 pub fn server_port(uri: &Uri, headers: &HeaderMap) -> Option<u16> {
-    let explicit = authority(uri, headers)
-        .and_then(|a| split_port(a).1)
-        .and_then(|p| p.parse().ok());
-    explicit.or(match uri.scheme_str() {
-        Some("https") => Some(443),
-        Some("http") => Some(80),
-        _ => None,
-    })
+    server(uri, headers).1
 }
 
 /// `url.full`: the URI with its userinfo removed, and its query removed unless `query` is
@@ -199,6 +232,18 @@ mod tests {
         let u = uri("http://[::1]:9/x");
         assert_eq!(server_address(&u, &h), Some("[::1]"));
         assert_eq!(server_port(&u, &h), Some(9));
+        let u = uri("http://a:b@[::1]:9/x");
+        assert_eq!(server(&u, &h), (Some("[::1]"), Some(9)));
+        // A port that is empty or too large counts as absent: the scheme's default stands.
+        let u = uri("http://api.example:/x");
+        assert_eq!(server(&u, &h), (Some("api.example"), Some(80)));
+        let u = uri("http://u:1@api.example:8080/x");
+        assert_eq!(server(&u, &h), (Some("api.example"), Some(8080)));
+        let u = uri("http://u@api.example/x");
+        assert_eq!(server(&u, &h), (Some("api.example"), Some(80)));
+        let mut big = HeaderMap::new();
+        big.insert(http::header::HOST, "api.example:99999".parse().unwrap());
+        assert_eq!(server(&uri("/x"), &big), (Some("api.example"), None));
         let mut h = HeaderMap::new();
         h.insert(
             http::header::HOST,
