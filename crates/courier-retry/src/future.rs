@@ -353,7 +353,7 @@ impl<S, B: RetryBody> Ctx<S, B> {
             Err(reason) => Step::Stop(record(Decision::Stop, reason, Duration::ZERO, None)),
         };
         let (Step::Stop(r) | Step::Retry(r, _)) = &step;
-        self.spans.end(&self.parts, res, r);
+        self.spans.end(&self.config, &self.parts, res, r, now);
         step
     }
 

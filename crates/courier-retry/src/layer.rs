@@ -47,6 +47,9 @@ pub(crate) struct Config {
     pub(crate) budget: Option<Arc<BudgetState>>,
     /// Whether spans show the query in `url.full`.
     pub(crate) url_query: bool,
+    /// The handles of the request-duration series seen so far.
+    #[cfg(feature = "metrics")]
+    pub(crate) durations: Arc<crate::metrics::Durations>,
     /// Numbers the calls, so that a seeded layer gives each call its own reproducible RNG.
     pub(crate) calls: Arc<AtomicU64>,
 }
@@ -76,6 +79,8 @@ impl Config {
             hints: HintConfig::new(),
             budget: Some(RetryBudget::new().build()),
             url_query: false,
+            #[cfg(feature = "metrics")]
+            durations: Arc::default(),
             calls: Arc::new(AtomicU64::new(0)),
         }
     }

@@ -135,7 +135,7 @@ where
         // The first attempt goes to the instance poll_ready made ready, which stays here (with
         // whatever it learnt from the call, such as the breaker or bucket it used); a clone
         // drives later attempts, made ready again before each.
-        let spans = Spans::start(&parts, config.url_query);
+        let spans = Spans::start(&parts, config.url_query, start);
         if let Some(span) = spans.attempt() {
             telemetry::inject(span, &mut parts.headers);
         }

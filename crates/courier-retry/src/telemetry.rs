@@ -11,6 +11,7 @@
 //! are made with `tracing`'s macros, disabled at their callsites when the subscriber does not
 //! want them, and boxed (one allocation per call) only when it does.
 
+use crate::layer::Config;
 use courier_core::extensions::Decision;
 use courier_core::telemetry::{self as names, UrlFull};
 use courier_core::{AttemptRecord, BoxError};
@@ -45,7 +46,9 @@ impl Spans {
     /// when that is an outer layer's call span (the cache's), else a new child of the current
     /// span.
     #[inline]
-    pub(crate) fn start(parts: &Parts, query: bool) -> Self {
+    pub(crate) fn start(parts: &Parts, query: bool, now: tokio::time::Instant) -> Self {
+        #[cfg(not(feature = "metrics"))]
+        let _ = now;
         let spans = if tracing::dispatcher::has_been_set() {
             open(parts, query)
         } else {
@@ -54,7 +57,7 @@ impl Spans {
         Self {
             spans,
             #[cfg(feature = "metrics")]
-            began: Some(tokio::time::Instant::now()),
+            began: Some(now),
         }
     }
 
@@ -81,16 +84,19 @@ impl Spans {
     #[inline]
     pub(crate) fn end<RB>(
         &mut self,
+        config: &Config,
         parts: &Parts,
         res: &Result<Response<RB>, BoxError>,
         record: &AttemptRecord,
+        now: tokio::time::Instant,
     ) {
         #[cfg(feature = "metrics")]
         if let Some(began) = self.began.take() {
-            crate::metrics::attempt(parts, res, record, began.elapsed());
+            let took = now.saturating_duration_since(began);
+            crate::metrics::attempt(&config.durations, parts, res, record, took);
         }
         #[cfg(not(feature = "metrics"))]
-        let _ = parts;
+        let _ = (config, parts, now);
         if let Some(s) = self.spans.as_deref_mut() {
             end_attempt(s, res, record);
         }
@@ -129,6 +135,7 @@ fn finish_call<RB>(s: &Open, res: &Result<Response<RB>, BoxError>, record: &Atte
 /// The spans of a call whose subscriber may want them: `None` when it wants neither.
 #[inline(never)]
 fn open(parts: &Parts, query: bool) -> Option<Box<Open>> {
+    let (address, port) = names::server(&parts.uri, &parts.headers);
     let (call, own) = match outer_call_span() {
         Some(call) => (call, false),
         None => (
@@ -136,8 +143,8 @@ fn open(parts: &Parts, query: bool) -> Option<Box<Open>> {
                 target: TARGET,
                 "courier.call",
                 http.request.method = names::method(&parts.method),
-                server.address = names::server_address(&parts.uri, &parts.headers),
-                server.port = names::server_port(&parts.uri, &parts.headers).map(i64::from),
+                server.address = address,
+                server.port = port.map(i64::from),
                 url.full = %UrlFull::new(&parts.uri, query),
                 http.response.status_code = Empty,
                 error.type = Empty,
@@ -185,6 +192,7 @@ fn outer_call_span() -> Option<Span> {
 /// The span of attempt `n`, a child of `call`: named after the method, kind client.
 fn attempt_span(call: &Span, parts: &Parts, query: bool, n: u32) -> Span {
     let method = names::method(&parts.method);
+    let (address, port) = names::server(&parts.uri, &parts.headers);
     let span = tracing::info_span!(
         target: TARGET,
         parent: call,
@@ -193,8 +201,8 @@ fn attempt_span(call: &Span, parts: &Parts, query: bool, n: u32) -> Span {
         otel.kind = "client",
         otel.status_code = Empty,
         http.request.method = method,
-        server.address = names::server_address(&parts.uri, &parts.headers),
-        server.port = names::server_port(&parts.uri, &parts.headers).map(i64::from),
+        server.address = address,
+        server.port = port.map(i64::from),
         url.full = %UrlFull::new(&parts.uri, query),
         http.request.resend_count = Empty,
         http.response.status_code = Empty,
