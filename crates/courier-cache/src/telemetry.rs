@@ -56,12 +56,13 @@ pub(crate) fn call_span<B>(req: &Request<B>) -> Span {
 
 #[inline(never)]
 fn listened_call_span<B>(req: &Request<B>) -> Span {
+    let (address, port) = names::server(req.uri(), req.headers());
     tracing::info_span!(
         target: "courier::cache",
         "courier.call",
         http.request.method = names::method(req.method()),
-        server.address = names::server_address(req.uri(), req.headers()),
-        server.port = names::server_port(req.uri(), req.headers()).map(i64::from),
+        server.address = address,
+        server.port = port.map(i64::from),
         url.full = %UrlFull::new(req.uri(), false),
         http.response.status_code = Empty,
         error.type = Empty,
@@ -108,8 +109,24 @@ fn answered(span: &Span, code: http::StatusCode, status: Option<CacheStatus>) {
 
 #[inline(never)]
 fn lookup(status: CacheStatus) {
+    // A literal name and literal labels (the name is `LOOKUPS`): a static key, hashed at
+    // compile time, nothing allocated.
     #[cfg(feature = "metrics")]
-    metrics::counter!(LOOKUPS, "status" => status.as_str()).increment(1);
+    match status {
+        CacheStatus::Hit => {
+            metrics::counter!("courier.cache.lookups", "status" => "hit").increment(1)
+        }
+        CacheStatus::Revalidated => {
+            metrics::counter!("courier.cache.lookups", "status" => "revalidated").increment(1);
+        }
+        CacheStatus::Miss => {
+            metrics::counter!("courier.cache.lookups", "status" => "miss").increment(1)
+        }
+        CacheStatus::Stale => {
+            metrics::counter!("courier.cache.lookups", "status" => "stale").increment(1)
+        }
+        _ => {}
+    }
     #[cfg(not(feature = "metrics"))]
     let _ = status;
 }

@@ -20,11 +20,17 @@ pub fn describe() {
     );
 }
 
-/// A bound of kind `kind` (`deadline` or `attempt_timeout`) failed a call.
+/// A bound failed a call: the call's deadline when `deadline`, else an attempt timeout.
 #[cold]
-pub(crate) fn expired(kind: &'static str) {
+pub(crate) fn expired(deadline: bool) {
+    // A literal name and literal labels (the name is `EXPIRIES`): a static key, hashed at
+    // compile time, nothing allocated.
     #[cfg(feature = "metrics")]
-    metrics::counter!(EXPIRIES, "kind" => kind).increment(1);
+    if deadline {
+        metrics::counter!("courier.deadline.expiries", "kind" => "deadline").increment(1);
+    } else {
+        metrics::counter!("courier.deadline.expiries", "kind" => "attempt_timeout").increment(1);
+    }
     #[cfg(not(feature = "metrics"))]
-    let _ = kind;
+    let _ = deadline;
 }
