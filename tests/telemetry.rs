@@ -493,6 +493,43 @@ async fn metrics_of_attempts_retries_and_the_budget() {
 }
 
 #[tokio::test]
+async fn a_recorder_installed_after_the_first_calls_gets_the_next_ones() {
+    let server = FaultServer::start().await.unwrap();
+    let port = server.addr().port().to_string();
+    let client = CourierLayer::new().hyper::<Body>();
+    let get = || {
+        http::Request::get(server.url_for("/s/late"))
+            .body(Body::new())
+            .unwrap()
+    };
+    // Nothing listens: the layer keeps the no-op recorder's handle.
+    assert_eq!(client.clone().oneshot(get()).await.unwrap().status(), 200);
+
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let _local = metrics::set_default_local_recorder(&recorder);
+    for _ in 0..2 {
+        assert_eq!(client.clone().oneshot(get()).await.unwrap().status(), 200);
+    }
+    let durations = histogram(
+        &snapshot(&snapshotter),
+        "http.client.request.duration",
+        &[
+            ("http.request.method", "GET"),
+            ("server.address", "127.0.0.1"),
+            ("server.port", &port),
+            ("http.response.status_code", "200"),
+        ],
+    );
+    assert_eq!(
+        durations.len(),
+        2,
+        "both calls made after the recorder came"
+    );
+    server.shutdown().await;
+}
+
+#[tokio::test]
 async fn metrics_of_the_breaker() {
     let recorder = DebuggingRecorder::new();
     let snapshotter = recorder.snapshotter();
