@@ -85,14 +85,15 @@
 //! Waits are no spans: an attempt span ends once its answer's head has come and the next step
 //! is decided, the next attempt's span starts when that attempt is handed on, and the gap
 //! between them is the wait, whose length and source the span before it carries. Integers are
-//! recorded as `i64`. With no subscriber the spans are disabled where they are made: nothing is
-//! formatted or allocated.
+//! recorded as `i64`. Until a `tracing` subscriber is set no span is made, and one that does not
+//! want them has them disabled where they are made: nothing is formatted or allocated.
 //!
 //! Features: `opentelemetry` makes each attempt send the W3C trace context of its own span
 //! (`traceparent`, `tracestate`) through the `opentelemetry` global propagator; `metrics`
 //! records `http.client.request.duration` per attempt and the retries and budget refusals
 //! through the `metrics` facade (the `metrics` module lists names and labels; with the
-//! feature on, an attempt builds its labels whether or not a recorder is installed).
+//! feature on, an attempt looks its duration's handle up whether or not a recorder is
+//! installed, without allocating once its series is known).
 //!
 //! # Idempotency keys
 //!
