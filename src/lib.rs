@@ -35,6 +35,7 @@ pub mod grpc;
 pub mod paginate;
 #[cfg(feature = "preset")]
 pub mod preset;
+pub mod telemetry;
 pub mod transport;
 
 pub use builder::ServiceBuilderExt;

@@ -44,6 +44,9 @@
 //! - **Control**: a [`BreakerHandle`] reads each key's state, forces a circuit open or
 //!   closed, and resets it. Every state change is a `tracing` event with target
 //!   `courier::breaker` and the fields `host`, `from`, `to` and `why`.
+//! - **Telemetry**: a refusal records `courier.breaker.state` on the current span (inside
+//!   courier's retry layer, the refused attempt's); with the `metrics` feature, transitions,
+//!   states and refusals per host are metrics. See [`telemetry`].
 //!
 //! ```
 //! use courier_breaker::{CircuitBreakerLayer, CircuitOpen, CircuitState};
@@ -104,6 +107,7 @@ mod layer;
 mod registry;
 mod service;
 mod state;
+pub mod telemetry;
 
 pub use config::{FailureRate, OpenBackoff};
 pub use courier_core::{BoxError, CircuitOpen, HostKey};

@@ -192,9 +192,14 @@ impl<K: crate::BreakerKey> Breaker<K> {
         }
         match admission {
             Admission::Go(ticket) => Ok(ticket.pack()),
-            Admission::Reject { retry_in_ms } => Err(CircuitOpen::new(
-                retry_in_ms.map_or(self.core.config.open_duration, Duration::from_millis),
-            )),
+            Admission::Reject { retry_in_ms } => {
+                let state = crate::CircuitState::from(self.machine.load().phase());
+                crate::telemetry::refused(&self.key, state);
+                Err(CircuitOpen::new(retry_in_ms.map_or(
+                    self.core.config.open_duration,
+                    Duration::from_millis,
+                )))
+            }
         }
     }
 
@@ -305,8 +310,12 @@ impl<K: crate::BreakerKey> Breaker<K> {
         {
             window.clear();
         }
-        let from = crate::CircuitState::from(t.from).as_str();
-        let to = crate::CircuitState::from(t.to).as_str();
+        let (from, to) = (
+            crate::CircuitState::from(t.from),
+            crate::CircuitState::from(t.to),
+        );
+        crate::telemetry::transition(&self.key, from, to);
+        let (from, to) = (from.as_str(), to.as_str());
         let why = t.reason.as_str();
         if matches!(t.to, Phase::Open | Phase::ForcedOpen) {
             tracing::warn!(

@@ -3,6 +3,7 @@
 use crate::body::CacheBody;
 use crate::entry::Entry;
 use crate::response::{Completion, Lookup, Pending};
+use crate::telemetry::observed;
 use bytes::Bytes;
 use http::header::HeaderMap;
 use http::{Extensions, Method, Request, Response, Uri, Version};
@@ -16,6 +17,7 @@ use std::task::{Context, Poll, ready};
 use tokio::sync::oneshot;
 use tokio::time::Sleep;
 use tower_service::Service;
+use tracing::Span;
 
 pin_project! {
     /// The response future of [`EtagCache`](crate::EtagCache): a stored response, ready at
@@ -30,6 +32,8 @@ pin_project! {
     {
         #[pin]
         state: State<S, B, S::Future>,
+        // The call span of an active cache; polled inside it.
+        span: Span,
     }
 }
 
@@ -109,6 +113,7 @@ where
             state: State::Ready {
                 response: Some(response),
             },
+            span: Span::none(),
         }
     }
 
@@ -116,6 +121,7 @@ where
     pub(crate) fn passing(future: S::Future) -> Self {
         Self {
             state: State::Passing { future },
+            span: Span::none(),
         }
     }
 
@@ -135,7 +141,15 @@ where
                 pending: Some(pending),
                 resend,
             },
+            span: Span::none(),
         }
+    }
+
+    /// The same future, polled inside `span`.
+    #[inline]
+    pub(crate) fn in_span(mut self, span: Span) -> Self {
+        self.span = span;
+        self
     }
 
     pub(crate) fn following(follower: Follower<S, B>) -> Self {
@@ -143,6 +157,7 @@ where
             state: State::Following {
                 follower: Box::new(follower),
             },
+            span: Span::none(),
         }
     }
 }
@@ -179,7 +194,10 @@ where
     type Output = Result<Response<CacheBody<RB>>, S::Error>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut state = self.project().state;
+        let this = self.project();
+        let mut state = this.state;
+        let span = &*this.span;
+        let _entered = span.enter();
         loop {
             match state.as_mut().project() {
                 StateProj::Passing { future } => {
@@ -190,7 +208,7 @@ where
                     let response = response
                         .take()
                         .expect("a ready response future is polled once");
-                    return Poll::Ready(Ok(response.map(CacheBody::stored)));
+                    return Poll::Ready(observed(span, Ok(response.map(CacheBody::stored))));
                 }
                 // Waiting => (Ready | Forwarded)
                 StateProj::Following { follower } => {
@@ -199,7 +217,7 @@ where
                             Poll::Ready(Ok(entry)) => {
                                 let pending =
                                     follower.pending.take().expect("a follower completes once");
-                                return Poll::Ready(Ok(pending.followed(&entry)));
+                                return Poll::Ready(observed(span, Ok(pending.followed(&entry))));
                             }
                             // The leader failed, was dropped or got another answer.
                             Poll::Ready(Err(_)) => follower.waiting = false,
@@ -237,7 +255,7 @@ where
                     match completion {
                         Completion::Done(output) => {
                             *pending = None;
-                            return Poll::Ready(output);
+                            return Poll::Ready(observed(span, output));
                         }
                         Completion::Resend => {
                             let resend = resend.take();

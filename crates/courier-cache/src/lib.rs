@@ -184,6 +184,14 @@
 //! `tracing` events with target `courier::cache` and an `event` field: `store`, `hit`,
 //! `revalidated`, `stale`, `evict`, `invalidate`, `remove`, `validator_mismatch`. The URI is
 //! logged without its query; credentials are never logged.
+//!
+//! # Telemetry
+//!
+//! An active cache makes the call span, `courier.call`, and polls the layers below inside it,
+//! so that courier's retry layer hangs its attempt spans under it; a fresh hit is a call span
+//! with no attempt. The span ends with `courier.cache.status` and the status the caller gets.
+//! With the `metrics` feature, `courier.cache.lookups` counts the lookups by status. See
+//! [`telemetry`].
 
 mod ascii;
 mod body;
@@ -195,6 +203,7 @@ mod layer;
 mod response;
 mod service;
 mod store;
+pub mod telemetry;
 
 pub use body::CacheBody;
 pub use entry::{Entry, Variants};

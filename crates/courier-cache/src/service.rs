@@ -137,7 +137,32 @@ where
         self.inner.poll_ready(cx)
     }
 
-    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        if self.shared.is_none() {
+            return ResponseFuture::passing(self.inner.call(req));
+        }
+        let span = crate::telemetry::call_span(&req);
+        if span.is_none() {
+            // Nothing listens: the future is made in place, with no span to move in.
+            return self.route(req);
+        }
+        let future = {
+            let _entered = span.enter();
+            self.route(req)
+        };
+        future.in_span(span)
+    }
+}
+
+impl<S> EtagCache<S> {
+    /// Answers from the store, or forwards the request with what to do with the answer.
+    #[inline(always)]
+    fn route<B, RB>(&mut self, mut req: Request<B>) -> ResponseFuture<S, B>
+    where
+        S: Service<Request<B>, Response = Response<RB>> + Clone,
+        B: RetryBody,
+        RB: Body,
+    {
         let Some(shared) = &self.shared else {
             return ResponseFuture::passing(self.inner.call(req));
         };

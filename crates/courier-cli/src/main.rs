@@ -19,6 +19,7 @@ mod plan;
 mod request;
 mod serve;
 mod stack;
+mod trace;
 
 /// The exit status of a usage error (clap's own too).
 const USAGE_ERROR: u8 = 2;

@@ -103,6 +103,10 @@ pub(crate) struct RequestArgs {
     /// Append the per-attempt lines to FILE instead of stderr.
     #[arg(long, value_name = "FILE")]
     pub(crate) log: Option<PathBuf>,
+    /// Print the call's span tree on stderr once it is over: the call, each attempt, how long
+    /// each took, what it got and what was decided.
+    #[arg(long)]
+    pub(crate) trace: bool,
 }
 
 /// Sends the request, or prints the plan with `--dry-run`.
@@ -140,7 +144,9 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
                 }
             },
         };
-        init_attempt_log(writer);
+        init_attempt_log(Some(writer), args.trace);
+    } else if args.trace {
+        init_attempt_log(None, true);
     }
     let runtime = match crate::start_runtime(tokio::runtime::Builder::new_current_thread()) {
         Ok(runtime) => runtime,
@@ -184,17 +190,26 @@ fn request_body(args: &RequestArgs) -> Result<Bytes, String> {
     }
 }
 
-/// One JSON object per line for each event of target `courier::retry` (one per attempt).
-fn init_attempt_log(writer: BoxMakeWriter) {
-    let layer = tracing_subscriber::fmt::layer()
-        .json()
-        .flatten_event(true)
-        .with_current_span(false)
-        .with_span_list(false)
-        .with_writer(writer);
-    let filter = Targets::new().with_target("courier::retry", tracing::Level::DEBUG);
+/// One JSON object per line for each event of target `courier::retry` (one per attempt), to
+/// `writer`; with `trace`, the span tree of the call on stderr too.
+fn init_attempt_log(writer: Option<BoxMakeWriter>, trace: bool) {
+    let lines = writer.map(|writer| {
+        let layer = tracing_subscriber::fmt::layer()
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(false)
+            .with_writer(writer);
+        let filter = Targets::new().with_target("courier::retry", tracing::Level::DEBUG);
+        tracing_subscriber::Layer::with_filter(layer, filter)
+    });
+    let tree = trace.then(|| {
+        let filter = Targets::new().with_target("courier", tracing::Level::INFO);
+        tracing_subscriber::Layer::with_filter(crate::trace::TreeLayer::default(), filter)
+    });
     let _ = tracing_subscriber::registry()
-        .with(tracing_subscriber::Layer::with_filter(layer, filter))
+        .with(lines)
+        .with(tree)
         .try_init();
 }
 

@@ -858,3 +858,42 @@ async fn a_closed_stdout_does_not_turn_an_http_error_into_exit_0() {
         String::from_utf8_lossy(&out.stderr)
     );
 }
+
+#[tokio::test]
+async fn trace_prints_the_span_tree_of_the_call_on_stderr() {
+    let (server, url) = server_with("traced", vec![Step::status(503), Step::ok()]).await;
+    let run = courier(&["request", "GET", &url, "--seed", "1", "--trace", "--quiet"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(server.hits("traced").len(), 2);
+    assert!(
+        run.attempt_lines().is_empty(),
+        "--quiet drops the JSON lines"
+    );
+    let tree: Vec<&str> = run.messages();
+    assert_eq!(tree.len(), 3, "{run:?}");
+    assert!(
+        tree[0].starts_with(&format!("trace: courier.call GET {url}  ")),
+        "{tree:?}"
+    );
+    assert!(
+        tree[0].ends_with("  200 (2 attempts, final_status)  cache miss"),
+        "{tree:?}"
+    );
+    assert!(tree[1].starts_with("  ├ GET #1  "), "{tree:?}");
+    assert!(tree[1].contains("  503 (error 503)  retry in "), "{tree:?}");
+    assert!(tree[1].ends_with(" ms (backoff)"), "{tree:?}");
+    assert!(tree[2].starts_with("  └ GET #2  "), "{tree:?}");
+    assert!(tree[2].ends_with("  200  stop (final_status)"), "{tree:?}");
+}
+
+#[tokio::test]
+async fn trace_leaves_the_attempt_lines_as_they_were() {
+    let (server, url) = server_with("traced-lines", vec![Step::status(503), Step::ok()]).await;
+    let run = courier(&["request", "GET", &url, "--seed", "1", "--trace"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(server.hits("traced-lines").len(), 2);
+    let lines = run.attempt_lines();
+    assert_eq!(field(&lines, "attempt"), [1, 2]);
+    assert_eq!(field(&lines, "outcome"), ["503", "200"]);
+    assert_eq!(run.messages().len(), 3, "{run:?}");
+}

@@ -19,6 +19,7 @@
 //! - [`host`]: the per-host key the stateful layers use, and the request head key functions see.
 //! - [`key`]: [`KeyFn`], the one way every keyed layer picks a request's key: [`PerHost`] (the
 //!   default), [`Global`] or [`KeyBy`] a function of your own.
+//! - [`telemetry`]: how spans and metrics name a method, a host, a URL and a failure.
 //!
 //! Nothing here panics on header input: garbage counts as absent.
 //!
@@ -41,6 +42,7 @@ pub mod hints;
 pub mod host;
 pub mod idempotency;
 pub mod key;
+pub mod telemetry;
 
 pub use classify::FailureKind;
 pub use clock::{ManualClock, SystemClock, WallClock};

@@ -96,6 +96,7 @@ impl Bound {
         match self.cause {
             Cause::Deadline => {
                 let err = self.exceeded();
+                crate::telemetry::expired(true);
                 tracing::debug!(
                     budget_ms = whole_millis(err.budget()),
                     elapsed_ms = whole_millis(err.elapsed()),
@@ -104,6 +105,7 @@ impl Bound {
                 Box::new(err)
             }
             Cause::Attempt(timeout) => {
+                crate::telemetry::expired(false);
                 tracing::debug!(timeout_ms = whole_millis(timeout), "attempt timed out");
                 Box::new(AttemptTimedOut::new(timeout))
             }

@@ -69,6 +69,11 @@
 //! through `DeadlineLayer` or `AttemptTimeoutLayer` read the scope) or explicitly (copy the
 //! extension, or [`current_deadline`], into the outgoing request; needed in spawned tasks).
 //! See [`propagate`] for the header's format and why it was chosen.
+//!
+//! # Telemetry
+//!
+//! With the `metrics` feature, `courier.deadline.expiries` counts the calls a deadline or an
+//! attempt timeout failed, by kind. See [`telemetry`].
 
 mod body;
 mod bound;
@@ -78,6 +83,7 @@ mod layer;
 pub mod propagate;
 pub mod scope;
 mod service;
+pub mod telemetry;
 
 pub use body::DeadlineBody;
 pub use layer::{AttemptTimeoutLayer, DeadlineLayer, DeadlineScopeLayer};

@@ -360,6 +360,7 @@ where
                     }
                     if grant.at() > now {
                         let wait = grant.at() - now;
+                        crate::telemetry::waiting(this.key.get(), wait);
                         if wait > this.shared.config.log_waits_over {
                             tracing::info!(
                                 host = ?this.key.get(),
@@ -427,7 +428,8 @@ where
     inner.call(req)
 }
 
-fn refused<K: fmt::Debug>(key: &K, denial: Denial) {
+fn refused<K: fmt::Debug + 'static>(key: &K, denial: Denial) {
+    crate::telemetry::refused(key, denial.is_parked());
     tracing::debug!(
         host = ?key,
         retry_in_ms = denial.retry_in().as_millis() as u64,

@@ -108,6 +108,10 @@
 //! date on the wall clock), the wait and why (`retry_after`, `ratelimit`, `quota_reset`); a
 //! `debug` event for each refusal.
 //!
+//! A wait for a slot is recorded as `courier.ratelimit.wait_ms` on the current span (inside
+//! courier's retry layer, the waiting attempt's); with the `metrics` feature, waits and
+//! refusals per host are metrics. See [`telemetry`].
+//!
 //! # Differences from `tower::limit::RateLimit`
 //!
 //! tower's limiter is one fixed window per service instance, waits in `poll_ready` (so it needs
@@ -123,6 +127,7 @@ mod gcra;
 mod layer;
 mod service;
 pub mod store;
+pub mod telemetry;
 
 pub use adaptive::{AdaptivePacing, AdaptivePacingLayer};
 pub use config::{MAX_INTERVAL, Mode, Quota, Rate};

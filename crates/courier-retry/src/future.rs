@@ -12,6 +12,7 @@ use crate::body::RetryBody;
 use crate::budget::Withdrawal;
 use crate::layer::Config;
 use crate::policy::backoff;
+use crate::telemetry::{self, Spans};
 use bytes::Buf;
 use courier_core::classify::{FailureKind, classify_error};
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
@@ -34,6 +35,7 @@ use std::task::{Context, Poll, Waker, ready};
 use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
+use tracing::{Instrument, Span};
 
 /// The most bytes of a failed response body read (to keep the connection) before it is dropped.
 const DRAIN_LIMIT: usize = 16 * 1024;
@@ -84,6 +86,8 @@ pub(crate) struct Ctx<S, B> {
     pub(crate) records: Attempts,
     pub(crate) rng: Option<SmallRng>,
     pub(crate) call_seq: u64,
+    /// The call's span and the open attempt's.
+    pub(crate) spans: Spans,
 }
 
 /// What follows an attempt.
@@ -138,7 +142,14 @@ where
         loop {
             match this.state.as_mut().project() {
                 StateProj::First { fut } => {
-                    let res = ready!(fut.poll(cx)).map_err(Into::into);
+                    let polled = match this.ctx.as_ref() {
+                        Some(ctx) => {
+                            let _attempt = ctx.spans.attempt().map(Span::enter);
+                            fut.poll(cx)
+                        }
+                        None => fut.poll(cx),
+                    };
+                    let res = ready!(polled).map_err(Into::into);
                     let Some(ctx) = this.ctx.as_mut() else {
                         return Poll::Ready(res);
                     };
@@ -221,7 +232,7 @@ where
         if let Some(deadline) = ctx.deadline {
             deadline.shrink(&mut parts.extensions);
         }
-        let req = Request::from_parts(parts, body);
+        let mut req = Request::from_parts(parts, body);
         let ready = poll_fn(|cx| ctx.svc.poll_ready(cx));
         let ready: Result<(), BoxError> = match ctx.deadline {
             // The wait was planned to end before the deadline, but readiness may take longer
@@ -239,7 +250,15 @@ where
                 if let Some(w) = withdrawal.as_mut() {
                     w.commit();
                 }
-                let res = ctx.svc.call(req).await.map_err(Into::into);
+                ctx.spans
+                    .begin(&ctx.parts, ctx.config.url_query, ctx.attempt);
+                let span = ctx.spans.attempt().cloned().unwrap_or_else(Span::none);
+                telemetry::inject(&span, req.headers_mut());
+                let fut = {
+                    let _attempt = span.enter();
+                    ctx.svc.call(req)
+                };
+                let res = fut.instrument(span).await.map_err(Into::into);
                 // Refused below by the breaker or the rate limiter: nothing was sent, so the retry
                 // goes back to the budget. (A spent deadline may have cut it on the server.)
                 if let (Some(w), Err(e)) = (withdrawal, &res)
@@ -330,13 +349,16 @@ impl<S, B: RetryBody> Ctx<S, B> {
             wait_source,
             elapsed,
         };
-        match self.plan(now, outcome, headers) {
+        let step = match self.plan(now, outcome, headers) {
             Ok((next, source, reason)) => Step::Retry(
                 record(Decision::Retry, reason, next.wait, Some(source)),
                 next,
             ),
             Err(reason) => Step::Stop(record(Decision::Stop, reason, Duration::ZERO, None)),
-        }
+        };
+        let (Step::Stop(r) | Step::Retry(r, _)) = &step;
+        self.spans.end(&self.config, &self.parts, res, r, now);
+        step
     }
 
     fn plan(
@@ -459,6 +481,7 @@ impl<S, B: RetryBody> Ctx<S, B> {
         record: AttemptRecord,
     ) -> Result<Response<RB>, BoxError> {
         self.log(&record);
+        self.spans.finish(&res, &record);
         self.records.push(record);
         let mut response = res?;
         response

@@ -52,6 +52,11 @@ pub(crate) struct Config {
     pub(crate) seed: Option<u64>,
     pub(crate) hints: HintConfig,
     pub(crate) budget: Option<Arc<BudgetState>>,
+    /// Whether spans show the query in `url.full`.
+    pub(crate) url_query: bool,
+    /// The handles of the request-duration series seen so far.
+    #[cfg(feature = "metrics")]
+    pub(crate) durations: Arc<crate::metrics::Durations>,
     /// Numbers the calls, so that a seeded layer gives each call its own reproducible RNG.
     pub(crate) calls: Arc<AtomicU64>,
 }
@@ -83,6 +88,9 @@ impl Config {
             seed: None,
             hints: HintConfig::new(),
             budget: Some(RetryBudget::new().build()),
+            url_query: false,
+            #[cfg(feature = "metrics")]
+            durations: Arc::default(),
             calls: Arc::new(AtomicU64::new(0)),
         }
     }
@@ -130,6 +138,7 @@ impl fmt::Debug for Config {
             .field("seed", &self.seed)
             .field("hints", &self.hints)
             .field("budget", &self.budget)
+            .field("url_query", &self.url_query)
             .finish()
     }
 }
@@ -282,6 +291,13 @@ impl RetryLayer {
     /// ([`RetryLayer::budget`]).
     pub fn without_budget(self) -> Self {
         self.with(|c| c.budget = None)
+    }
+
+    /// Whether the spans' `url.full` keeps the query string. A query may hold tokens or
+    /// personal data, so it is left out unless asked; userinfo is always left out. Defaults
+    /// to `false`.
+    pub fn record_url_query(self, enabled: bool) -> Self {
+        self.with(|c| c.url_query = enabled)
     }
 
     /// What a [`Retry`] keeps: the shared configuration and budget.

@@ -75,6 +75,38 @@
 //! # }
 //! ```
 //!
+//! # Telemetry
+//!
+//! Each call is one span, `courier.call`, a child of the caller's current span (or, when the
+//! current span is the call span of an outer courier layer, as an active cache makes, that
+//! one), and each attempt one span under it, `courier.attempt`, at `INFO` on target
+//! `courier::retry`,
+//! shaped by the OpenTelemetry HTTP client semantic conventions: the attempt span is exported
+//! by `tracing-opentelemetry` under the method's name (`otel.name`), of kind client, with
+//! `http.request.method`, `server.address`, `server.port`, `url.full` (never userinfo; the
+//! query only with [`RetryLayer::record_url_query`]), `http.request.resend_count` (absent on
+//! the first attempt, then 1, 2, ...), `http.response.status_code`, `error.type` (the status of
+//! a 4xx or 5xx, or the failure: `circuit_open`, `rate_limited`, `deadline_exceeded`,
+//! `attempt_timeout`, or its kind) with `otel.status_code = "ERROR"`, and courier's fields
+//! `courier.attempt`, `courier.retry.decision`, `courier.retry.reason`, `courier.retry.wait_ms`,
+//! `courier.retry.wait_source`. The layers below record on the attempt span they run in: the
+//! breaker `courier.breaker.state` when it refused, the rate limiter `courier.ratelimit.wait_ms`
+//! when it held the attempt for a slot. The call span ends with the call's
+//! `http.response.status_code` or `error.type`, `courier.attempts` and the reason it stopped.
+//!
+//! Waits are no spans: an attempt span ends once its answer's head has come and the next step
+//! is decided, the next attempt's span starts when that attempt is handed on, and the gap
+//! between them is the wait, whose length and source the span before it carries. Integers are
+//! recorded as `i64`. Until a `tracing` subscriber is set no span is made, and one that does not
+//! want them has them disabled where they are made: nothing is formatted or allocated.
+//!
+//! Features: `opentelemetry` makes each attempt send the W3C trace context of its own span
+//! (`traceparent`, `tracestate`) through the `opentelemetry` global propagator; `metrics`
+//! records `http.client.request.duration` per attempt and the retries and budget refusals
+//! through the `metrics` facade (the `metrics` module lists names and labels; with the
+//! feature on, an attempt looks its duration's handle up whether or not a recorder is
+//! installed, without allocating once its series is known).
+//!
 //! # Idempotency keys
 //!
 //! With [`RetryLayer::generate_idempotency_keys`], a POST or PATCH without an
@@ -140,8 +172,11 @@ pub mod budget;
 pub mod error;
 pub mod future;
 mod layer;
+#[cfg(feature = "metrics")]
+pub mod metrics;
 pub mod policy;
 mod service;
+mod telemetry;
 
 pub use body::{ReplayBody, RetryBody};
 pub use budget::RetryBudget;

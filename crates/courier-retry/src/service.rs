@@ -1,6 +1,7 @@
 use crate::body::RetryBody;
 use crate::future::{Ctx, ResponseFuture};
 use crate::layer::{Config, RetryLayer};
+use crate::telemetry::{self, Spans};
 use courier_core::idempotency::IDEMPOTENCY_KEY;
 use courier_core::{Attempts, BoxError, Deadline};
 use http::{HeaderValue, Method, Request, Response};
@@ -134,7 +135,14 @@ where
         // The first attempt goes to the instance poll_ready made ready, which stays here (with
         // whatever it learnt from the call, such as the breaker or bucket it used); a clone
         // drives later attempts, made ready again before each.
-        let fut = self.inner.call(Request::from_parts(parts, body));
+        let spans = Spans::start(&parts, config.url_query, start);
+        if let Some(span) = spans.attempt() {
+            telemetry::inject(span, &mut parts.headers);
+        }
+        let fut = {
+            let _attempt = spans.attempt().map(tracing::Span::enter);
+            self.inner.call(Request::from_parts(parts, body))
+        };
         let svc = self.inner.clone();
         ResponseFuture::new(
             fut,
@@ -150,6 +158,7 @@ where
                 records: Attempts::new(),
                 rng: None,
                 call_seq,
+                spans,
             },
         )
     }

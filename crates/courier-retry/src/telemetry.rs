@@ -1,0 +1,281 @@
+//! The spans of a call and of each attempt, and (with the `opentelemetry` feature) the trace
+//! context each attempt sends.
+//!
+//! See [Telemetry](crate#telemetry) for the shape. Integers are recorded as `i64`, which
+//! `tracing-opentelemetry` exports as integer attributes (an unsigned one becomes a string).
+//!
+//! What it costs when nothing listens: until a `tracing` subscriber has been set anywhere
+//! (`tracing::dispatcher::has_been_set`, one atomic load) no span is made at all, so none of
+//! the fields is computed (tracing's `log` compatibility would otherwise compute them for a
+//! disabled span), and a call keeps one empty pointer. Once a subscriber is set, the spans
+//! are made with `tracing`'s macros, disabled at their callsites when the subscriber does not
+//! want them, and boxed (one allocation per call) only when it does.
+
+use crate::layer::Config;
+use courier_core::extensions::Decision;
+use courier_core::telemetry::{self as names, UrlFull};
+use courier_core::{AttemptRecord, BoxError};
+use http::Response;
+use http::request::Parts;
+use tracing::Span;
+use tracing::field::Empty;
+
+/// The target of every span and event of the attempt loop.
+pub(crate) const TARGET: &str = "courier::retry";
+
+/// The spans of a call, and when its attempt under way began.
+pub(crate) struct Spans {
+    /// `None` when nothing listens.
+    spans: Option<Box<Open>>,
+    /// When the attempt under way began, for `http.client.request.duration`; `None` when
+    /// the next attempt was never handed on (its deadline passed while it waited).
+    #[cfg(feature = "metrics")]
+    began: Option<tokio::time::Instant>,
+}
+
+/// The call span and the span of the attempt under way.
+struct Open {
+    call: Span,
+    /// Whether the call span is this layer's own, not an outer layer's adopted.
+    own: bool,
+    attempt: Span,
+}
+
+impl Spans {
+    /// The spans of a call; the first attempt's is open. The call span is the current span
+    /// when that is an outer layer's call span (the cache's), else a new child of the current
+    /// span.
+    #[inline]
+    pub(crate) fn start(parts: &Parts, query: bool, now: tokio::time::Instant) -> Self {
+        #[cfg(not(feature = "metrics"))]
+        let _ = now;
+        let spans = if tracing::dispatcher::has_been_set() {
+            open(parts, query)
+        } else {
+            None
+        };
+        Self {
+            spans,
+            #[cfg(feature = "metrics")]
+            began: Some(now),
+        }
+    }
+
+    /// The span of the attempt under way (a disabled one between attempts); `None` when
+    /// nothing listens.
+    #[inline]
+    pub(crate) fn attempt(&self) -> Option<&Span> {
+        self.spans.as_deref().map(|s| &s.attempt)
+    }
+
+    /// Opens the span of attempt `n` (2 and up).
+    pub(crate) fn begin(&mut self, parts: &Parts, query: bool, n: u32) {
+        if let Some(s) = self.spans.as_mut() {
+            s.attempt = attempt_span(&s.call, parts, query, n);
+        }
+        #[cfg(feature = "metrics")]
+        {
+            self.began = Some(tokio::time::Instant::now());
+        }
+    }
+
+    /// Closes the attempt span with what the attempt got and what comes next: the time
+    /// between two attempt spans is the wait.
+    #[inline]
+    pub(crate) fn end<RB>(
+        &mut self,
+        config: &Config,
+        parts: &Parts,
+        res: &Result<Response<RB>, BoxError>,
+        record: &AttemptRecord,
+        now: tokio::time::Instant,
+    ) {
+        #[cfg(feature = "metrics")]
+        if let Some(began) = self.began.take() {
+            let took = now.saturating_duration_since(began);
+            crate::metrics::attempt(&config.durations, parts, res, record, took);
+        }
+        #[cfg(not(feature = "metrics"))]
+        let _ = (config, parts, now);
+        if let Some(s) = self.spans.as_deref_mut() {
+            end_attempt(s, res, record);
+        }
+    }
+
+    /// Closes the call span with the call's answer, its attempts and why it stopped. On an
+    /// outer layer's call span, the answer's status is that layer's to record (the cache's
+    /// caller may get another status than the last attempt's: a 304 becomes a 200); a failure
+    /// is recorded here.
+    #[inline]
+    pub(crate) fn finish<RB>(
+        &mut self,
+        res: &Result<Response<RB>, BoxError>,
+        record: &AttemptRecord,
+    ) {
+        if let Some(s) = self.spans.take() {
+            finish_call(&s, res, record);
+        }
+    }
+}
+
+/// Records on the call span the call's answer, its attempts and why it stopped.
+#[inline(never)]
+fn finish_call<RB>(s: &Open, res: &Result<Response<RB>, BoxError>, record: &AttemptRecord) {
+    if s.call.is_disabled() {
+        return;
+    }
+    if s.own || res.is_err() {
+        outcome(&s.call, res);
+    }
+    s.call.record("courier.attempts", i64::from(record.attempt));
+    s.call
+        .record("courier.retry.reason", record.reason.as_str());
+}
+
+/// The spans of a call whose subscriber may want them: `None` when it wants neither.
+#[inline(never)]
+fn open(parts: &Parts, query: bool) -> Option<Box<Open>> {
+    let (address, port) = names::server(&parts.uri, &parts.headers);
+    let (call, own) = match outer_call_span() {
+        Some(call) => (call, false),
+        None => (
+            tracing::info_span!(
+                target: TARGET,
+                "courier.call",
+                http.request.method = names::method(&parts.method),
+                server.address = address,
+                server.port = port.map(i64::from),
+                url.full = %UrlFull::new(&parts.uri, query),
+                http.response.status_code = Empty,
+                error.type = Empty,
+                otel.status_code = Empty,
+                courier.attempts = Empty,
+                courier.retry.reason = Empty,
+            ),
+            true,
+        ),
+    };
+    if call.is_disabled() {
+        return None;
+    }
+    let attempt = attempt_span(&call, parts, query, 1);
+    Some(Box::new(Open { call, own, attempt }))
+}
+
+/// Records on the attempt span what the attempt got and what was decided, and closes it.
+#[inline(never)]
+fn end_attempt<RB>(s: &mut Open, res: &Result<Response<RB>, BoxError>, record: &AttemptRecord) {
+    let span = std::mem::replace(&mut s.attempt, Span::none());
+    if span.is_disabled() {
+        return;
+    }
+    let span = &span;
+    outcome(span, res);
+    span.record("courier.retry.decision", record.decision.as_str());
+    span.record("courier.retry.reason", record.reason.as_str());
+    if record.decision == Decision::Retry {
+        span.record("courier.retry.wait_ms", millis(record.wait));
+        if let Some(source) = record.wait_source {
+            span.record("courier.retry.wait_source", source.as_str());
+        }
+    }
+}
+
+/// The current span when it is the call span an outer courier layer made (the cache makes
+/// one and polls the layers below inside it).
+fn outer_call_span() -> Option<Span> {
+    let current = Span::current();
+    let meta = current.metadata()?;
+    (meta.name() == "courier.call" && meta.target().starts_with("courier::")).then_some(current)
+}
+
+/// The span of attempt `n`, a child of `call`: named after the method, kind client.
+fn attempt_span(call: &Span, parts: &Parts, query: bool, n: u32) -> Span {
+    let method = names::method(&parts.method);
+    let (address, port) = names::server(&parts.uri, &parts.headers);
+    let span = tracing::info_span!(
+        target: TARGET,
+        parent: call,
+        "courier.attempt",
+        otel.name = method,
+        otel.kind = "client",
+        otel.status_code = Empty,
+        http.request.method = method,
+        server.address = address,
+        server.port = port.map(i64::from),
+        url.full = %UrlFull::new(&parts.uri, query),
+        http.request.resend_count = Empty,
+        http.response.status_code = Empty,
+        error.type = Empty,
+        courier.attempt = i64::from(n),
+        courier.retry.decision = Empty,
+        courier.retry.reason = Empty,
+        courier.retry.wait_ms = Empty,
+        courier.retry.wait_source = Empty,
+        courier.breaker.state = Empty,
+        courier.ratelimit.wait_ms = Empty,
+    );
+    if n > 1 {
+        span.record("http.request.resend_count", i64::from(n - 1));
+    }
+    span
+}
+
+/// Whole milliseconds as an `i64`: integers reach OpenTelemetry as integers only when signed.
+fn millis(d: std::time::Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Records a status or a failure on `span`: `http.response.status_code`, and for a 4xx, a 5xx
+/// or a failure, `error.type` and `otel.status_code = "ERROR"`.
+fn outcome<RB>(span: &Span, res: &Result<Response<RB>, BoxError>) {
+    match res {
+        Ok(r) => {
+            let status = r.status();
+            span.record("http.response.status_code", i64::from(status.as_u16()));
+            if names::is_error_status(status) {
+                span.record("error.type", status.as_str());
+                span.record("otel.status_code", "ERROR");
+            }
+        }
+        Err(e) => {
+            span.record("error.type", names::error_type(&**e));
+            span.record("otel.status_code", "ERROR");
+        }
+    }
+}
+
+/// Writes the trace context of `span` (the attempt's) into `headers` through the global
+/// propagator: W3C `traceparent` and `tracestate` with `TraceContextPropagator`. Nothing when
+/// the span is disabled; a value that is no valid header is left out.
+#[cfg(feature = "opentelemetry")]
+pub(crate) fn inject(span: &Span, headers: &mut http::HeaderMap) {
+    use tracing_opentelemetry::OpenTelemetrySpanExt;
+    if span.is_disabled() {
+        return;
+    }
+    let cx = span.context();
+    opentelemetry::global::get_text_map_propagator(|propagator| {
+        propagator.inject_context(&cx, &mut HeaderInjector(headers));
+    });
+}
+
+/// No trace context without the `opentelemetry` feature.
+#[cfg(not(feature = "opentelemetry"))]
+#[inline(always)]
+pub(crate) fn inject(_span: &Span, _headers: &mut http::HeaderMap) {}
+
+#[cfg(feature = "opentelemetry")]
+struct HeaderInjector<'a>(&'a mut http::HeaderMap);
+
+#[cfg(feature = "opentelemetry")]
+impl opentelemetry::propagation::Injector for HeaderInjector<'_> {
+    fn set(&mut self, key: &str, value: String) {
+        if let (Ok(name), Ok(value)) = (
+            http::HeaderName::from_bytes(key.as_bytes()),
+            http::HeaderValue::from_str(&value),
+        ) {
+            self.0.insert(name, value);
+        }
+    }
+}

@@ -1,0 +1,121 @@
+//! What courier tells operators: a span per call and per attempt, trace context per attempt,
+//! and metrics per host.
+//!
+//! # Spans
+//!
+//! Spans are made with `tracing` (no extra dependency), at level `INFO` on target
+//! `courier::retry` and `courier::cache`, shaped by the OpenTelemetry HTTP client semantic
+//! conventions so that `tracing-opentelemetry` exports them as the specification expects.
+//!
+//! The call span belongs to the outermost layer that sees the whole call: the cache when it
+//! is on (a fresh hit is then a call span with no attempt under it, and the span says how the
+//! cache answered), else the retry layer. The retry layer makes the attempt spans, under the
+//! cache's call span or its own.
+//!
+//! ```text
+//! courier.call                     one per call, a child of the caller's current span
+//! ├ GET  (courier.attempt)         attempt 1: kind client
+//! │        ... the wait before the retry is the gap between two attempt spans ...
+//! ├ GET  (courier.attempt)         attempt 2: http.request.resend_count = 1
+//! └ GET  (courier.attempt)         attempt 3: http.request.resend_count = 2
+//! ```
+//!
+//! Waits (backoff, a server's `Retry-After`) are no spans of their own: an attempt span ends
+//! when its answer's head comes and its retry is decided, the next one starts when that retry
+//! is handed on, and the gap between them is the wait. The attempt span before a gap says how
+//! long and why (`courier.retry.wait_ms`, `courier.retry.wait_source`). A pacing wait of the
+//! rate limiter happens inside an attempt (the attempt is paced, not the call), so it is part
+//! of the attempt span and recorded on it (`courier.ratelimit.wait_ms`).
+//!
+//! The attempt span, `courier.attempt`, exported under the method's name:
+//!
+//! | field | value |
+//! | --- | --- |
+//! | `otel.name` | the method (`GET`), the span's name once exported |
+//! | `otel.kind` | `client` |
+//! | `http.request.method` | a known method, else `_OTHER` |
+//! | `server.address`, `server.port` | the host (never userinfo) and the port, explicit or the scheme's |
+//! | `url.full` | scheme, host, port and path; userinfo never; the query only with `RetryLayer::record_url_query(true)` |
+//! | `http.request.resend_count` | absent on the first attempt, then 1, 2, ... |
+//! | `http.response.status_code` | the status, when a response came |
+//! | `error.type` | the status (`503`) for a 4xx or 5xx; for a failure, courier's refusal (`circuit_open`, `rate_limited`, `deadline_exceeded`, `attempt_timeout`) or the failure's kind (`connect`, `timeout`, `read`, `tls`, `local`, `other`) |
+//! | `otel.status_code` | `ERROR` whenever `error.type` is set |
+//! | `courier.attempt` | the attempt's number, from 1 |
+//! | `courier.retry.decision`, `courier.retry.reason` | `retry` or `stop`, and why (the names of [`Reason`](crate::core::extensions::Reason)) |
+//! | `courier.retry.wait_ms`, `courier.retry.wait_source` | before a retry: the wait and where it came from (`backoff`, `retry_after`, ...) |
+//! | `courier.breaker.state` | the breaker's state when it refused the attempt (`open`, `half_open`, `forced_open`) |
+//! | `courier.ratelimit.wait_ms` | how long the rate limiter held the attempt for its slot |
+//!
+//! The call span, `courier.call` (kind internal, a child of the caller's current span), has
+//! `http.request.method`, `server.address`, `server.port`, `url.full`, and once the call is
+//! over `http.response.status_code` (of the answer the caller gets: a 304 the cache merged is
+//! a 200), `error.type` and `otel.status_code` of that answer, `courier.attempts` (how many),
+//! `courier.retry.reason` (why the call stopped) and, when the cache made it,
+//! `courier.cache.status` (`hit`, `revalidated`, `miss`, `stale`, `bypass`; its `url.full`
+//! never has the query). A call that a layer below refused (an open circuit, the rate limiter)
+//! has one attempt span with that `error.type`, and nothing reached the server.
+//!
+//! The existing `courier::retry` event per attempt (see [`crate::retry`]) is unchanged.
+//!
+//! Until a `tracing` subscriber is set, no span is made at all; after that, a subscriber that
+//! does not want them has them disabled where they are made. Either way nothing is formatted
+//! and nothing allocated.
+//!
+//! # Trace context per attempt (feature `opentelemetry`)
+//!
+//! Each attempt injects the W3C `traceparent` and `tracestate` of its own attempt span through
+//! the `opentelemetry` global text-map propagator and `tracing-opentelemetry`: the server sees
+//! a distinct parent for each attempt. Install the propagator
+//! (`opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new())`) and a
+//! `tracing_opentelemetry` layer; without them nothing is injected.
+//!
+//! # Metrics (feature `metrics`)
+//!
+//! Through the `metrics` facade, so any recorder exports them (Prometheus, OpenTelemetry, ...).
+//! Dots in names become underscores in Prometheus, which also appends `_seconds` or `_total`
+//! where its conventions want them.
+//!
+//! | name | kind | unit | labels | counts |
+//! | --- | --- | --- | --- | --- |
+//! | `http.client.request.duration` | histogram | s | `http.request.method`, `server.address`, `server.port`, `http.response.status_code` or `error.type` | each attempt, from the request handed on to its answer's head |
+//! | `courier.retry.retries` | counter | {retry} | `host`, `method`, `reason`, `outcome` (status class or failure kind) | each retry decided |
+//! | `courier.retry.budget_refusals` | counter | {retry} | `host`, `method` | each retry the budget refused |
+//! | `courier.breaker.transitions` | counter | {transition} | `host`, `from`, `to` | each state change |
+//! | `courier.breaker.state` | gauge | 0 closed, 1 half-open, 2 open, 3 forced open, 4 forced closed | `host` | set at each state change |
+//! | `courier.breaker.refusals` | counter | {call} | `host`, `state` | each call refused by an open or full half-open circuit |
+//! | `courier.ratelimit.wait.duration` | histogram | s | `host` | each call that waited for its slot |
+//! | `courier.ratelimit.refusals` | counter | {call} | `host`, `parked` | each call refused (no slot soon enough) |
+//! | `courier.cache.lookups` | counter | {lookup} | `status`: `hit`, `revalidated`, `miss`, `stale` | each answer of the cache (bypasses are no lookups) |
+//! | `courier.deadline.expiries` | counter | {expiry} | `kind`: `deadline`, `attempt_timeout` | each call failed by a spent deadline or an attempt timeout |
+//!
+//! Labels are bounded: `host` is a key of the layer that counts (scheme, host and port; each
+//! layer keeps at most its maximum of keys), a method is one of nine or `_OTHER`, a status is a
+//! code or a class, a failure a kind. No label holds a path or a query.
+//!
+//! Call [`describe_metrics`] once after installing a recorder to give each metric its unit and
+//! help text.
+//!
+//! The `metrics` facade cannot tell whether a recorder is installed, so with the feature on
+//! each attempt looks its `http.client.request.duration` handle up even when none is (kept per
+//! series and per recorder: nothing allocated once a series is known, about 70 ns per call
+//! through the preset): turn the feature on where a recorder is. Without it, and with
+//! `opentelemetry`, nothing is recorded or allocated until something listens (BENCHMARKS.md,
+//! section 7). A recorder is told apart by its address: one dropped and replaced by another
+//! at the same address (a local recorder of a test) while a layer lives on leaves that layer
+//! recording into the first.
+
+/// Describes every metric of the layers built in (unit and help text) to the installed
+/// recorder. Optional: metrics are recorded without it.
+#[cfg(feature = "metrics")]
+pub fn describe_metrics() {
+    #[cfg(feature = "retry")]
+    courier_retry::metrics::describe();
+    #[cfg(feature = "breaker")]
+    courier_breaker::telemetry::describe();
+    #[cfg(feature = "ratelimit")]
+    courier_ratelimit::telemetry::describe();
+    #[cfg(feature = "cache")]
+    courier_cache::telemetry::describe();
+    #[cfg(feature = "deadline")]
+    courier_deadline::telemetry::describe();
+}
