@@ -371,6 +371,38 @@ async fn a_paced_attempt_says_how_long_the_rate_limiter_held_it() {
     server.shutdown().await;
 }
 
+/// Adaptive pacing's wait is the rate limiter's too: a host that refused half its answers with
+/// a bare 503 is paced, and the paced attempt's span says how long it waited.
+#[tokio::test]
+async fn an_attempt_held_by_adaptive_pacing_says_how_long() {
+    let traced = traced();
+    let server = FaultServer::start().await.unwrap();
+    // Two answered, two refused: paced at what it accepted, 2 per second.
+    server.set_plan(
+        "busy",
+        vec![Step::ok().times(2), Step::status(503).times(2)],
+    );
+    let client = CourierLayer::new()
+        .retry(courier::retry::RetryLayer::new().attempts(1))
+        .hyper::<Body>();
+    let get = || {
+        http::Request::get(server.url_for("/s/busy"))
+            .body(Body::new())
+            .unwrap()
+    };
+    let calls = (0..4).map(|_| client.clone().oneshot(get()));
+    futures_util::future::join_all(calls).await;
+    for _ in 0..2 {
+        assert_eq!(client.clone().oneshot(get()).await.unwrap().status(), 200);
+    }
+    let spans = traced.spans();
+    let attempts: Vec<_> = spans.iter().filter(|s| s.name == "GET").collect();
+    assert_eq!(attempts.len(), 6, "{spans:#?}");
+    let waited = int(attempts[5], "courier.ratelimit.wait_ms").expect("the last one waited");
+    assert!((300..=500).contains(&waited), "{waited}");
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn without_a_subscriber_no_trace_context_is_sent() {
     opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());

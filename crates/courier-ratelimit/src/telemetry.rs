@@ -1,7 +1,8 @@
 //! What the rate limiter tells spans and (feature `metrics`) the `metrics` facade.
 //!
-//! A wait for a slot records `courier.ratelimit.wait_ms` on the current span: inside courier's
-//! retry layer, the span of the attempt that waited. A call admitted at once records nothing
+//! A wait for a slot, of the token bucket or of adaptive pacing, records
+//! `courier.ratelimit.wait_ms` on the current span: inside courier's retry layer, the span of
+//! the attempt that waited. A call admitted at once records nothing
 //! and costs nothing here.
 //!
 //! # Metrics
@@ -12,7 +13,7 @@
 //! | `courier.ratelimit.refusals` | counter | {call} | `host`, `parked` (`true` when the server's own limit held the host) |
 //!
 //! A wait is recorded when a call had to wait for its slot (a call admitted at once is no
-//! wait). `host` is the limiter's key ([`key_label`](courier_core::telemetry::key_label)):
+//! wait), from the bucket or from adaptive pacing; a refusal likewise. `host` is the limiter's key ([`key_label`](courier_core::telemetry::key_label)):
 //! bounded by the layer's maximum of buckets.
 
 use std::fmt;

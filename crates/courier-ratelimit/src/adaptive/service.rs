@@ -345,6 +345,12 @@ where
                     let decision = ready!(fut.poll(cx));
                     match decision {
                         Ok(Decision::Admit(grant)) if grant.at() > Instant::now() => {
+                            if let Some(paced) = this.paced.as_ref() {
+                                crate::telemetry::waiting(
+                                    &paced.host.key,
+                                    grant.at() - Instant::now(),
+                                );
+                            }
                             this.state.set(State::Sleeping {
                                 sleep: Box::pin(tokio::time::sleep_until(grant.at())),
                                 grant,
@@ -356,6 +362,9 @@ where
                             this.state.set(State::calling(start(this.pending), false));
                         }
                         Ok(Decision::Deny(denial)) => {
+                            if let Some(paced) = this.paced.as_ref() {
+                                crate::telemetry::refused(&paced.host.key, false);
+                            }
                             this.state.set(State::Done);
                             return Poll::Ready(Err(Box::new(RateLimited::new(denial.retry_in()))));
                         }
