@@ -69,7 +69,12 @@ impl Node {
         }
         if let Some(attempts) = self.get("courier.attempts") {
             let reason = self.get("courier.retry.reason").unwrap_or("-");
-            let _ = write!(out, " ({attempts} attempts, {reason})");
+            let noun = if attempts == "1" {
+                "attempt"
+            } else {
+                "attempts"
+            };
+            let _ = write!(out, " ({attempts} {noun}, {reason})");
         }
         match self.get("courier.retry.decision") {
             Some("retry") => {
