@@ -399,7 +399,8 @@ async fn an_attempt_held_by_adaptive_pacing_says_how_long() {
     let attempts: Vec<_> = spans.iter().filter(|s| s.name == "GET").collect();
     assert_eq!(attempts.len(), 6, "{spans:#?}");
     let waited = int(attempts[5], "courier.ratelimit.wait_ms").expect("the last one waited");
-    assert!((300..=500).contains(&waited), "{waited}");
+    // Paced at about 2 per second (two accepted over the second and its part the rates cover).
+    assert!((300..=600).contains(&waited), "{waited}");
     server.shutdown().await;
 }
 

@@ -69,6 +69,13 @@ pub trait RateLimitStore<K>: Send + Sync + 'static {
         let _ = (key, quota, grant);
     }
 
+    /// Forgets `key`'s bucket: the next request for it starts from a full one. Adaptive pacing
+    /// calls it when a new stretch of pacing begins, so that the new stretch does not queue
+    /// behind slots the last one booked. Defaults to doing nothing (the bucket stays).
+    fn reset(&self, key: &K) {
+        let _ = key;
+    }
+
     /// Until when `key` is parked, if it is parked now: a request that waited for its slot
     /// checks it before it starts, so a park that came meanwhile (a 429 to a request ahead of
     /// it) holds it too. Defaults to `None`: such a request starts at its slot.
@@ -427,6 +434,10 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> RateLimitStore<K> for InMemor
     #[inline]
     fn acquire(&self, key: &K, quota: Quota, max_wait: Duration) -> Self::Acquire {
         ready(Ok(self.decide(key, quota, max_wait)))
+    }
+
+    fn reset(&self, key: &K) {
+        let _ = self.inner.map.pin().remove(key);
     }
 
     fn park(&self, key: &K, wait: Duration) {

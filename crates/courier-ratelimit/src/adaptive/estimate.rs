@@ -17,11 +17,14 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 
+/// Full buckets the rates are counted over, besides the current one.
 const BUCKETS: u64 = 4;
+/// Slots in the ring: the full buckets and the current one.
+const SLOTS: u64 = BUCKETS + 1;
 const BUCKET_NS: u64 = 250_000_000;
 /// With nothing accepted, the rate doubles this often: 250 ms.
 const SLOW_START_NS: u64 = 250_000_000;
-/// The accepted rate is counted over this long: one second.
+/// The rates are counted over this long, plus the current bucket's part: one second.
 pub(crate) const WINDOW_NS: u64 = BUCKETS * BUCKET_NS;
 const IDX_BITS: u32 = 24;
 const IDX_MASK: u64 = (1 << IDX_BITS) - 1;
@@ -69,17 +72,17 @@ impl Rules {
 
 /// Events per second over the last second, in four buckets of a packed word each.
 #[derive(Debug)]
-struct Counter([AtomicU64; BUCKETS as usize]);
+struct Counter([AtomicU64; SLOTS as usize]);
 
 impl Counter {
     const fn new() -> Self {
-        Self([const { AtomicU64::new(0) }; BUCKETS as usize])
+        Self([const { AtomicU64::new(0) }; SLOTS as usize])
     }
 
     #[inline]
     fn add(&self, now: u64) {
         let idx = now / BUCKET_NS;
-        let slot = &self.0[(idx % BUCKETS) as usize];
+        let slot = &self.0[(idx % SLOTS) as usize];
         let idx = idx & IDX_MASK;
         let mut cur = slot.load(Ordering::Relaxed);
         loop {
@@ -96,16 +99,20 @@ impl Counter {
         }
     }
 
+    /// Events per second over the last four whole buckets and the current one's part: a
+    /// second and up to a quarter more, divided by the time it covers.
     fn rate(&self, now: u64) -> f64 {
         let cur = (now / BUCKET_NS) & IDX_MASK;
         let count: u64 = self
             .0
             .iter()
             .map(|slot| slot.load(Ordering::Relaxed))
-            .filter(|w| cur.wrapping_sub(w & IDX_MASK) & IDX_MASK < BUCKETS)
+            .filter(|w| cur.wrapping_sub(w & IDX_MASK) & IDX_MASK < SLOTS)
             .map(|w| w >> IDX_BITS)
             .sum();
-        count as f64 * 1e9 / WINDOW_NS as f64
+        // The current bucket's part, in whole milliseconds.
+        let span = WINDOW_NS + (now % BUCKET_NS) / 1_000_000 * 1_000_000;
+        count as f64 * 1e9 / span as f64
     }
 }
 
@@ -119,6 +126,23 @@ pub(crate) struct Estimate {
     /// Nanoseconds since the base instant of the last overload signal (at least 1); 0 while
     /// unpaced.
     since: AtomicU64,
+    /// When the current stretch of pacing began; 0 while unpaced.
+    started: AtomicU64,
+    /// The base it began with (`f64` bits).
+    start_base: AtomicU64,
+    /// Signals before this moment are counted but change nothing: pacing was found not to help.
+    ignore_until: AtomicU64,
+}
+
+/// What an overload signal did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Signal {
+    /// Too few among the answers, or pacing was found not to help lately: nothing changed.
+    Ignored,
+    /// The host is paced at what it accepted.
+    Paced,
+    /// What the host accepted fell with the pace: pacing does not help, and stopped.
+    Unhelped,
 }
 
 impl Estimate {
@@ -128,6 +152,9 @@ impl Estimate {
             signals: Counter::new(),
             base: AtomicU64::new(0),
             since: AtomicU64::new(0),
+            started: AtomicU64::new(0),
+            start_base: AtomicU64::new(0),
+            ignore_until: AtomicU64::new(0),
         }
     }
 
@@ -158,21 +185,49 @@ impl Estimate {
     /// answers over the last second, pace it at what it accepted over that second (at least
     /// the minimum), the ramp starting again from here; returns whether it did. A few refusals
     /// among many answers (one path that answers 503) pace nothing.
-    pub(crate) fn overloaded(&self, now: u64, rules: &Rules) -> bool {
+    pub(crate) fn overloaded(&self, now: u64, rules: &Rules) -> Signal {
         self.signals.add(now);
+        if now < self.ignore_until.load(Ordering::Relaxed) {
+            return Signal::Ignored;
+        }
         let (signals, accepted) = (self.signals.rate(now), self.accepted_rate(now));
         if signals < rules.overload_share * (signals + accepted) {
-            return false;
+            return Signal::Ignored;
         }
         let base = accepted.clamp(rules.min_rate, rules.max_rate);
+        // Paced for a whole hold and a second more, and what the host accepts keeps falling
+        // with the pace, below half of what it accepted when pacing began: the refusals are a
+        // share of whatever is sent (a path that always answers 503, a host that is down), not
+        // its capacity, and pacing would only spiral down. Stop pacing and leave them to the
+        // breaker and retry, for `recover` from now. A host at its capacity keeps accepting it.
+        let started = self.started.load(Ordering::Relaxed);
+        let start_base = f64::from_bits(self.start_base.load(Ordering::Relaxed));
+        if started != 0
+            && now.saturating_sub(started) >= rules.hold_ns + WINDOW_NS
+            && base < start_base / 2.0
+        {
+            self.ignore_until
+                .store(now.saturating_add(rules.recover_ns), Ordering::Relaxed);
+            self.since.store(0, Ordering::Relaxed);
+            self.started.store(0, Ordering::Relaxed);
+            return Signal::Unhelped;
+        }
         self.base.store(base.to_bits(), Ordering::Relaxed);
-        self.since.fetch_max(now.max(1), Ordering::Relaxed);
-        true
+        // Release: a reader that sees this `since` sees this `base`.
+        self.since.fetch_max(now.max(1), Ordering::Release);
+        if self
+            .started
+            .compare_exchange(0, now.max(1), Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+        {
+            self.start_base.store(base.to_bits(), Ordering::Relaxed);
+        }
+        Signal::Paced
     }
 
     /// The rate to pace at `now`, `None` while unpaced. Ends pacing once the rules say so.
     pub(crate) fn rate(&self, now: u64, rules: &Rules) -> Option<f64> {
-        let since = self.since.load(Ordering::Relaxed);
+        let since = self.since.load(Ordering::Acquire);
         if since == 0 {
             return None;
         }
@@ -180,9 +235,13 @@ impl Estimate {
         let rate = rules.rate(base, now.saturating_sub(since));
         if rate.is_none() {
             // Recovered; a signal that came meanwhile moved `since`, and keeps pacing on.
-            let _ = self
+            if self
                 .since
-                .compare_exchange(since, 0, Ordering::Relaxed, Ordering::Relaxed);
+                .compare_exchange(since, 0, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+            {
+                self.started.store(0, Ordering::Relaxed);
+            }
         }
         rate
     }
@@ -198,15 +257,21 @@ impl Estimate {
         self.accepts.rate(now)
     }
 
-    /// Whether nothing would be lost by forgetting this key: unpaced, and no accept counted
+    /// Whether nothing would be lost by forgetting this key: unpaced (or paced, but its last
+    /// signal is older than `recover`: a host nobody called since), and no accept counted
     /// within the last second.
-    pub(crate) fn is_idle(&self, now: u64) -> bool {
-        !self.is_paced() && self.accepted_rate(now) == 0.0
+    pub(crate) fn is_idle(&self, now: u64, rules: &Rules) -> bool {
+        let since = self.since.load(Ordering::Acquire);
+        (since == 0 || now.saturating_sub(since) >= rules.recover_ns)
+            && self.accepted_rate(now) == 0.0
     }
 
+    /// Raises the base, and the base this stretch of pacing began with: the answers to
+    /// requests sent before it began belong to where it began.
     fn raise(&self, rate: f64) {
         if rate > 0.0 {
             self.base.fetch_max(rate.to_bits(), Ordering::Relaxed);
+            self.start_base.fetch_max(rate.to_bits(), Ordering::Relaxed);
         }
     }
 }
@@ -247,12 +312,13 @@ mod tests {
             e.accepted(t, true, &r);
         }
         for k in 0..5 {
-            e.accepted(10 * S + k * 100_000_000, true, &r);
+            e.accepted(9 * S + k * 100_000_000, true, &r);
         }
-        // One refusal among 5 answers is under a fifth: nothing; a second one paces.
-        assert!(!e.overloaded(10 * S + 600_000_000, &r));
-        assert!(e.overloaded(10 * S + 600_000_000, &r));
-        assert_eq!(e.rate(10 * S + 600_000_000, &r), Some(5.0));
+        // One refusal among 5 answers is under a fifth: nothing; a second one paces. (On a
+        // bucket boundary the rates cover exactly one second.)
+        assert_eq!(Signal::Ignored, e.overloaded(10 * S, &r));
+        assert_eq!(Signal::Paced, e.overloaded(10 * S, &r));
+        assert_eq!(e.rate(10 * S, &r), Some(5.0));
     }
 
     #[test]
@@ -262,12 +328,12 @@ mod tests {
         e.overloaded(S, &r);
         assert_eq!(e.base(), Some(1.0), "nothing accepted yet: the minimum");
         for _ in 0..5 {
-            e.accepted(S + 1, true, &r);
+            e.accepted(S, true, &r);
         }
         assert_eq!(e.base(), Some(5.0));
         // Paced requests' accepts do not raise it: the pace is what they show.
         for _ in 0..5 {
-            e.accepted(S + 2, false, &r);
+            e.accepted(S, false, &r);
         }
         assert_eq!(e.base(), Some(5.0));
         // Past the first second, accepts no longer raise it: the ramp does.
@@ -294,15 +360,15 @@ mod tests {
     #[test]
     fn a_few_signals_among_many_answers_pace_nothing() {
         let (e, r) = (Estimate::new(), rules());
-        for k in 0..100 {
-            e.accepted(k * 1_000_000, true, &r);
+        for _ in 0..100 {
+            e.accepted(S, true, &r);
         }
         // 24 signals among 100 answers: 19 % of the 124.
-        for k in 0..24 {
-            assert!(!e.overloaded(100_000_000 + k, &r));
+        for _ in 0..24 {
+            assert_eq!(Signal::Ignored, e.overloaded(S, &r));
         }
         assert!(!e.is_paced());
-        assert!(e.overloaded(200_000_000, &r), "the 25th makes 20 %");
+        assert_eq!(Signal::Paced, e.overloaded(S, &r), "the 25th makes 20 %");
         assert_eq!(e.base(), Some(100.0));
     }
 
@@ -352,12 +418,16 @@ mod tests {
     #[test]
     fn idle_means_unpaced_and_quiet() {
         let (e, r) = (Estimate::new(), rules());
-        assert!(e.is_idle(0));
+        assert!(e.is_idle(0, &r));
         e.accepted(S, true, &r);
-        assert!(!e.is_idle(S));
-        assert!(e.is_idle(3 * S));
+        assert!(!e.is_idle(S, &r));
+        assert!(e.is_idle(3 * S, &r));
         e.overloaded(3 * S, &r);
-        assert!(!e.is_idle(20 * S), "paced until a call sees it recovered");
+        assert!(!e.is_idle(5 * S, &r), "paced, its last signal recent");
+        assert!(
+            e.is_idle(20 * S, &r),
+            "paced, but nobody called for longer than recover: nothing to lose"
+        );
     }
 
     proptest! {

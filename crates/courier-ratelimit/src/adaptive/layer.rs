@@ -9,7 +9,7 @@ use std::fmt;
 use std::hash::Hash;
 use std::num::NonZeroUsize;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio::time::Instant;
 use tower_layer::Layer;
@@ -61,6 +61,8 @@ pub(crate) struct Shared<KF: KeyFn, St> {
     pub(crate) hints: HintConfig,
     hosts: papaya::HashMap<KF::Key, Arc<Host<KF::Key>>, foldhash::fast::RandomState>,
     sweeping: AtomicBool,
+    /// No sweep below this many keys: set after a sweep that freed little.
+    sweep_floor: AtomicUsize,
     base: Instant,
 }
 
@@ -84,6 +86,7 @@ impl<KF: KeyFn, St> Shared<KF, St> {
                 .resize_mode(papaya::ResizeMode::Blocking)
                 .build(),
             sweeping: AtomicBool::new(false),
+            sweep_floor: AtomicUsize::new(0),
             base: Instant::now(),
         }
     }
@@ -103,7 +106,12 @@ impl<KF: KeyFn, St> Shared<KF, St> {
         if let Some(host) = map.get(&key) {
             return Arc::clone(host);
         }
-        if map.len() >= self.config.max_hosts {
+        if map.len()
+            >= self
+                .config
+                .max_hosts
+                .max(self.sweep_floor.load(Ordering::Relaxed))
+        {
             self.sweep();
         }
         let host = Arc::new(Host {
@@ -127,7 +135,16 @@ impl<KF: KeyFn, St> Shared<KF, St> {
         let now = self.now_ns();
         self.hosts
             .pin()
-            .retain(|_, host| !host.estimate.is_idle(now));
+            .retain(|_, host| !host.estimate.is_idle(now, &self.config.rules));
+        // A sweep that freed little lets the map grow by an eighth of the maximum before the
+        // next one, so that a map of busy keys is not rescanned on every new one.
+        let len = self.hosts.len();
+        let floor = if len * 8 >= self.config.max_hosts * 7 {
+            len + self.config.max_hosts / 8
+        } else {
+            0
+        };
+        self.sweep_floor.store(floor, Ordering::Relaxed);
         self.sweeping.store(false, Ordering::Release);
     }
 }

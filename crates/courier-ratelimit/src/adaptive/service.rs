@@ -1,3 +1,4 @@
+use super::estimate::Signal;
 use super::layer::{AdaptivePacingLayer, Host, Shared};
 use crate::config::{Quota, Rate};
 use crate::error::RateLimited;
@@ -14,6 +15,7 @@ use std::num::NonZeroU32;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll, ready};
+use std::time::Duration;
 use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 
@@ -163,20 +165,57 @@ impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
             let mut inner = inner;
             return ResponseFuture::new(State::calling(inner.call(req), true), Some(self));
         };
-        let max_wait = match Deadline::get(req.extensions()) {
-            Some(deadline) => self.shared.config.max_wait.min(deadline.remaining()),
+        // A slot that starts at the deadline leaves the request no time: refuse it.
+        let deadline = Deadline::get(req.extensions()).map(|d| d.instant());
+        let max_wait = match deadline {
+            Some(deadline) => self
+                .shared
+                .config
+                .max_wait
+                .min(deadline.saturating_duration_since(Instant::now()))
+                .saturating_sub(Duration::from_millis(1)),
             None => self.shared.config.max_wait,
         };
-        let acquire = self.shared.store.acquire(&self.host.key, quota, max_wait);
-        let mut fut = ResponseFuture::new(
-            State::Acquire {
-                fut: acquire,
+        let state = match self.shared.store.in_process() {
+            // Decided here, so that a future dropped before its first poll holds no slot.
+            Some(store) => match store.decide(&self.host.key, quota, max_wait) {
+                Decision::Admit(grant) if grant.at() > Instant::now() => {
+                    self.waiting(grant.at() - Instant::now());
+                    State::sleeping(grant, quota)
+                }
+                Decision::Admit(_) => {
+                    let mut inner = inner;
+                    return ResponseFuture::new(State::calling(inner.call(req), false), Some(self));
+                }
+                Decision::Deny(denial) => {
+                    crate::telemetry::refused(&self.host.key, false);
+                    State::Refused {
+                        retry_in: denial.retry_in(),
+                    }
+                }
+            },
+            None => State::Acquire {
+                fut: self.shared.store.acquire(&self.host.key, quota, max_wait),
                 quota,
             },
-            Some(self),
-        );
+        };
+        let mut fut = ResponseFuture::new(state, Some(self));
         fut.pending = Some(Box::new((inner, req)));
         fut
+    }
+
+    /// A paced request waits `wait` for its slot.
+    fn waiting(&self, wait: Duration) {
+        crate::telemetry::waiting(&self.host.key, wait);
+    }
+
+    /// Whether a request waiting for its slot should go now after all: pacing ended.
+    fn unpaced(&self) -> bool {
+        let now = self.shared.now_ns();
+        self.host
+            .estimate
+            .rate(now, &self.shared.config.rules)
+            .is_none()
     }
 
     /// Learns from the answer to a request sent `unpaced` or after a paced wait.
@@ -195,10 +234,10 @@ impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
             },
             Err(e) => match classify_error(&**e) {
                 FailureKind::Timeout => true,
-                // A connect that timed out is a host too busy to accept; a refused one is a
-                // host with nothing listening: down, which is the breaker's to judge (a full
-                // accept queue drops the SYN, it does not refuse it).
-                FailureKind::Connect => !is_refused(&**e),
+                // A connect that timed out is a host too busy to accept (a full accept queue
+                // drops the SYN). One refused, a name that does not resolve, a network out of
+                // reach: a host that is down or does not exist, the breaker's to judge.
+                FailureKind::Connect => is_timed_out(&**e),
                 // A reset or a broken answer is not a refusal; ours and TLS say nothing.
                 _ => return,
             },
@@ -212,28 +251,46 @@ impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
     }
 }
 
-/// Whether the connection was refused: nothing listens there.
-fn is_refused(err: &(dyn std::error::Error + 'static)) -> bool {
+/// Whether a connect failure timed out: an I/O timeout anywhere in its chain of causes.
+fn is_timed_out(err: &(dyn std::error::Error + 'static)) -> bool {
     let mut next = Some(err);
     while let Some(e) = next {
         if e.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::ConnectionRefused)
+            .is_some_and(|io| io.kind() == std::io::ErrorKind::TimedOut)
         {
             return true;
         }
-        next = e.source();
+        next = courier_core::error::next_cause(e);
     }
     false
 }
 
 #[cold]
 #[inline(never)]
-fn overloaded<KF: KeyFn, St>(shared: &Shared<KF, St>, host: &Host<KF::Key>, now: u64) {
+fn overloaded<KF: KeyFn, St: RateLimitStore<KF::Key>>(
+    shared: &Shared<KF, St>,
+    host: &Host<KF::Key>,
+    now: u64,
+) {
     let was_paced = host.estimate.is_paced();
-    if !host.estimate.overloaded(now, &shared.config.rules) {
-        return;
+    match host.estimate.overloaded(now, &shared.config.rules) {
+        Signal::Ignored => return,
+        Signal::Unhelped => {
+            tracing::info!(
+                host = ?host.key,
+                "adaptive pacing: the host refuses as much while paced; pacing does not help, \
+                 so it stops for a while"
+            );
+            return;
+        }
+        Signal::Paced => {}
     }
     let rate = host.estimate.base().unwrap_or_default();
+    if !was_paced {
+        // A new stretch of pacing starts from a fresh bucket, not behind the slots the last
+        // one left booked.
+        shared.store.reset(&host.key);
+    }
     if was_paced {
         tracing::debug!(host = ?host.key, rate, "adaptive pacing: overload signal");
     } else {
@@ -245,11 +302,15 @@ fn overloaded<KF: KeyFn, St>(shared: &Shared<KF, St>, host: &Host<KF::Key>, now:
     }
 }
 
+/// How often a request waiting for its slot looks whether pacing has ended.
+const CHECK_EVERY: Duration = Duration::from_millis(250);
+
 pin_project! {
     #[project = StateProj]
     enum State<A, F> {
         Acquire { #[pin] fut: A, quota: Quota },
         Sleeping { sleep: Pin<Box<Sleep>>, grant: Grant, quota: Quota },
+        Refused { retry_in: Duration },
         Calling { #[pin] fut: F, unpaced: bool },
         Passing { #[pin] fut: F },
         Done,
@@ -263,6 +324,16 @@ impl<A, F> State<A, F> {
 
     fn calling(fut: F, unpaced: bool) -> Self {
         Self::Calling { fut, unpaced }
+    }
+
+    /// Waits for `grant`, looking every [`CHECK_EVERY`] whether pacing has ended.
+    fn sleeping(grant: Grant, quota: Quota) -> Self {
+        let wake = grant.at().min(Instant::now() + CHECK_EVERY);
+        Self::Sleeping {
+            sleep: Box::pin(tokio::time::sleep_until(wake)),
+            grant,
+            quota,
+        }
     }
 }
 
@@ -346,16 +417,9 @@ where
                     match decision {
                         Ok(Decision::Admit(grant)) if grant.at() > Instant::now() => {
                             if let Some(paced) = this.paced.as_ref() {
-                                crate::telemetry::waiting(
-                                    &paced.host.key,
-                                    grant.at() - Instant::now(),
-                                );
+                                paced.waiting(grant.at() - Instant::now());
                             }
-                            this.state.set(State::Sleeping {
-                                sleep: Box::pin(tokio::time::sleep_until(grant.at())),
-                                grant,
-                                quota,
-                            });
+                            this.state.set(State::sleeping(grant, quota));
                         }
                         Ok(Decision::Admit(_)) => {
                             this.state.set(State::Done);
@@ -365,8 +429,9 @@ where
                             if let Some(paced) = this.paced.as_ref() {
                                 crate::telemetry::refused(&paced.host.key, false);
                             }
-                            this.state.set(State::Done);
-                            return Poll::Ready(Err(Box::new(RateLimited::new(denial.retry_in()))));
+                            this.state.set(State::Refused {
+                                retry_in: denial.retry_in(),
+                            });
                         }
                         Err(e) => {
                             this.state.set(State::Done);
@@ -374,8 +439,37 @@ where
                         }
                     }
                 }
-                StateProj::Sleeping { sleep, .. } => {
+                StateProj::Refused { retry_in } => {
+                    let retry_in = *retry_in;
+                    this.state.set(State::Done);
+                    return Poll::Ready(Err(Box::new(RateLimited::new(retry_in))));
+                }
+                StateProj::Sleeping {
+                    sleep,
+                    grant,
+                    quota,
+                } => {
                     ready!(sleep.as_mut().poll(cx));
+                    let (grant, quota) = (*grant, *quota);
+                    let now = Instant::now();
+                    let paced = this.paced.as_ref().expect("only a paced request sleeps");
+                    let past_deadline = deadline_of(this.pending).is_some_and(|d| now >= d);
+                    if past_deadline {
+                        // Woken past its deadline (by a late timer): never sent, and the slot
+                        // goes back.
+                        this.state.set(State::Done);
+                        paced.shared.store.cancel(&paced.host.key, quota, &grant);
+                        return Poll::Ready(Err(Box::new(RateLimited::new(Duration::ZERO))));
+                    }
+                    if now < grant.at() {
+                        if !paced.unpaced() {
+                            let wake = grant.at().min(now + CHECK_EVERY);
+                            sleep.as_mut().reset(wake);
+                            continue;
+                        }
+                        // Pacing ended while it waited: the slot goes back, the request goes.
+                        paced.shared.store.cancel(&paced.host.key, quota, &grant);
+                    }
                     // Out of Sleeping first: from the call on, the slot is spent.
                     this.state.set(State::Done);
                     this.state.set(State::calling(start(this.pending), false));
@@ -396,6 +490,7 @@ where
         let state = match &self.state {
             State::Acquire { .. } => "acquire",
             State::Sleeping { .. } => "sleeping",
+            State::Refused { .. } => "refused",
             State::Calling { .. } => "calling",
             State::Passing { .. } => "passing",
             State::Done => "done",
@@ -404,4 +499,12 @@ where
             .field("state", &state)
             .finish()
     }
+}
+
+/// The deadline of the request held while its slot is pending.
+fn deadline_of<S, B>(pending: &Option<Box<(S, Request<B>)>>) -> Option<Instant> {
+    pending
+        .as_deref()
+        .and_then(|(_, req)| Deadline::get(req.extensions()))
+        .map(|d| d.instant())
 }
