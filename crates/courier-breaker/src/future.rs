@@ -168,8 +168,9 @@ impl<K: BreakerKey> Guard<K> {
         let outcome = match result {
             Ok(res) if config.failure_statuses.contains(res.status()) => Outcome::FailingAnswer,
             Ok(res)
-                if grpc::status_in_headers(res.headers())
-                    .is_some_and(|code| config.grpc_failure_codes.contains(&code)) =>
+                if may_carry_grpc_status(res)
+                    && grpc::status_in_headers(res.headers())
+                        .is_some_and(|code| config.grpc_failure_codes.contains(&code)) =>
             {
                 Outcome::FailingAnswer
             }

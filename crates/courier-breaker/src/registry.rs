@@ -150,7 +150,9 @@ pub(crate) struct Breaker<K> {
     /// No slow-call threshold and no window: a success while closed is only a state read.
     pub(crate) plain: bool,
     /// When the current run of failures began (ms since the base instant): written by the
-    /// failure that makes the count 1, read when failing answers reach the count.
+    /// failure that makes the count 1, read when failing answers reach the count; `u64::MAX`
+    /// (unknown, so it has lasted nothing) after a success, so that a failure that reads it
+    /// before the run's first failure has written it never sees an earlier run's start.
     run_start_ms: AtomicU64,
     /// The eviction epoch this breaker was last used in.
     last_used: AtomicU64,
@@ -166,7 +168,7 @@ impl<K: crate::BreakerKey> Breaker<K> {
             plain: core.config.slow_call.is_none() && core.config.failure_rate.is_none(),
             core,
             machine: Machine::new(),
-            run_start_ms: AtomicU64::new(0),
+            run_start_ms: AtomicU64::new(u64::MAX),
             last_used: AtomicU64::new(epoch),
             seq,
         }
@@ -223,6 +225,11 @@ impl<K: crate::BreakerKey> Breaker<K> {
                 None
             }
             (Outcome::Success, _) => {
+                // The run of failures is over; until the next one writes its start, a run's
+                // start is unknown, which counts as "just now".
+                if self.core.config.answers_for_ms > 0 {
+                    self.run_start_ms.store(u64::MAX, Ordering::Relaxed);
+                }
                 // Only a call of the current closed generation feeds the window: one admitted
                 // before a transition belongs to a window that is gone.
                 if let (Some(window), Ticket::Closed(g)) = (&self.window, ticket)
