@@ -2,6 +2,7 @@
 
 use crate::body::DeadlineBody;
 use crate::bound::{Bound, Cause};
+use courier_core::classify::{FailureKind, classify_error};
 use courier_core::{BoxError, DeadlineExceeded};
 use http::Response;
 use pin_project_lite::pin_project;
@@ -108,8 +109,12 @@ where
                         let err = err.into();
                         // A failure at or past the bound is the bound's: a transport whose own
                         // timer enforces the same deadline (tonic's channel reads the
-                        // `grpc-timeout` sent) must not turn our deadline into its error.
-                        if !is_bound_error(&*err) && bound.check_passed(cx) {
+                        // `grpc-timeout` sent) must not turn our deadline into its error. A
+                        // connect failure stays one: nothing was sent, whenever it is seen.
+                        if !is_bound_error(&*err)
+                            && classify_error(&*err) != FailureKind::Connect
+                            && bound.check_passed(cx)
+                        {
                             bound.error()
                         } else {
                             restate(err, &bound)

@@ -349,7 +349,11 @@ where
     fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let now = Instant::now();
         let incoming = read_header(req.headers(), &self.header, self.max)
-            .or_else(|| read_grpc_timeout(req.headers(), self.max))
+            .or_else(|| {
+                courier_core::grpc::is_grpc(req.headers())
+                    .then(|| read_grpc_timeout(req.headers(), self.max))
+                    .flatten()
+            })
             .or(self.default_budget)
             .map(|left| courier_core::Deadline::at(saturating_after(now, left)));
         match earliest(incoming, effective_deadline(req.extensions())) {

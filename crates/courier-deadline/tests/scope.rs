@@ -284,10 +284,25 @@ async fn works_as_axum_middleware() {
     assert_eq!(text, "None None");
 }
 
+/// A gRPC call's `grpc-timeout` becomes the deadline; on a request that is not gRPC the field
+/// means nothing and is left alone.
 #[tokio::test(start_paused = true)]
 async fn an_incoming_grpc_timeout_becomes_the_deadline() {
     let (handler, seen) = recording(Duration::ZERO);
     let start = Instant::now();
+    let mut req = Request::new(());
+    req.headers_mut()
+        .insert("grpc-timeout", HeaderValue::from_static("250m"));
+    req.headers_mut()
+        .insert("content-type", HeaderValue::from_static("application/grpc"));
+    DeadlineScopeLayer::new()
+        .layer(handler)
+        .oneshot(req)
+        .await
+        .unwrap();
+    let want = Some(courier_core::Deadline::at(start + ms(250)));
+    assert_eq!(seen.lock().unwrap()[0], (want, want));
+    let (handler, seen) = recording(Duration::ZERO);
     let mut req = Request::new(());
     req.headers_mut()
         .insert("grpc-timeout", HeaderValue::from_static("250m"));
@@ -296,8 +311,7 @@ async fn an_incoming_grpc_timeout_becomes_the_deadline() {
         .oneshot(req)
         .await
         .unwrap();
-    let want = Some(courier_core::Deadline::at(start + ms(250)));
-    assert_eq!(seen.lock().unwrap()[0], (want, want));
+    assert_eq!(seen.lock().unwrap()[0], (None, None), "not a gRPC call");
 }
 
 /// A gRPC call carries the time left as `grpc-timeout`; a plain HTTP request does not, and a
