@@ -140,10 +140,11 @@ where
     }
 
     fn call(&mut self, mut req: Request<tonic::body::Body>) -> Self::Future {
-        if req.uri().authority().is_none() {
-            let mut parts = std::mem::take(req.uri_mut()).into_parts();
+        if req.uri().authority().is_none() && self.origin.authority.is_some() {
+            let mut parts = req.uri().clone().into_parts();
             parts.scheme.clone_from(&self.origin.scheme);
             parts.authority.clone_from(&self.origin.authority);
+            // An origin that cannot complete the URI (no scheme) leaves it as it was.
             if let Ok(uri) = http::Uri::from_parts(parts) {
                 *req.uri_mut() = uri;
             }

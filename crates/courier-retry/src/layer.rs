@@ -219,7 +219,7 @@ impl RetryLayer {
         statuses: impl IntoIterator<Item = StatusCode>,
     ) -> Result<Self, InvalidConfig> {
         let statuses: Vec<StatusCode> = statuses.into_iter().collect();
-        if let Some(bad) = statuses.iter().find(|s| s.as_u16() < 400) {
+        if let Some(bad) = statuses.iter().find(|s| !(400..=599).contains(&s.as_u16())) {
             return Err(InvalidConfig::new(
                 "a retryable status must be an error status (400 to 599)",
                 bad,
