@@ -16,6 +16,10 @@
 //!
 //! Counts: `COURIER_BENCH_SEQ` requests per sequential run (default 3000), and
 //! `COURIER_BENCH_CONC` per concurrent run (default 8000, split over 16 tasks).
+//!
+//! Then latency with 256 tasks in flight, raw hyper-util against the preset over it: p50 and
+//! p99 of every request of three runs each (`COURIER_BENCH_LAT` requests per run, default
+//! 10 240), and what the preset adds.
 
 #![allow(missing_docs)]
 
@@ -25,6 +29,7 @@ use courier::transport::{ReqwestService, hyper_client, reqwest_client_builder};
 use courier_bench::server::{BODY, LoopbackServer};
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Full};
+use std::time::Duration;
 use tokio::time::Instant;
 use tower::{Service, ServiceExt};
 
@@ -115,15 +120,19 @@ fn request(uri: &Uri) -> Request<Body> {
     req
 }
 
-/// `n` requests one after the other; the number answered with the whole body.
-async fn sequential(clients: Clients, client: Client, n: usize) -> usize {
+/// `n` requests one after the other: the number answered with the whole body, and each
+/// request's latency (sent to its whole body read).
+async fn sequential(clients: Clients, client: Client, n: usize) -> (usize, Vec<Duration>) {
     let mut ok = 0;
+    let mut times = Vec::with_capacity(n);
     match client {
         Client::HyperRaw => {
             for _ in 0..n {
+                let sent = Instant::now();
                 if let Ok(resp) = clients.hyper.request(request(&clients.uri)).await {
                     ok += usize::from(body_ok(resp.into_body().collect().await.ok()));
                 }
+                times.push(sent.elapsed());
             }
         }
         Client::HyperPreset | Client::HyperPresetNoPacing | Client::HyperLayer(_) => {
@@ -133,37 +142,45 @@ async fn sequential(clients: Clients, client: Client, n: usize) -> usize {
                 _ => clients.hyper_preset.clone(),
             };
             for _ in 0..n {
+                let sent = Instant::now();
                 let Ok(ready) = svc.ready().await else { break };
                 if let Ok(resp) = ready.call(request(&clients.uri)).await {
                     ok += usize::from(body_ok(resp.into_body().collect().await.ok()));
                 }
+                times.push(sent.elapsed());
             }
         }
         Client::ReqwestRaw => {
             for _ in 0..n {
+                let sent = Instant::now();
                 if let Ok(resp) = clients.reqwest.get(&clients.url).send().await {
                     ok += usize::from(resp.bytes().await.is_ok_and(|b| b == BODY));
                 }
+                times.push(sent.elapsed());
             }
         }
         Client::ReqwestPreset => {
             let mut svc = clients.reqwest_preset.clone();
             for _ in 0..n {
+                let sent = Instant::now();
                 let Ok(ready) = svc.ready().await else { break };
                 if let Ok(resp) = ready.call(request(&clients.uri)).await {
                     ok += usize::from(body_ok(resp.into_body().collect().await.ok()));
                 }
+                times.push(sent.elapsed());
             }
         }
         Client::ReqwestMiddleware => {
             for _ in 0..n {
+                let sent = Instant::now();
                 if let Ok(resp) = clients.middleware.get(&clients.url).send().await {
                     ok += usize::from(resp.bytes().await.is_ok_and(|b| b == BODY));
                 }
+                times.push(sent.elapsed());
             }
         }
     }
-    ok
+    (ok, times)
 }
 
 fn body_ok<B: bytes::Buf>(collected: Option<http_body_util::Collected<B>>) -> bool {
@@ -175,7 +192,7 @@ async fn run(clients: &Clients, client: Client, tasks: usize, n: usize) -> f64 {
     let start = Instant::now();
     let per_task = n / tasks;
     let ok = if tasks == 1 {
-        sequential(clients.clone(), client, per_task).await
+        sequential(clients.clone(), client, per_task).await.0
     } else {
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..tasks {
@@ -183,7 +200,7 @@ async fn run(clients: &Clients, client: Client, tasks: usize, n: usize) -> f64 {
         }
         let mut ok = 0;
         while let Some(done) = set.join_next().await {
-            ok += done.unwrap_or(0);
+            ok += done.map_or(0, |(ok, _)| ok);
         }
         ok
     };
@@ -197,6 +214,36 @@ async fn run(clients: &Clients, client: Client, tasks: usize, n: usize) -> f64 {
         per_task * tasks
     );
     ok as f64 / elapsed.as_secs_f64()
+}
+
+/// Tasks in flight for the latency table.
+const LATENCY_TASKS: usize = 256;
+
+/// `n` requests over [`LATENCY_TASKS`] tasks: every request's latency.
+async fn latencies(clients: &Clients, client: Client, n: usize) -> Vec<Duration> {
+    let per_task = (n / LATENCY_TASKS).max(1);
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..LATENCY_TASKS {
+        set.spawn(sequential(clients.clone(), client, per_task));
+    }
+    let mut all = Vec::with_capacity(per_task * LATENCY_TASKS);
+    while let Some(done) = set.join_next().await {
+        let (ok, times) = done.expect("a latency task");
+        assert_eq!(ok, per_task, "{}: a request failed", client.name());
+        all.extend(times);
+    }
+    all
+}
+
+/// The `q` quantile (0 to 1) of `v`, nearest rank.
+fn quantile(v: &mut [Duration], q: f64) -> Duration {
+    v.sort_unstable();
+    let rank = ((v.len() as f64 * q).ceil() as usize).clamp(1, v.len());
+    v[rank - 1]
+}
+
+fn micros(d: Duration) -> String {
+    format!("{:.0} µs", d.as_secs_f64() * 1e6)
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -320,6 +367,38 @@ fn main() {
             sorted[0],
             sorted[sorted.len() - 1],
             median(ratios),
+        );
+    }
+
+    // Latency with many callers: every request of 3 rounds (rotating order) per client.
+    let lat_n = env_count("COURIER_BENCH_LAT", 10_240);
+    let lat_clients = [Client::HyperRaw, Client::HyperPreset];
+    let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); lat_clients.len()];
+    for round in 0..3 {
+        for k in 0..lat_clients.len() {
+            let v = (round + k) % lat_clients.len();
+            let times = rt.block_on(latencies(&clients, lat_clients[v], lat_n));
+            lat[v].extend(times);
+        }
+    }
+    println!(
+        "\nlatency with {LATENCY_TASKS} tasks in flight: {lat_n} requests per run, 3 runs per client \
+         (rotating order); each request from sent to its whole body read\n"
+    );
+    println!("| client | p50 | p99 | added p50 | added p99 |");
+    println!("| --- | ---: | ---: | ---: | ---: |");
+    let mut raw = lat[0].clone();
+    let (raw50, raw99) = (quantile(&mut raw, 0.5), quantile(&mut raw, 0.99));
+    for (v, client) in lat_clients.iter().enumerate() {
+        let mut times = lat[v].clone();
+        let (p50, p99) = (quantile(&mut times, 0.5), quantile(&mut times, 0.99));
+        println!(
+            "| {} | {} | {} | {} | {} |",
+            client.name(),
+            micros(p50),
+            micros(p99),
+            micros(p50.saturating_sub(raw50)),
+            micros(p99.saturating_sub(raw99)),
         );
     }
     drop(clients);
