@@ -246,6 +246,36 @@ async fn a_bare_429_and_a_timeout_are_signals_too() {
     );
 }
 
+/// gRPC's 503 and 429 are UNAVAILABLE and RESOURCE_EXHAUSTED in a trailers-only answer; with a
+/// pushback they are the server's word and teach nothing.
+#[tokio::test(start_paused = true)]
+async fn a_grpc_refusal_in_the_headers_is_a_signal_too() {
+    let grpc = |code: &'static str, pushback: bool| {
+        move |_req: Request<()>| async move {
+            let mut resp = Response::builder()
+                .version(http::Version::HTTP_2)
+                .header("content-type", "application/grpc")
+                .header("grpc-status", code);
+            if pushback {
+                resp = resp.header("grpc-retry-pushback-ms", "100");
+            }
+            Ok::<_, Infallible>(resp.body(()).unwrap())
+        }
+    };
+    for code in ["14", "8"] {
+        let layer = AdaptivePacingLayer::new();
+        let svc = layer.layer(tower::service_fn(grpc(code, false)));
+        svc.oneshot(get()).await.unwrap();
+        assert_eq!(layer.learned_rate(&key()), Some(1.0), "grpc-status {code}");
+    }
+    for (code, pushback) in [("14", true), ("3", false), ("0", false)] {
+        let layer = AdaptivePacingLayer::new();
+        let svc = layer.layer(tower::service_fn(grpc(code, pushback)));
+        svc.oneshot(get()).await.unwrap();
+        assert_eq!(layer.learned_rate(&key()), None, "grpc-status {code}");
+    }
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_refused_connection_is_a_host_down_not_overloaded() {
     let layer = AdaptivePacingLayer::new();

@@ -6,7 +6,8 @@
 //! and paces every attempt of every caller sharing the layer to it:
 //!
 //! - **Signals.** A 503 or 429 without a server hint and a timeout (to connect, or to the
-//!   answer) are overload signals. A refused connection is not: a host too busy to accept
+//!   answer) are overload signals, and so is a gRPC UNAVAILABLE or RESOURCE_EXHAUSTED in a
+//!   trailers-only answer without `grpc-retry-pushback-ms`. A refused connection is not: a host too busy to accept
 //!   drops the connection attempt (the client times out), while a refusal means nothing
 //!   listens, a host that is down, which the circuit breaker judges. Any other answer is an accept (a 500 is an accept: the host had the
 //!   capacity to answer, and the answer is the path's, not the host's). A 503 or 429 *with* a

@@ -6,6 +6,7 @@ use crate::future::start;
 use crate::service::is_key;
 use crate::store::{Decision, Grant, InMemoryStore, RateLimitStore};
 use courier_core::classify::classify_error;
+use courier_core::grpc::{GRPC_RETRY_PUSHBACK_MS, GrpcCode};
 use courier_core::{BoxError, Deadline, FailureKind, HostKey, KeyFn, PerHost, RequestHead};
 use http::{Request, Response, StatusCode};
 use pin_project_lite::pin_project;
@@ -229,6 +230,19 @@ impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
                         return; // the server's word: the bucket and retry obey it
                     }
                     true
+                }
+                // A gRPC refusal with the headers: UNAVAILABLE or RESOURCE_EXHAUSTED is gRPC's
+                // 503 and 429, and its pushback the server's word.
+                StatusCode::OK if resp.version() == http::Version::HTTP_2 => {
+                    match courier_core::grpc::status_in_headers(resp.headers()) {
+                        Some(GrpcCode::UNAVAILABLE | GrpcCode::RESOURCE_EXHAUSTED) => {
+                            if resp.headers().contains_key(GRPC_RETRY_PUSHBACK_MS) {
+                                return;
+                            }
+                            true
+                        }
+                        _ => false,
+                    }
                 }
                 _ => false,
             },
