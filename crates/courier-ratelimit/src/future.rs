@@ -386,7 +386,7 @@ where
 }
 
 /// The deadline of the request held while its slot is pending.
-fn deadline_of<S, B>(pending: &Option<Box<(S, Request<B>)>>) -> Option<Instant> {
+pub(crate) fn deadline_of<S, B>(pending: &Option<Box<(S, Request<B>)>>) -> Option<Instant> {
     pending
         .as_deref()
         .and_then(|(_, req)| courier_core::Deadline::get(req.extensions()))

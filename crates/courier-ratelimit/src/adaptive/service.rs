@@ -2,7 +2,7 @@ use super::estimate::Signal;
 use super::layer::{AdaptivePacingLayer, Host, Shared};
 use crate::config::{Quota, Rate};
 use crate::error::RateLimited;
-use crate::future::start;
+use crate::future::{deadline_of, start};
 use crate::service::is_key;
 use crate::store::{Decision, Grant, InMemoryStore, RateLimitStore};
 use courier_core::classify::classify_error;
@@ -513,12 +513,4 @@ where
             .field("state", &state)
             .finish()
     }
-}
-
-/// The deadline of the request held while its slot is pending.
-fn deadline_of<S, B>(pending: &Option<Box<(S, Request<B>)>>) -> Option<Instant> {
-    pending
-        .as_deref()
-        .and_then(|(_, req)| Deadline::get(req.extensions()))
-        .map(|d| d.instant())
 }
