@@ -6,15 +6,21 @@
 //!   middleware, governor, tower-resilience, failsafe and reqwest-middleware;
 //! - `loopback`: requests per second over 127.0.0.1 against [`server::LoopbackServer`], raw
 //!   clients against the preset over them;
-//! - `upstream_load`: prints the [`sim`] tables (paused time, deterministic).
+//! - `upstream_load`: prints the [`sim`] tables (paused time, deterministic);
+//! - [`charts`]: SVG bar and line charts of the figures, in `docs/bench/` (`upstream_load` draws
+//!   the herd and the recovery).
 //!
 //! This library holds what they share: the loopback server, the mock upstream [`host::Host`],
 //! the simulations themselves, and the [`report`] tables the `layers` bench prints; all of them
 //! are tested here.
 
+pub mod callgrind;
+pub mod charts;
+pub mod floors;
 pub mod happy;
 pub mod host;
 pub mod overload;
+pub mod peer;
 pub mod report;
 pub mod server;
 pub mod sim;

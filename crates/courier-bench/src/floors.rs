@@ -1,0 +1,284 @@
+//! The floors: for each layer, the least any layer doing its job and keeping its contract
+//! does on the happy path, so that what courier adds above it is its own.
+//!
+//! | layer | floor |
+//! | --- | --- |
+//! | deadline | [`deadline_only`]: put the `Deadline` extension on the request, no timer |
+//! | attempt timeout | tower's `Timeout`: read the clock and build a timer per call |
+//! | retry | [`attempts_only`]: put the one-record `Attempts` extension on the response |
+//! | breaker (global) | [`Floor`] over one shared state: read it, hand the future a reference, read it again with the outcome |
+//! | breaker (per host) | [`FloorPerHost`]: the same, after telling that the request goes to the previous call's host |
+//! | rate limiter, adaptive pacing | [`FloorPerHost::with_clock`]: the per-host floor plus a clock read and one compare-and-swap (a GCRA decision) |
+//! | cache (miss) | [`LookupFloor`]: hash the method and URI, probe a concurrent map, forward |
+
+use courier::core::extensions::{AttemptOutcome, AttemptRecord, Attempts, Decision, Reason};
+use courier::core::{BoxError, Deadline, HostKey};
+use http::{Request, Response};
+use std::future::Future;
+use std::hash::BuildHasher;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll, ready};
+use std::time::Duration;
+use tower::util::{MapRequestLayer, MapResponseLayer};
+use tower::{Layer, Service};
+
+/// The deadline's floor: the `Deadline` extension every layer below reads, with no timer.
+pub fn deadline_only<S, B>(
+    budget: Duration,
+    inner: S,
+) -> tower::util::MapRequest<S, impl FnMut(Request<B>) -> Request<B> + Clone> {
+    MapRequestLayer::new(move |mut req: Request<B>| {
+        Deadline::after(budget).shrink(req.extensions_mut());
+        req
+    })
+    .layer(inner)
+}
+
+/// Retry's floor: the `Attempts` extension with the one record of a call that ended after its
+/// first attempt.
+pub fn attempts_only<S, B>(
+    inner: S,
+) -> tower::util::MapResponse<S, impl FnMut(Response<B>) -> Response<B> + Clone> {
+    MapResponseLayer::new(|mut res: Response<B>| {
+        let mut attempts = Attempts::new();
+        attempts.push(AttemptRecord {
+            attempt: 1,
+            outcome: AttemptOutcome::Status(res.status()),
+            decision: Decision::Stop,
+            reason: Reason::FinalStatus,
+            wait: Duration::ZERO,
+            wait_source: None,
+            elapsed: Duration::ZERO,
+        });
+        res.extensions_mut().insert(attempts);
+        res
+    })
+    .layer(inner)
+}
+
+/// One host's shared state, for the floors.
+#[derive(Debug)]
+pub struct Entry {
+    key: HostKey,
+    /// Non-zero: open (the breaker floors).
+    state: AtomicU64,
+    /// The theoretical arrival time in nanoseconds (the clocked floor).
+    tat: AtomicU64,
+}
+
+impl Entry {
+    fn new(key: HostKey) -> Self {
+        Self {
+            key,
+            state: AtomicU64::new(0),
+            tat: AtomicU64::new(0),
+        }
+    }
+}
+
+/// The least any breaker does on the closed path: read a shared state before the call, hand
+/// the response future a reference to it (one `Arc` count each way), read the state again
+/// with the outcome.
+#[derive(Debug)]
+pub struct Floor<S> {
+    inner: S,
+    state: Arc<Entry>,
+}
+
+impl<S> Floor<S> {
+    /// The floor over `inner`.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            state: Arc::new(Entry::new(HostKey::new(None, None))),
+        }
+    }
+}
+
+impl<S, B, RB> Service<Request<B>> for Floor<S>
+where
+    S: Service<Request<B>, Response = Response<RB>, Error = BoxError>,
+{
+    type Response = Response<RB>;
+    type Error = BoxError;
+    type Future = FloorFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        FloorFuture::new(&mut self.inner, self.state.clone(), req)
+    }
+}
+
+/// [`Floor`] per host: first tell that the request goes to the previous call's host (scheme
+/// and authority, as courier's per-host layers do) and that no eviction ran since. The miss
+/// path, taken once here, stands in for the map. With [`with_clock`](Self::with_clock), a
+/// clock read and one compare-and-swap on the host's state too: a bucket's decision.
+#[derive(Debug)]
+pub struct FloorPerHost<S> {
+    inner: S,
+    generation: Arc<AtomicU64>,
+    last: Option<(u64, Arc<Entry>)>,
+    clocked: Option<tokio::time::Instant>,
+}
+
+impl<S> FloorPerHost<S> {
+    /// The breaker's per-host floor over `inner`.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            generation: Arc::new(AtomicU64::new(0)),
+            last: None,
+            clocked: None,
+        }
+    }
+
+    /// The bucket's floor over `inner`: a clock read and a compare-and-swap per call.
+    pub fn with_clock(inner: S) -> Self {
+        Self {
+            clocked: Some(tokio::time::Instant::now()),
+            ..Self::new(inner)
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lookup<B>(&mut self, req: &Request<B>, generation: u64) -> Arc<Entry> {
+        let entry = Arc::new(Entry::new(HostKey::from_parts(req.uri(), req.headers())));
+        self.last = Some((generation, entry.clone()));
+        entry
+    }
+}
+
+impl<S, B, RB> Service<Request<B>> for FloorPerHost<S>
+where
+    S: Service<Request<B>, Response = Response<RB>, Error = BoxError>,
+{
+    type Response = Response<RB>;
+    type Error = BoxError;
+    type Future = FloorFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let generation = self.generation.load(Ordering::Acquire);
+        let entry = match &self.last {
+            Some((g, e)) if *g == generation && e.key.matches(req.uri()) == Some(true) => e.clone(),
+            _ => self.lookup(&req, generation),
+        };
+        if let Some(base) = self.clocked {
+            let now = u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            let tat = entry.tat.load(Ordering::Acquire);
+            // One attempt: a lost race is a refusal in a real bucket; here nothing races.
+            let _ = entry.tat.compare_exchange(
+                tat,
+                tat.max(now) + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            );
+        }
+        FloorFuture::new(&mut self.inner, entry, req)
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of the breaker floors.
+    #[derive(Debug)]
+    pub struct FloorFuture<F> {
+        #[pin]
+        fut: Option<F>,
+        state: Option<Arc<Entry>>,
+    }
+}
+
+impl<F> FloorFuture<F> {
+    /// Calls `inner` unless `entry`'s state is non-zero (open).
+    #[inline]
+    fn new<S, B>(inner: &mut S, entry: Arc<Entry>, req: Request<B>) -> Self
+    where
+        S: Service<Request<B>, Future = F>,
+    {
+        if entry.state.load(Ordering::Acquire) != 0 {
+            return Self {
+                fut: None,
+                state: None,
+            };
+        }
+        Self {
+            fut: Some(inner.call(req)),
+            state: Some(entry),
+        }
+    }
+}
+
+impl<F, T> Future for FloorFuture<F>
+where
+    F: Future<Output = Result<T, BoxError>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let Some(fut) = this.fut.as_pin_mut() else {
+            return Poll::Ready(Err("open".into()));
+        };
+        let out = ready!(fut.poll(cx));
+        if let Some(entry) = this.state
+            && (out.is_err() || entry.state.load(Ordering::Acquire) != 0)
+        {
+            entry.state.fetch_add(1, Ordering::AcqRel);
+        }
+        Poll::Ready(out)
+    }
+}
+
+/// The cache's floor on a miss: hash the method and the URI's parts, probe a concurrent map
+/// (papaya, foldhash), find nothing, forward.
+#[derive(Debug, Clone)]
+pub struct LookupFloor<S> {
+    inner: S,
+    hasher: foldhash::fast::FixedState,
+    map: Arc<papaya::HashMap<u64, Arc<Entry>>>,
+}
+
+impl<S> LookupFloor<S> {
+    /// The floor over `inner`, with an empty map.
+    pub fn new(inner: S) -> Self {
+        Self {
+            inner,
+            hasher: foldhash::fast::FixedState::default(),
+            map: Arc::new(papaya::HashMap::new()),
+        }
+    }
+}
+
+impl<S, B> Service<Request<B>> for LookupFloor<S>
+where
+    S: Service<Request<B>>,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = S::Future;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let key = self.hasher.hash_one((
+            req.method(),
+            req.uri().scheme(),
+            req.uri().authority(),
+            req.uri().path_and_query().map(|p| p.as_str()),
+        ));
+        let found = self.map.pin().get(&key).cloned();
+        drop(std::hint::black_box(found));
+        self.inner.call(req)
+    }
+}
