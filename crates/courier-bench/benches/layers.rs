@@ -1,7 +1,9 @@
 //! The happy path, side by side in one run: what each courier layer adds over a bare
-//! `service_fn`, next to what tower's own middleware, tower-resilience's and failsafe's circuit
-//! breakers add; courier's bucket next to governor; and the preset over reqwest next to
-//! reqwest-middleware + reqwest-retry, over loopback.
+//! `service_fn`, next to its floor (`courier_bench::floors`) and its peer (tower's own
+//! middleware, failsafe, tower-resilience, governor, http-cache-tower), and the preset next to
+//! the same stack built from those peers (`courier_bench::peer`); courier's bucket next to
+//! governor; and the preset over reqwest next to reqwest-middleware + reqwest-retry and the
+//! peer stack, over loopback. Writes `docs/bench/layers.svg`.
 //!
 //! ```text
 //! cargo bench -p courier-bench --bench layers
@@ -17,9 +19,10 @@ use courier::CourierLayer;
 use courier::core::HostKey;
 use courier::ratelimit::{InMemoryStore, Quota, Rate};
 use courier::transport::{ReqwestService, reqwest_client_builder};
+use courier_bench::charts;
 use courier_bench::happy::{self, Body, request};
 use courier_bench::report::{self, Estimate};
-use courier_bench::server::LoopbackServer;
+use courier_bench::server::{BODY, LoopbackServer};
 use criterion::{Criterion, criterion_group};
 use http::{Request, Uri};
 use http_body_util::BodyExt;
@@ -189,7 +192,23 @@ fn reqwest_loopback(c: &mut Criterion) {
         b.to_async(&rt)
             .iter(|| async { black_box(get_and_read(preset.clone(), &uri).await) })
     });
+
+    let peer = courier_bench::peer::stack(ReqwestService::<Body>::new(client.clone()), None);
+    g.bench_function("peer stack over reqwest (same adapter)", |b| {
+        b.to_async(&rt)
+            .iter(|| async { black_box(get_and_read(peer.clone(), &uri).await) })
+    });
     g.finish();
+    // Every variant sends each call to the server: none is answered from a cache.
+    let served = server.served();
+    for _ in 0..2 {
+        assert_eq!(rt.block_on(get_and_read(preset.clone(), &uri)), BODY.len());
+    }
+    assert_eq!(
+        server.served() - served,
+        2,
+        "every call of the preset over reqwest reaches the server"
+    );
     drop(server);
 }
 
@@ -258,10 +277,59 @@ fn print_tables() {
         happy::variants().iter().map(|v| v.name).collect()
     };
     println!("\n### happy_path\n");
-    print!(
-        "{}",
-        report::happy_table(&estimates(&dir, "happy_path", names))
-    );
+    let happy = estimates(&dir, "happy_path", names);
+    print!("{}", report::happy_table(&happy));
+    let rows = report::layer_rows(&happy);
+    println!("\n### each layer against its floor and its peer\n");
+    print!("{}", report::layer_table(&rows));
+    // Single layers in one chart, the preset and the caches (microseconds) in another.
+    let (whole, single): (Vec<_>, Vec<_>) = rows
+        .iter()
+        .partition(|r| r.name.contains("preset") || r.name.contains("cache"));
+    for (file, title, rows) in [
+        (
+            "layers.svg",
+            "Each layer's added cost per call: courier, its floor, its peer",
+            single,
+        ),
+        (
+            "stack.svg",
+            "The preset and the cache per call: courier, and the same from peers",
+            whole,
+        ),
+    ] {
+        if rows.is_empty() {
+            continue;
+        }
+        let path = charts::chart_dir().join(file);
+        let groups: Vec<&str> = rows
+            .iter()
+            .map(|r| r.name.strip_prefix("courier ").unwrap_or(&r.name))
+            .collect();
+        let values: Vec<Vec<Option<f64>>> = rows
+            .iter()
+            .map(|r| {
+                [
+                    Some(r.added),
+                    r.floor.as_ref().map(|f| f.1),
+                    r.peer.as_ref().map(|p| p.1),
+                ]
+                .map(|v| v.map(f64::round))
+                .to_vec()
+            })
+            .collect();
+        match charts::grouped_bars(
+            &path,
+            title,
+            "ns added over a bare service_fn",
+            &groups,
+            &["courier", "floor", "peer"],
+            &values,
+        ) {
+            Ok(()) => println!("\nchart: {}", path.display()),
+            Err(e) => eprintln!("\nchart {}: {e}", path.display()),
+        }
+    }
     for (group, names, ratio_to) in [
         (
             "bucket_uncontended",
@@ -289,6 +357,7 @@ fn print_tables() {
                 "reqwest-middleware + reqwest-retry",
                 "courier adapter alone (ReqwestService)",
                 "courier preset over reqwest",
+                "peer stack over reqwest (same adapter)",
             ][..],
             "ratio to reqwest raw",
         ),

@@ -17,6 +17,8 @@
 //! Every variant is boxed behind the same `dyn FnMut() -> bool`, so each pays the same
 //! indirect call, the bare one included.
 
+use crate::peer::PeerPolicy;
+use crate::{floors, peer};
 use bytes::Bytes;
 use courier::CourierLayer;
 use courier::breaker::CircuitBreakerLayer;
@@ -32,12 +34,9 @@ use std::fmt;
 use std::future::{Future, Ready, ready};
 use std::num::NonZeroU32;
 use std::pin::pin;
-use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 use std::time::Duration;
-use tower::retry::Policy;
-use tower::retry::budget::{Budget, TpsBudget};
-use tower::{Layer, Service, ServiceBuilder, service_fn};
+use tower::{Layer, Service, service_fn};
 
 /// Request and response body.
 pub type Body = Full<Bytes>;
@@ -204,57 +203,6 @@ pub fn unlimited() -> TokenBucketRateLimitLayer {
     )
 }
 
-/// The usual tower retry policy: retry 5xx and errors, twice at most, while the `TpsBudget`
-/// allows.
-#[derive(Clone)]
-pub struct TpsPolicy {
-    budget: Arc<TpsBudget>,
-    left: usize,
-}
-
-impl fmt::Debug for TpsPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TpsPolicy")
-            .field("left", &self.left)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for TpsPolicy {
-    fn default() -> Self {
-        Self {
-            budget: Arc::new(TpsBudget::default()),
-            left: 2,
-        }
-    }
-}
-
-impl<B: Clone, RB, E> Policy<Request<B>, Response<RB>, E> for TpsPolicy {
-    type Future = Ready<()>;
-
-    fn retry(
-        &mut self,
-        _req: &mut Request<B>,
-        result: &mut Result<Response<RB>, E>,
-    ) -> Option<Self::Future> {
-        match result {
-            Ok(res) if !res.status().is_server_error() => {
-                self.budget.deposit();
-                None
-            }
-            _ if self.left > 0 && self.budget.withdraw() => {
-                self.left -= 1;
-                Some(ready(()))
-            }
-            _ => None,
-        }
-    }
-
-    fn clone_request(&mut self, req: &Request<B>) -> Option<Request<B>> {
-        Some(req.clone())
-    }
-}
-
 /// The variant whose time a variant's "added" counts from: [`YIELD_BASE`] for the variants
 /// whose inner future yields once, else [`BARE`].
 pub fn base_of(variant: &str) -> &'static str {
@@ -265,21 +213,51 @@ pub fn base_of(variant: &str) -> &'static str {
     }
 }
 
-/// The peer a courier variant is held against: the cheapest doing the same job.
+/// The peer a courier variant is held against: the peer doing the same job, or for the
+/// preset the same stack built from peers ([`crate::peer`]).
 pub fn best_peer(variant: &str) -> Option<&'static str> {
     Some(match variant {
         "courier deadline" | "courier attempt_timeout" => "tower timeout",
-        "courier retry" => "tower retry (TpsBudget)",
-        "courier breaker" | "courier breaker (global)" => "failsafe circuit breaker",
-        "courier ratelimit" | "courier ratelimit (global)" => "tower rate_limit",
-        "courier preset (defaults, 5 layers)"
-        | "courier preset + ratelimit (6 layers)"
-        | "courier preset, adaptive pacing off" => "tower timeout+retry+concurrency_limit",
+        "courier retry" => "tower retry (peer policy)",
+        "courier breaker" => "failsafe per host",
+        "courier breaker (global)" => "failsafe circuit breaker",
+        "courier ratelimit" => "governor per host",
+        "courier ratelimit (global)" => "tower rate_limit",
+        "courier cache (miss)" => "http-cache-tower (no validator)",
+        "courier cache (hit)" => "http-cache-tower (hit)",
+        "courier preset (defaults, 5 layers)" | "courier preset, adaptive pacing off" => PEER_STACK,
+        "courier preset + ratelimit (6 layers)" => PEER_STACK_GOVERNOR,
         "courier deadline, inner yields once" | "courier attempt_timeout, inner yields once" => {
             "tower timeout, inner yields once"
         }
         _ => return None,
     })
+}
+
+/// The floor a courier variant is held against: the least any layer doing its job and
+/// keeping its contract does ([`crate::floors`]).
+pub fn floor_of(variant: &str) -> Option<&'static str> {
+    Some(match variant {
+        "courier deadline" => "floor deadline (extension only)",
+        "courier attempt_timeout" => "tower timeout",
+        "courier retry" => "floor retry (extension only)",
+        "courier breaker" => "floor breaker (per host)",
+        "courier breaker (global)" => "floor breaker (shared state)",
+        "courier ratelimit" | "courier adaptive pacing (healthy host)" => "floor bucket (per host)",
+        "courier cache (miss)" => "floor cache (lookup)",
+        _ => return None,
+    })
+}
+
+/// The peer stack's variant ([`crate::peer::stack`] without a limiter).
+pub const PEER_STACK: &str = "peer stack (5 features)";
+
+/// The peer stack with governor's limiter.
+pub const PEER_STACK_GOVERNOR: &str = "peer stack + governor (6 features)";
+
+/// A governor quota that never runs dry.
+fn governor_unlimited() -> governor::Quota {
+    governor::Quota::per_second(NonZeroU32::MAX).allow_burst(NonZeroU32::MAX)
 }
 
 /// One variant: its name and a call through it.
@@ -392,25 +370,54 @@ pub fn variants() -> Vec<Variant> {
             tower::timeout::TimeoutLayer::new(per_call).layer(service_fn(ok)),
         ),
         variant(
-            "tower retry (TpsBudget)",
-            tower::retry::RetryLayer::new(TpsPolicy::default()).layer(service_fn(ok)),
+            "tower retry (peer policy)",
+            tower::retry::RetryLayer::new(PeerPolicy::default()).layer(service_fn(ok)),
         ),
         variant(
             "tower rate_limit",
             tower::limit::RateLimitLayer::new(u64::MAX, Duration::from_secs(1))
                 .layer(service_fn(ok)),
         ),
+        variant(PEER_STACK, peer::stack(service_fn(ok), None)),
         variant(
-            "tower concurrency_limit",
-            tower::limit::ConcurrencyLimitLayer::new(1024).layer(service_fn(ok)),
+            PEER_STACK_GOVERNOR,
+            peer::stack(service_fn(ok), Some(governor_unlimited())),
         ),
         variant(
-            "tower timeout+retry+concurrency_limit",
-            ServiceBuilder::new()
-                .timeout(per_call)
-                .retry(TpsPolicy::default())
-                .concurrency_limit(1024)
-                .service_fn(ok),
+            "failsafe per host",
+            peer::FailsafeLayer::default().layer(service_fn(ok)),
+        ),
+        variant(
+            "governor per host",
+            peer::GovernorLayer::new(governor_unlimited()).layer(service_fn(ok)),
+        ),
+        variant(
+            "http-cache-tower (no validator)",
+            peer::cache_layer().layer(service_fn(ok)),
+        ),
+        variant(
+            "floor deadline (extension only)",
+            floors::deadline_only(Duration::from_secs(90), service_fn(ok)),
+        ),
+        variant(
+            "floor retry (extension only)",
+            floors::attempts_only(service_fn(ok)),
+        ),
+        variant(
+            "floor breaker (shared state)",
+            floors::Floor::new(service_fn(ok)),
+        ),
+        variant(
+            "floor breaker (per host)",
+            floors::FloorPerHost::new(service_fn(ok)),
+        ),
+        variant(
+            "floor bucket (per host)",
+            floors::FloorPerHost::with_clock(service_fn(ok)),
+        ),
+        variant(
+            "floor cache (lookup)",
+            floors::LookupFloor::new(service_fn(ok)),
         ),
         variant(
             "tower-resilience circuit breaker",
@@ -466,6 +473,10 @@ pub fn variants() -> Vec<Variant> {
         primed(
             "courier cache (hit)",
             EtagCacheLayer::new().layer(service_fn(fresh)),
+        ),
+        primed(
+            "http-cache-tower (hit)",
+            peer::cache_layer().layer(service_fn(fresh)),
         ),
         primed(
             "courier cache (304 revalidated)",
@@ -538,7 +549,7 @@ mod tests {
         let _rt = rt.enter();
         let mut variants = variants();
         assert_eq!(variants[0].name, BARE);
-        assert_eq!(variants.len(), 27);
+        assert_eq!(variants.len(), 37);
         for v in &mut variants {
             for _ in 0..1000 {
                 assert!((v.call)(), "{} left the happy path", v.name);

@@ -23,8 +23,8 @@ pub struct Estimate {
 /// `criterion_dir` (`target/criterion`); `None` when it has not run (filtered out).
 pub fn read_estimate(criterion_dir: &Path, group: &str, name: &str) -> Option<Estimate> {
     let path = criterion_dir
-        .join(group)
-        .join(name)
+        .join(dir_name(group))
+        .join(dir_name(name))
         .join("new")
         .join("estimates.json");
     let json: serde_json::Value = serde_json::from_slice(&std::fs::read(path).ok()?).ok()?;
@@ -38,6 +38,18 @@ pub fn read_estimate(criterion_dir: &Path, group: &str, name: &str) -> Option<Es
         mid: typical["point_estimate"].as_f64()?,
         high: bound("upper_bound")?,
     })
+}
+
+/// The folder criterion names after a group or benchmark: the characters some file systems
+/// refuse become `_`, and the name is cut at 64 bytes.
+fn dir_name(name: &str) -> String {
+    let mut safe = name.replace(['?', '"', '/', '\\', '*', '<', '>', ':', '|', '^'], "_");
+    let mut end = safe.len().min(64);
+    while !safe.is_char_boundary(end) {
+        end -= 1;
+    }
+    safe.truncate(end);
+    safe
 }
 
 /// `61 ns`, `1.04 µs`.
@@ -78,6 +90,70 @@ pub fn happy_table(times: &[(&str, Estimate)]) -> String {
             out,
             "| {name} | {} | {own} | {peer} | {ratio} |",
             time(e.mid)
+        );
+    }
+    out
+}
+
+/// One courier layer held against its floor and its peer, in nanoseconds added over the base.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerRow {
+    /// The courier variant.
+    pub name: String,
+    /// What it adds.
+    pub added: f64,
+    /// Its floor's name and added cost, when it has one and it ran.
+    pub floor: Option<(String, f64)>,
+    /// Its peer's name and added cost, when it has one and it ran.
+    pub peer: Option<(String, f64)>,
+}
+
+/// The courier variants of `times` that have a floor or a peer ([`happy::floor_of`],
+/// [`happy::best_peer`]), in order, without the variants whose inner future yields once.
+pub fn layer_rows(times: &[(&str, Estimate)]) -> Vec<LayerRow> {
+    let by_name: HashMap<&str, f64> = times.iter().map(|(n, e)| (*n, e.mid)).collect();
+    let added = |name: &str| -> Option<f64> {
+        let base = by_name.get(happy::base_of(name))?;
+        Some((by_name.get(name)? - base).max(0.0))
+    };
+    let named = |other: Option<&str>| {
+        let other = other?;
+        Some((other.to_owned(), added(other)?))
+    };
+    times
+        .iter()
+        .filter(|(name, _)| name.starts_with("courier ") && !name.contains("yields once"))
+        .filter_map(|(name, _)| {
+            let row = LayerRow {
+                name: (*name).to_owned(),
+                added: added(name)?,
+                floor: named(happy::floor_of(name)),
+                peer: named(happy::best_peer(name)),
+            };
+            (row.floor.is_some() || row.peer.is_some()).then_some(row)
+        })
+        .collect()
+}
+
+/// The per-layer table: what each courier layer adds, its floor's and its peer's added cost,
+/// and the two ratios (goals: within 1.25x of the floor, at or below the peer).
+pub fn layer_table(rows: &[LayerRow]) -> String {
+    let mut out = String::from(
+        "| courier | added | floor | floor added | x floor | peer | peer added | x peer |\n\
+         | --- | ---: | --- | ---: | ---: | --- | ---: | ---: |\n",
+    );
+    let side = |other: &Option<(String, f64)>, own: f64| match other {
+        Some((name, a)) => (name.clone(), time(*a), format!("{:.2}", own / a.max(1.0))),
+        None => ("none".to_owned(), String::new(), String::new()),
+    };
+    for row in rows {
+        let (floor, floor_added, x_floor) = side(&row.floor, row.added);
+        let (peer, peer_added, x_peer) = side(&row.peer, row.added);
+        let _ = writeln!(
+            out,
+            "| {} | {} | {floor} | {floor_added} | {x_floor} | {peer} | {peer_added} | {x_peer} |",
+            row.name,
+            time(row.added)
         );
     }
     out
@@ -143,6 +219,44 @@ mod tests {
     }
 
     #[test]
+    fn layer_rows_hold_each_layer_against_its_floor_and_peer() {
+        let rows = layer_rows(&[
+            (happy::BARE, at(60.0)),
+            ("courier deadline", at(160.0)),
+            ("floor deadline (extension only)", at(110.0)),
+            ("tower timeout", at(100.0)),
+            ("courier cache (hit)", at(400.0)),
+            ("courier adaptive pacing (healthy host)", at(90.0)),
+            ("floor bucket (per host)", at(80.0)),
+        ]);
+        assert_eq!(rows.len(), 2, "{rows:?}");
+        assert_eq!(rows[0].added, 100.0);
+        assert_eq!(
+            rows[0].floor,
+            Some(("floor deadline (extension only)".to_owned(), 50.0))
+        );
+        assert_eq!(rows[0].peer, Some(("tower timeout".to_owned(), 40.0)));
+        assert_eq!(rows[1].name, "courier adaptive pacing (healthy host)");
+        assert_eq!(
+            rows[1].floor,
+            Some(("floor bucket (per host)".to_owned(), 20.0))
+        );
+        assert_eq!(rows[1].peer, None, "no peer paces a host");
+        let table = layer_table(&rows);
+        assert!(
+            table.contains(
+                "| courier deadline | 100 ns | floor deadline (extension only) | 50 ns | 2.00 \
+                 | tower timeout | 40 ns | 2.50 |"
+            ),
+            "{table}"
+        );
+        assert!(
+            !table.contains("courier cache (hit)"),
+            "no floor and its peer did not run: {table}"
+        );
+    }
+
+    #[test]
     fn group_table_gives_ratios_to_the_first_row() {
         let table = group_table("g", "ratio", &[("a", at(40.0)), ("b", at(10.0))]);
         assert!(
@@ -186,6 +300,13 @@ mod tests {
             })
         );
         assert_eq!(read_estimate(&dir, "g", "missing"), None);
+        let odd = dir.join("g").join("a_ b").join("new");
+        std::fs::create_dir_all(&odd).unwrap();
+        std::fs::write(odd.join("estimates.json"), flat.to_string()).unwrap();
+        assert!(
+            read_estimate(&dir, "g", "a: b").is_some(),
+            "found where criterion writes it"
+        );
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

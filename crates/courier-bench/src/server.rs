@@ -13,6 +13,8 @@ use hyper_util::rt::TokioIo;
 use std::convert::Infallible;
 use std::io;
 use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use tokio::sync::oneshot;
 
@@ -25,6 +27,7 @@ pub struct LoopbackServer {
     addr: SocketAddr,
     shutdown: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
+    served: Arc<AtomicU64>,
 }
 
 // === impl LoopbackServer ===
@@ -43,19 +46,26 @@ impl LoopbackServer {
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()?;
-        let thread = std::thread::Builder::new()
-            .name("loopback-server".into())
-            .spawn(move || runtime.block_on(serve(listener, rx)))?;
+        let thread = std::thread::Builder::new().name("loopback-server".into());
+        let served = Arc::new(AtomicU64::new(0));
+        let counter = served.clone();
+        let thread = thread.spawn(move || runtime.block_on(serve(listener, rx, counter)))?;
         Ok(Self {
             addr,
             shutdown: Some(tx),
             thread: Some(thread),
+            served,
         })
     }
 
     /// The address the server listens on.
     pub fn addr(&self) -> SocketAddr {
         self.addr
+    }
+
+    /// The requests it has answered so far.
+    pub fn served(&self) -> u64 {
+        self.served.load(Ordering::Relaxed)
     }
 
     /// `http://127.0.0.1:PORT{path}`.
@@ -82,7 +92,11 @@ async fn answer(_req: Request<Incoming>) -> Result<Response<Full<Bytes>>, Infall
         .unwrap_or_default())
 }
 
-async fn serve(listener: std::net::TcpListener, mut shutdown: oneshot::Receiver<()>) {
+async fn serve(
+    listener: std::net::TcpListener,
+    mut shutdown: oneshot::Receiver<()>,
+    served: Arc<AtomicU64>,
+) {
     let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
         return;
     };
@@ -92,9 +106,14 @@ async fn serve(listener: std::net::TcpListener, mut shutdown: oneshot::Receiver<
             accepted = listener.accept() => {
                 let Ok((stream, _)) = accepted else { continue };
                 let _ = stream.set_nodelay(true);
+                let served = served.clone();
                 tokio::spawn(async move {
+                    let answer = hyper::service::service_fn(move |req| {
+                        served.fetch_add(1, Ordering::Relaxed);
+                        answer(req)
+                    });
                     let _ = hyper::server::conn::http1::Builder::new()
-                        .serve_connection(TokioIo::new(stream), hyper::service::service_fn(answer))
+                        .serve_connection(TokioIo::new(stream), answer)
                         .await;
                 });
             }
@@ -129,6 +148,7 @@ mod tests {
         let text = String::from_utf8_lossy(&got);
         assert!(text.starts_with("HTTP/1.1 200 OK"), "{text}");
         assert!(text.ends_with("\r\n\r\nok"), "{text}");
+        assert_eq!(server.served(), 1);
         let addr = server.addr();
         drop(server);
         assert!(tokio::net::TcpStream::connect(addr).await.is_err());
