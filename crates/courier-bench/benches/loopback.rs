@@ -26,6 +26,8 @@
 use bytes::Bytes;
 use courier::CourierLayer;
 use courier::transport::{ReqwestService, hyper_client, reqwest_client_builder};
+use courier_bench::charts;
+use courier_bench::peer::{self, PeerStack};
 use courier_bench::server::{BODY, LoopbackServer};
 use http::{Request, Uri};
 use http_body_util::{BodyExt, Full};
@@ -48,6 +50,10 @@ enum Client {
     ReqwestRaw,
     ReqwestPreset,
     ReqwestMiddleware,
+    /// The same features built from peers ([`courier_bench::peer`]) over the hyper-util client.
+    HyperPeer,
+    /// The same over reqwest, through courier's adapter (the preset's transport).
+    ReqwestPeer,
     /// One layer alone over the hyper-util client: `HYPER_LAYERS[i]`.
     HyperLayer(usize),
 }
@@ -86,6 +92,8 @@ impl Client {
             Self::ReqwestRaw => "reqwest (raw)",
             Self::ReqwestPreset => "courier preset over reqwest",
             Self::ReqwestMiddleware => "reqwest-middleware + reqwest-retry",
+            Self::HyperPeer => "peer stack over hyper-util",
+            Self::ReqwestPeer => "peer stack over reqwest (same adapter)",
             Self::HyperLayer(i) => HYPER_LAYERS[i],
         }
     }
@@ -95,6 +103,7 @@ impl Client {
             Self::HyperRaw
             | Self::HyperPreset
             | Self::HyperPresetNoPacing
+            | Self::HyperPeer
             | Self::HyperLayer(_) => Self::HyperRaw,
             _ => Self::ReqwestRaw,
         }
@@ -112,6 +121,8 @@ struct Clients {
     reqwest: reqwest::Client,
     reqwest_preset: courier::Courier<ReqwestService<Body>>,
     middleware: reqwest_middleware::ClientWithMiddleware,
+    hyper_peer: PeerStack<courier::transport::HyperClient<Body>>,
+    reqwest_peer: PeerStack<ReqwestService<Body>>,
 }
 
 fn request(uri: &Uri) -> Request<Body> {
@@ -136,36 +147,23 @@ async fn sequential(clients: Clients, client: Client, n: usize) -> (usize, Vec<D
             }
         }
         Client::HyperPreset | Client::HyperPresetNoPacing | Client::HyperLayer(_) => {
-            let mut svc = match client {
+            let svc = match client {
                 Client::HyperLayer(i) => clients.hyper_layers[i].clone(),
                 Client::HyperPresetNoPacing => clients.hyper_no_pacing.clone(),
                 _ => clients.hyper_preset.clone(),
             };
-            for _ in 0..n {
-                let sent = Instant::now();
-                let Ok(ready) = svc.ready().await else { break };
-                if let Ok(resp) = ready.call(request(&clients.uri)).await {
-                    ok += usize::from(body_ok(resp.into_body().collect().await.ok()));
-                }
-                times.push(sent.elapsed());
-            }
+            return through(svc, &clients.uri, n).await;
+        }
+        Client::HyperPeer => return through(clients.hyper_peer.clone(), &clients.uri, n).await,
+        Client::ReqwestPeer => return through(clients.reqwest_peer.clone(), &clients.uri, n).await,
+        Client::ReqwestPreset => {
+            return through(clients.reqwest_preset.clone(), &clients.uri, n).await;
         }
         Client::ReqwestRaw => {
             for _ in 0..n {
                 let sent = Instant::now();
                 if let Ok(resp) = clients.reqwest.get(&clients.url).send().await {
                     ok += usize::from(resp.bytes().await.is_ok_and(|b| b == BODY));
-                }
-                times.push(sent.elapsed());
-            }
-        }
-        Client::ReqwestPreset => {
-            let mut svc = clients.reqwest_preset.clone();
-            for _ in 0..n {
-                let sent = Instant::now();
-                let Ok(ready) = svc.ready().await else { break };
-                if let Ok(resp) = ready.call(request(&clients.uri)).await {
-                    ok += usize::from(body_ok(resp.into_body().collect().await.ok()));
                 }
                 times.push(sent.elapsed());
             }
@@ -183,12 +181,40 @@ async fn sequential(clients: Clients, client: Client, n: usize) -> (usize, Vec<D
     (ok, times)
 }
 
+/// `n` requests one after the other through `svc`, as [`sequential`] counts them.
+async fn through<S, RB>(mut svc: S, uri: &Uri, n: usize) -> (usize, Vec<Duration>)
+where
+    S: Service<Request<Body>, Response = http::Response<RB>>,
+    RB: http_body::Body,
+    RB::Data: bytes::Buf,
+{
+    let mut ok = 0;
+    let mut times = Vec::with_capacity(n);
+    for _ in 0..n {
+        let sent = Instant::now();
+        let Ok(ready) = svc.ready().await else { break };
+        if let Ok(resp) = ready.call(request(uri)).await {
+            ok += usize::from(body_ok(resp.into_body().collect().await.ok()));
+        }
+        times.push(sent.elapsed());
+    }
+    (ok, times)
+}
+
 fn body_ok<B: bytes::Buf>(collected: Option<http_body_util::Collected<B>>) -> bool {
     collected.is_some_and(|c| c.to_bytes() == BODY)
 }
 
-/// One run of `n` requests over `tasks` tasks: the requests per second.
-async fn run(clients: &Clients, client: Client, tasks: usize, n: usize) -> f64 {
+/// One run of `n` requests over `tasks` tasks: the requests per second. Checks that every
+/// call reached `server` exactly once (nothing answered from a cache, nothing sent twice).
+async fn run(
+    server: &LoopbackServer,
+    clients: &Clients,
+    client: Client,
+    tasks: usize,
+    n: usize,
+) -> f64 {
+    let served = server.served();
     let start = Instant::now();
     let per_task = n / tasks;
     let ok = if tasks == 1 {
@@ -205,6 +231,12 @@ async fn run(clients: &Clients, client: Client, tasks: usize, n: usize) -> f64 {
         ok
     };
     let elapsed = start.elapsed();
+    assert_eq!(
+        server.served() - served,
+        ok as u64,
+        "{}: the server saw a different number of requests than calls",
+        client.name()
+    );
     assert_eq!(
         ok,
         per_task * tasks,
@@ -292,6 +324,8 @@ fn main() {
                 reqwest_retry::policies::ExponentialBackoff::builder().build_with_max_retries(2),
             ))
             .build(),
+        hyper_peer: peer::stack(hyper_client(), None),
+        reqwest_peer: peer::stack(ReqwestService::new(reqwest.clone()), None),
         reqwest,
         url,
     };
@@ -305,6 +339,8 @@ fn main() {
             Client::ReqwestRaw,
             Client::ReqwestPreset,
             Client::ReqwestMiddleware,
+            Client::HyperPeer,
+            Client::ReqwestPeer,
         ] {
             variants.push((client, tasks));
         }
@@ -319,7 +355,7 @@ fn main() {
     // Warm-up: connections opened, pools filled, code paged in.
     rt.block_on(async {
         for &(client, tasks) in &variants {
-            run(&clients, client, tasks, count(tasks) / 5).await;
+            run(&server, &clients, client, tasks, count(tasks) / 5).await;
         }
     });
 
@@ -330,7 +366,7 @@ fn main() {
         for k in 0..variants.len() {
             let v = (round + k) % variants.len();
             let (client, tasks) = variants[v];
-            let rate = rt.block_on(run(&clients, client, tasks, count(tasks)));
+            let rate = rt.block_on(run(&server, &clients, client, tasks, count(tasks)));
             rates[v].push(rate);
         }
     }
@@ -344,7 +380,20 @@ fn main() {
         "| client | tasks | median req/s | slowest round | fastest round | ratio to raw (median) |"
     );
     println!("| --- | ---: | ---: | ---: | ---: | ---: |");
+    let mut chart_rows: Vec<(&str, [Option<f64>; 2])> = Vec::new();
     for (v, &(client, tasks)) in variants.iter().enumerate() {
+        let column = usize::from(tasks != 1);
+        match chart_rows
+            .iter_mut()
+            .find(|(name, _)| *name == client.name())
+        {
+            Some((_, row)) => row[column] = Some(median(rates[v].clone())),
+            None => {
+                let mut row = [None, None];
+                row[column] = Some(median(rates[v].clone()));
+                chart_rows.push((client.name(), row));
+            }
+        }
         let raw = variants
             .iter()
             .position(|&(c, t)| c == client.raw() && t == tasks)
@@ -370,9 +419,27 @@ fn main() {
         );
     }
 
+    let path = charts::chart_dir().join("loopback.svg");
+    let groups: Vec<&str> = chart_rows.iter().map(|(name, _)| *name).collect();
+    let values: Vec<Vec<Option<f64>>> = chart_rows
+        .iter()
+        .map(|(_, row)| row.map(|v| v.map(f64::round)).to_vec())
+        .collect();
+    match charts::grouped_bars(
+        &path,
+        "Requests per second over 127.0.0.1 (median of the rounds)",
+        "requests per second",
+        &groups,
+        &["1 task", &format!("{TASKS} tasks")],
+        &values,
+    ) {
+        Ok(()) => println!("\nchart: {}", path.display()),
+        Err(e) => eprintln!("\nchart {}: {e}", path.display()),
+    }
+
     // Latency with many callers: every request of 3 rounds (rotating order) per client.
     let lat_n = env_count("COURIER_BENCH_LAT", 10_240);
-    let lat_clients = [Client::HyperRaw, Client::HyperPreset];
+    let lat_clients = [Client::HyperRaw, Client::HyperPreset, Client::HyperPeer];
     let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); lat_clients.len()];
     for round in 0..3 {
         for k in 0..lat_clients.len() {
