@@ -1,8 +1,8 @@
 //! The closed path (a healthy host, a ready inner service) next to the peers, in one run:
-//! the bare `service_fn`, courier's breaker per host and global, the floors (the least a breaker
-//! does: read a shared state, hand the future a reference to it; per host, first tell that the
-//! request goes to the previous call's host), tower-resilience's circuit breaker and failsafe's.
-//! Plus the per-host map on its own: papaya against dashmap.
+//! the bare `service_fn`, courier's breaker per host and global, tower-resilience's circuit
+//! breaker and failsafe's. Plus the per-host map on its own: papaya against dashmap. The
+//! floors (the least a breaker does, globally and per host) are measured next to courier's
+//! breaker in `cargo bench -p courier-bench --bench layers`.
 //!
 //! Every variant builds the same request and polls the same always-ready `service_fn`, so the
 //! difference to `bare_service_fn` is what the breaker adds.
@@ -18,9 +18,9 @@ use http::{Request, Response, Uri};
 use std::future::Future;
 use std::future::{Ready, ready};
 use std::hint::black_box;
-use std::pin::Pin;
+
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::task::{Context, Waker};
 use tower::{Layer, Service, service_fn};
 
@@ -84,23 +84,6 @@ fn closed_path(c: &mut Criterion) {
         b.iter(|| black_box(one(&mut svc, &uri)))
     });
 
-    g.bench_function("floor_shared_state", |b| {
-        let mut svc = Floor {
-            inner: service_fn(ok),
-            state: Arc::new(Entry::new(HostKey::new(None, None))),
-        };
-        b.iter(|| black_box(one(&mut svc, &uri)))
-    });
-
-    g.bench_function("floor_per_host", |b| {
-        let mut svc = FloorPerHost {
-            inner: service_fn(ok),
-            generation: Arc::new(AtomicU64::new(0)),
-            last: None,
-        };
-        b.iter(|| black_box(one(&mut svc, &uri)))
-    });
-
     g.bench_function("tower_resilience", |b| {
         let layer = tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
             .build()
@@ -131,136 +114,6 @@ fn closed_path(c: &mut Criterion) {
         b.iter(|| black_box(one(&mut svc, &uri)))
     });
     g.finish();
-}
-
-/// The least any breaker does on the closed path: read a shared state before the call, hand
-/// the response future a reference to it (one `Arc` count each way), read the state again
-/// with the outcome. No keys, no config, no tickets: what courier adds above this is its own.
-struct Floor<S> {
-    inner: S,
-    state: Arc<Entry>,
-}
-
-/// One host's shared state, for the floors.
-struct Entry {
-    key: HostKey,
-    state: AtomicU64,
-}
-
-impl Entry {
-    fn new(key: HostKey) -> Self {
-        Self {
-            key,
-            state: AtomicU64::new(0),
-        }
-    }
-}
-
-impl<S> Service<Request<()>> for Floor<S>
-where
-    S: Service<Request<()>, Response = Response<()>, Error = BoxError>,
-{
-    type Response = Response<()>;
-    type Error = BoxError;
-    type Future = FloorFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> std::task::Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<()>) -> Self::Future {
-        FloorFuture::new(&mut self.inner, self.state.clone(), req)
-    }
-}
-
-/// [`Floor`] per host: before that, tell that the request goes to the previous call's host
-/// (scheme and authority, as courier's per-host breaker does) and that no eviction ran since.
-/// The miss path, taken once here, stands in for the map.
-struct FloorPerHost<S> {
-    inner: S,
-    generation: Arc<AtomicU64>,
-    last: Option<(u64, Arc<Entry>)>,
-}
-
-impl<S> FloorPerHost<S> {
-    #[cold]
-    #[inline(never)]
-    fn lookup(&mut self, req: &Request<()>, generation: u64) -> Arc<Entry> {
-        let entry = Arc::new(Entry::new(HostKey::from_parts(req.uri(), req.headers())));
-        self.last = Some((generation, entry.clone()));
-        entry
-    }
-}
-
-impl<S> Service<Request<()>> for FloorPerHost<S>
-where
-    S: Service<Request<()>, Response = Response<()>, Error = BoxError>,
-{
-    type Response = Response<()>;
-    type Error = BoxError;
-    type Future = FloorFuture<S::Future>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> std::task::Poll<Result<(), BoxError>> {
-        self.inner.poll_ready(cx)
-    }
-
-    fn call(&mut self, req: Request<()>) -> Self::Future {
-        let generation = self.generation.load(Ordering::Acquire);
-        let entry = match &self.last {
-            Some((g, e)) if *g == generation && e.key.matches(req.uri()) == Some(true) => e.clone(),
-            _ => self.lookup(&req, generation),
-        };
-        FloorFuture::new(&mut self.inner, entry, req)
-    }
-}
-
-pin_project_lite::pin_project! {
-    struct FloorFuture<F> {
-        #[pin]
-        fut: Option<F>,
-        state: Option<Arc<Entry>>,
-    }
-}
-
-impl<F> FloorFuture<F> {
-    /// Calls `inner` unless `entry`'s state is non-zero (open).
-    #[inline]
-    fn new<S>(inner: &mut S, entry: Arc<Entry>, req: Request<()>) -> Self
-    where
-        S: Service<Request<()>, Future = F>,
-    {
-        if entry.state.load(Ordering::Acquire) != 0 {
-            return Self {
-                fut: None,
-                state: None,
-            };
-        }
-        Self {
-            fut: Some(inner.call(req)),
-            state: Some(entry),
-        }
-    }
-}
-
-impl<F> Future for FloorFuture<F>
-where
-    F: Future<Output = Result<Response<()>, BoxError>>,
-{
-    type Output = F::Output;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> std::task::Poll<F::Output> {
-        let this = self.project();
-        let Some(fut) = this.fut.as_pin_mut() else {
-            return std::task::Poll::Ready(Err("open".into()));
-        };
-        let out = std::task::ready!(fut.poll(cx));
-        if let Some(entry) = this.state
-            && (out.is_err() || entry.state.load(Ordering::Acquire) != 0)
-        {
-            entry.state.fetch_add(1, Ordering::AcqRel);
-        }
-        std::task::Poll::Ready(out)
-    }
 }
 
 /// The per-host lookup alone: build the key from the request, find the entry, clone its `Arc`.

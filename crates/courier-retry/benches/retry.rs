@@ -1,23 +1,21 @@
 //! The no-retry path: courier's `Retry` next to tower's `Retry` with a `TpsBudget` policy, over
-//! the same ready `service_fn`, in one run. `attempts_only` is the floor the contract sets: it
-//! only puts the one-record `Attempts` extension on the response, as any retry layer must.
+//! the same ready `service_fn`, in one run. The floor the contract sets (the one-record
+//! `Attempts` extension alone) is measured next to retry in
+//! `cargo bench -p courier-bench --bench layers`.
 //!
 //! `cargo bench -p courier-retry --bench retry -- --warm-up-time 1 --measurement-time 3`
 
 #![allow(missing_docs)]
 
 use courier_core::classify::is_retryable_status;
-use courier_core::extensions::{AttemptOutcome, AttemptRecord, Attempts, Decision, Reason};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{Request, Response, StatusCode};
 use std::convert::Infallible;
 use std::future::{Ready, ready};
 use std::hint::black_box;
 use std::sync::Arc;
-use std::time::Duration;
 use tower::retry::Policy;
 use tower::retry::budget::{Budget, TpsBudget};
-use tower::util::MapResponseLayer;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
 fn request() -> Request<String> {
@@ -93,29 +91,6 @@ fn no_retry_path(c: &mut Criterion) {
     group.bench_function("courier_retry", |b| {
         b.to_async(&rt)
             .iter(|| async { black_box(courier.clone().oneshot(request()).await.unwrap()) })
-    });
-
-    // The contract's part alone: the `Attempts` response extension with the one record of a
-    // call that ended after its first attempt. What a retry layer keeping the contract adds
-    // cannot be less than this.
-    let attempts_only = MapResponseLayer::new(|mut res: Response<String>| {
-        let mut attempts = Attempts::new();
-        attempts.push(AttemptRecord {
-            attempt: 1,
-            outcome: AttemptOutcome::Status(res.status()),
-            decision: Decision::Stop,
-            reason: Reason::FinalStatus,
-            wait: Duration::ZERO,
-            wait_source: None,
-            elapsed: Duration::ZERO,
-        });
-        res.extensions_mut().insert(attempts);
-        res
-    })
-    .layer(upstream());
-    group.bench_function("attempts_only", |b| {
-        b.to_async(&rt)
-            .iter(|| async { black_box(attempts_only.clone().oneshot(request()).await.unwrap()) })
     });
 
     let tower = tower::retry::RetryLayer::new(TpsPolicy {

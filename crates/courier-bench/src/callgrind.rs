@@ -1,0 +1,336 @@
+//! Instruction counts with callgrind, which stay the same when the machine is busy (wall-clock
+//! timings do not): the workers that run a variant, and the driver that runs them under
+//! valgrind and prints the tables (the `instructions` bench).
+//!
+//! Each variant runs twice, a few calls then many more, and the difference in instructions is
+//! divided by the extra calls: start-up and first-call costs cancel out. Heap allocations are
+//! the calls into `malloc`, read from `callgrind_annotate`'s caller tree.
+
+use crate::happy;
+use crate::server::{BODY, LoopbackServer};
+use bytes::Bytes;
+use courier::CourierLayer;
+use courier::transport::hyper_client;
+use http::{Request, Uri};
+use http_body_util::{BodyExt, Full};
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::path::Path;
+use std::process::Command;
+use tower::{Service, ServiceExt};
+
+type Body = Full<Bytes>;
+
+/// The loopback variants, in the order of the table: the raw hyper-util client, the preset
+/// with every layer off (with and without its `User-Agent`), each layer alone, the preset, and
+/// the same features built from peers.
+pub const LOOPBACK_VARIANTS: [&str; 10] = [
+    "raw",
+    "bare",
+    "bare_no_ua",
+    "deadline",
+    "attempt_timeout",
+    "cache",
+    "retry",
+    "breaker",
+    "preset",
+    "peer",
+];
+
+/// Runs happy-path variant `which` (an index into [`happy::variants`]) `iters` times.
+///
+/// # Panics
+///
+/// When there is no such variant, or a call leaves the happy path.
+pub fn happy_calls(which: usize, iters: u64) {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let _rt = rt.enter();
+    let mut variants = happy::variants();
+    let v = variants
+        .get_mut(which)
+        .unwrap_or_else(|| panic!("no variant {which}"));
+    let mut ok = 0u64;
+    for _ in 0..iters {
+        ok += u64::from(black_box((v.call)()));
+    }
+    assert_eq!(ok, iters, "{} left the happy path", v.name);
+}
+
+fn request(uri: &Uri) -> Request<Body> {
+    let mut req = Request::new(Body::default());
+    *req.uri_mut() = uri.clone();
+    req
+}
+
+fn layer(name: &str) -> Option<CourierLayer> {
+    let bare = CourierLayer::bare();
+    Some(match name {
+        "preset" => CourierLayer::new(),
+        "bare" => bare,
+        "bare_no_ua" => bare.user_agent(None),
+        "deadline" => bare.deadline(courier::preset::DEFAULT_DEADLINE),
+        "attempt_timeout" => bare.attempt_timeout(courier::preset::DEFAULT_ATTEMPT_TIMEOUT),
+        "cache" => bare.cache(courier::cache::EtagCacheLayer::new()),
+        "retry" => bare.retry(courier::retry::RetryLayer::new()),
+        "breaker" => bare.circuit_breaker(courier::breaker::CircuitBreakerLayer::new()),
+        _ => return None,
+    })
+}
+
+/// `n` requests one after the other through `svc`: how many answered with the whole body.
+async fn calls<S, RB>(mut svc: S, uri: Uri, n: usize) -> usize
+where
+    S: Service<Request<Body>, Response = http::Response<RB>>,
+    RB: http_body::Body,
+{
+    let mut ok = 0;
+    for _ in 0..n {
+        let Ok(ready) = svc.ready().await else { break };
+        if let Ok(resp) = ready.call(request(&uri)).await {
+            let body = resp.into_body().collect().await.ok();
+            ok += usize::from(body.is_some_and(|c| c.to_bytes() == BODY));
+        }
+    }
+    ok
+}
+
+/// `n` requests over loopback through `variant` (one of [`LOOPBACK_VARIANTS`]) from `tasks`
+/// tasks. The server runs in the same process, so its share is the same for every variant and
+/// cancels out in a difference.
+///
+/// # Panics
+///
+/// When the server cannot start or a request fails.
+pub fn loopback_calls(variant: &str, n: usize, tasks: usize) {
+    let tasks = tasks.max(1);
+    let variant = variant.to_owned();
+    let server = LoopbackServer::start().expect("the loopback server starts");
+    let uri: Uri = server.url("/v1/items").parse().expect("a valid uri");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let ok = rt.block_on(async move {
+        let raw = hyper_client::<Body>();
+        let stack = layer(&variant).map(|l| l.hyper::<Body>());
+        let peer = (variant == "peer").then(|| crate::peer::stack(raw.clone(), None));
+        let mut set = tokio::task::JoinSet::new();
+        for _ in 0..tasks {
+            let (raw, uri, per_task) = (raw.clone(), uri.clone(), n / tasks);
+            match (&stack, &peer) {
+                (Some(stack), _) => set.spawn(calls(stack.clone(), uri, per_task)),
+                (None, Some(peer)) => set.spawn(calls(peer.clone(), uri, per_task)),
+                (None, None) => set.spawn(async move {
+                    let mut ok = 0;
+                    for _ in 0..per_task {
+                        if let Ok(resp) = raw.request(request(&uri)).await {
+                            let body = resp.into_body().collect().await.ok();
+                            ok += usize::from(body.is_some_and(|c| c.to_bytes() == BODY));
+                        }
+                    }
+                    ok
+                }),
+            };
+        }
+        let mut ok = 0;
+        while let Some(done) = set.join_next().await {
+            ok += done.unwrap_or(0);
+        }
+        ok
+    });
+    assert_eq!(ok, n / tasks * tasks, "some requests failed");
+}
+
+/// The worker's variable: `happy:<index>:<calls>` or `loopback:<variant>:<requests>:<tasks>`.
+pub const WORKER_VAR: &str = "COURIER_BENCH_WORKER";
+
+/// Runs the worker `COURIER_BENCH_WORKER` names, if it names one; true when it did.
+///
+/// # Panics
+///
+/// When the variable is malformed, or the worker fails.
+pub fn run_worker() -> bool {
+    let Ok(spec) = std::env::var(WORKER_VAR) else {
+        return false;
+    };
+    let parts: Vec<&str> = spec.split(':').collect();
+    let num = |i: usize| -> u64 {
+        parts
+            .get(i)
+            .and_then(|p| p.parse().ok())
+            .unwrap_or_else(|| panic!("{WORKER_VAR}={spec}: a number expected at {i}"))
+    };
+    match parts.first() {
+        Some(&"happy") => happy_calls(usize::try_from(num(1)).expect("an index"), num(2)),
+        Some(&"loopback") => loopback_calls(
+            parts.get(1).copied().unwrap_or("raw"),
+            usize::try_from(num(2)).expect("a count"),
+            usize::try_from(num(3)).expect("a count"),
+        ),
+        _ => panic!("{WORKER_VAR}={spec}: happy:.. or loopback:.. expected"),
+    }
+    true
+}
+
+/// Whether `valgrind` and `callgrind_annotate` can be run.
+pub fn valgrind_available() -> bool {
+    // `callgrind_annotate --version` exits with 255: found is enough.
+    ["valgrind", "callgrind_annotate"]
+        .iter()
+        .all(|tool| Command::new(tool).arg("--version").output().is_ok())
+}
+
+/// Instructions and calls into `malloc` of one run of `exe` as the worker `spec`.
+fn count(exe: &Path, spec: &str, out: &Path) -> Result<(u64, u64), String> {
+    let run = Command::new("valgrind")
+        .arg("--tool=callgrind")
+        .arg(format!("--callgrind-out-file={}", out.display()))
+        .arg(exe)
+        .env(WORKER_VAR, spec)
+        .output()
+        .map_err(|e| format!("valgrind: {e}"))?;
+    let stderr = String::from_utf8_lossy(&run.stderr);
+    if !run.status.success() {
+        return Err(format!("{spec}: {stderr}"));
+    }
+    let instructions = collected(&stderr).ok_or_else(|| format!("{spec}: no count in {stderr}"))?;
+    let annotated = Command::new("callgrind_annotate")
+        .arg("--tree=caller")
+        .arg(out)
+        .output()
+        .map_err(|e| format!("callgrind_annotate: {e}"))?;
+    let mallocs = malloc_calls(&String::from_utf8_lossy(&annotated.stdout));
+    Ok((instructions, mallocs))
+}
+
+/// valgrind's `==pid== Collected : N`.
+fn collected(stderr: &str) -> Option<u64> {
+    stderr
+        .lines()
+        .find_map(|l| l.split_once("Collected : ")?.1.trim().parse().ok())
+}
+
+/// The calls into `malloc`: the `(Nx)` of every caller line (`  < `) above malloc's own line
+/// (`  * `) in `callgrind_annotate --tree=caller` output; 0 when malloc was never called.
+pub fn malloc_calls(annotated: &str) -> u64 {
+    let mut calls = 0;
+    for line in annotated.lines() {
+        if line.contains("  * ") && line.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
+            if line.contains("malloc.c:malloc [") {
+                return calls;
+            }
+            calls = 0;
+        } else if line.contains("  < ") {
+            calls += times_called(line).unwrap_or(0);
+        }
+    }
+    0
+}
+
+/// The `N` of a caller line's `(N x)`, written `(1,234x)`.
+fn times_called(line: &str) -> Option<u64> {
+    let end = line.find("x)")?;
+    let start = line[..end].rfind('(')? + 1;
+    line[start..end].replace(',', "").parse().ok()
+}
+
+/// Per call: the difference between `base + extra` calls and `base` calls, over `extra`.
+fn per_call(a: u64, b: u64, extra: u64) -> f64 {
+    b.saturating_sub(a) as f64 / extra as f64
+}
+
+/// The two tables, counted by running `exe` (a binary that calls [`run_worker`] first) under
+/// callgrind: the happy path in process (instructions per call, added over its base,
+/// allocations per call), and loopback end to end with 16 tasks (instructions per request,
+/// client and server together, and added over the raw client).
+///
+/// # Errors
+///
+/// When valgrind fails on a variant.
+pub fn tables(exe: &Path, extra: u64) -> Result<String, String> {
+    let dir = std::env::temp_dir().join(format!("courier-callgrind-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let out = dir.join("callgrind.out");
+    let names: Vec<&str> = {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        let _rt = rt.enter();
+        happy::variants().iter().map(|v| v.name).collect()
+    };
+    let base = 1000;
+    let mut table = String::from(
+        "| variant | instructions per call | added over bare | allocations per call |\n\
+         | --- | ---: | ---: | ---: |\n",
+    );
+    let mut per: Vec<(&str, f64)> = Vec::new();
+    for (i, name) in names.iter().enumerate() {
+        let (ia, ma) = count(exe, &format!("happy:{i}:{base}"), &out)?;
+        let (ib, mb) = count(exe, &format!("happy:{i}:{}", base + extra), &out)?;
+        let instructions = per_call(ia, ib, extra);
+        per.push((name, instructions));
+        let from = per
+            .iter()
+            .find(|(n, _)| *n == happy::base_of(name))
+            .map_or(instructions, |(_, b)| *b);
+        let allocs = per_call(ma, mb, extra);
+        let _ = writeln!(
+            table,
+            "| {name} | {instructions:.0} | {:.0} | {:.1} |",
+            instructions - from,
+            if allocs < 0.05 { 0.0 } else { allocs }
+        );
+    }
+    table.push_str(
+        "\n| loopback, 16 tasks | instructions per request (client + server) | added over raw |\n\
+         | --- | ---: | ---: |\n",
+    );
+    let mut raw = None;
+    for variant in LOOPBACK_VARIANTS {
+        let (a, _) = count(exe, &format!("loopback:{variant}:800:16"), &out)?;
+        let (b, _) = count(exe, &format!("loopback:{variant}:4000:16"), &out)?;
+        let instructions = per_call(a, b, 3200);
+        let raw = *raw.get_or_insert(instructions);
+        let _ = writeln!(
+            table,
+            "| {variant} | {instructions:.0} | {:.0} |",
+            instructions - raw
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(table)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_the_calls_into_malloc_from_the_caller_tree() {
+        let annotated = "\
+            1,000 (10.0%)  < src/a.rs:a (20x) [/bin/x]\n\
+              500 ( 5.0%)  < src/b.rs:b (1,234x) [/bin/x]\n\
+            9,000 (90.0%)  *  ./malloc/malloc.c:malloc [/lib/libc.so.6]\n";
+        assert_eq!(malloc_calls(annotated), 1254);
+        let other = "\
+            1,000 (10.0%)  < src/a.rs:a (20x) [/bin/x]\n\
+            2,000 (20.0%)  *  src/c.rs:c [/bin/x]\n\
+              300 ( 3.0%)  < src/d.rs:d (3x) [/bin/x]\n\
+            9,000 (90.0%)  *  ./malloc/malloc.c:malloc [/lib/libc.so.6]\n";
+        assert_eq!(malloc_calls(other), 3, "only malloc's own callers count");
+        assert_eq!(malloc_calls("no malloc here"), 0);
+    }
+
+    #[test]
+    fn reads_valgrinds_count() {
+        assert_eq!(
+            collected("==12== Events    : Ir\n==12== Collected : 123456\n==12==\n"),
+            Some(123_456)
+        );
+        assert_eq!(collected("nothing"), None);
+    }
+}
