@@ -122,8 +122,9 @@ async fn keyed_layers() -> Vec<Row> {
 
     let pacing = AdaptivePacingLayer::new();
     // Idle (unpaced, nothing accepted in the last second) keys are forgotten past the maximum:
-    // a second's pause every 10 000 hosts lets the sweep find them.
-    let bytes = run(pacing.layer(ok()), Duration::from_millis(1_100)).await;
+    // a pause every 10 000 hosts longer than the accept counter's window (a second and up to
+    // a quarter more) lets the sweep find them.
+    let bytes = run(pacing.layer(ok()), Duration::from_millis(1_300)).await;
     rows.push(Row {
         layer: "adaptive pacing",
         max_keys: 10_000,
