@@ -10,8 +10,8 @@
 //! ```
 //!
 //! The happy-path variants and what "added" means are in `courier_bench::happy`. After the
-//! measurements it prints the tables of BENCHMARKS.md sections 1 to 3 (`courier_bench::report`),
-//! from the estimates criterion wrote for each benchmark that ran.
+//! measurements it prints the criterion tables of BENCHMARKS.md sections 1 to 5
+//! (`courier_bench::report`), from the estimates criterion wrote for each benchmark that ran.
 
 #![allow(missing_docs)]
 

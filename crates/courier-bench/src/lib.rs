@@ -1,18 +1,21 @@
 //! Benchmarks of courier side by side with its peers, and the upstream-load simulations.
 //!
-//! The benches live in `benches/` (see BENCHMARKS.md at the root of the workspace):
+//! The benches live in `benches/` (see BENCHMARKS.md at the root of the workspace);
+//! `cargo bench -p courier-bench` runs them all and writes every chart:
 //!
-//! - `layers`: criterion, each layer's added cost on the happy path next to tower's own
-//!   middleware, governor, tower-resilience, failsafe and reqwest-middleware;
-//! - `loopback`: requests per second over 127.0.0.1 against [`server::LoopbackServer`], raw
-//!   clients against the preset over them;
-//! - `upstream_load`: prints the [`sim`] tables (paused time, deterministic);
-//! - [`charts`]: SVG bar and line charts of the figures, in `docs/bench/` (`upstream_load` draws
-//!   the herd and the recovery).
+//! - `instructions`: instructions and allocations per call with callgrind ([`callgrind`]), in
+//!   process and end to end;
+//! - `layers`: criterion, each layer's added cost on the happy path next to its floor
+//!   ([`floors`]) and its peer, the preset next to the same stack built from peers ([`peer`]),
+//!   courier's bucket next to governor, and one GET over reqwest;
+//! - `loopback`: requests per second and latency over 127.0.0.1 against
+//!   [`server::LoopbackServer`], raw clients against the preset and the peer stack over them;
+//! - `scale`: memory per host at 100 000 hosts, and the cache filled past its capacity;
+//! - `upstream_load`: the [`sim`] and [`overload`] tables (paused time, deterministic).
 //!
-//! This library holds what they share: the loopback server, the mock upstream [`host::Host`],
-//! the simulations themselves, and the [`report`] tables the `layers` bench prints; all of them
-//! are tested here.
+//! Charts are drawn by [`charts`] into `docs/bench/`. This library holds what the benches
+//! share: the loopback server, the mock upstream [`host::Host`], the simulations themselves,
+//! the variants, and the [`report`] tables; all of them are tested here.
 
 pub mod callgrind;
 pub mod charts;

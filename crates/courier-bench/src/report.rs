@@ -1,6 +1,6 @@
-//! The tables of `BENCHMARKS.md` sections 1 to 3, printed by the `layers` bench after criterion
-//! has run: each figure is criterion's estimate (and its 95 % interval) read back from the
-//! `estimates.json` it writes for every benchmark.
+//! The criterion tables of `BENCHMARKS.md` (sections 1 to 5), printed by the `layers` bench
+//! after criterion has run: each figure is criterion's estimate (and its 95 % interval) read
+//! back from the `estimates.json` it writes for every benchmark.
 
 use crate::happy;
 use std::collections::HashMap;
