@@ -1,24 +1,26 @@
 //! The preset's features assembled from crates.io, as a careful user would: the stack courier's
-//! preset is measured against (BENCHMARKS.md, "The same stack from peers").
+//! preset is measured against (BENCHMARKS.md, "The preset against the same stack built from peers").
 //!
 //! Outermost first, the same order as the preset:
 //!
 //! | courier | peer |
 //! | --- | --- |
-//! | `Deadline` (90 s for the whole call) | tower `Timeout` (90 s, to the headers) |
+//! | `Deadline` (90 s for the whole call) | tower `Timeout` (90 s) |
 //! | `EtagCache` (64 MiB in memory) | http-cache-tower over moka, 64 MiB |
 //! | `Retry` (safe methods, `Retry-After`, full jitter, budget) | tower `Retry` with [`PeerPolicy`] and a `TpsBudget` |
 //! | `CircuitBreaker` per host | failsafe, one breaker per host ([`FailsafePerHost`]) |
 //! | `TokenBucketRateLimit` per host (optional) | governor's keyed limiter ([`GovernorPerHost`]) |
 //! | `AttemptTimeout` (30 s per attempt) | tower `Timeout` (30 s) |
 //!
-//! What the peers cannot do, and the tables say so: the deadline does not cover the body, the
-//! retry policy neither reads an HTTP-date `Retry-After` nor `x-ratelimit-reset` nor hands the
-//! caller a record of its attempts, failsafe counts transport errors only (a 503 is a
-//! success to it), the per-host maps of the breaker and the limiter grow without bound, the
-//! limiter does not read the server's quota headers, and nothing paces an overloaded host.
+//! What the peers cannot do, and the tables say so: the timeout covers a body only where the
+//! cache buffers it (a cacheable answer; never for an unsafe method), the retry policy neither
+//! reads an HTTP-date `Retry-After` nor `x-ratelimit-reset` nor hands the caller a record of its
+//! attempts, failsafe counts errors only (a 503 is a success to it), the per-host maps of the
+//! breaker and the limiter grow without bound, the limiter does not read the server's quota
+//! headers, and nothing paces an overloaded host.
 
 use courier::core::BoxError;
+use courier::core::idempotency::has_idempotency_key;
 use dashmap::DashMap;
 use failsafe::backoff::EqualJittered;
 use failsafe::failure_policy::ConsecutiveFailures;
@@ -26,7 +28,7 @@ use failsafe::futures::CircuitBreaker as _;
 use governor::{DefaultKeyedRateLimiter, Quota};
 use http::header::RETRY_AFTER;
 use http::uri::Authority;
-use http::{Method, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use http_cache::MokaManager;
 use http_cache_tower::{HttpCacheLayer, HttpCacheService};
 use std::fmt;
@@ -83,10 +85,12 @@ pub fn cache_layer() -> HttpCacheLayer<MokaManager> {
 }
 
 /// The retry policy a careful user writes for tower's `Retry`, deciding what courier's retry
-/// decides where a policy can: only methods safe to repeat (idempotent ones, or a POST with
-/// an `Idempotency-Key`), on a 429, 500, 502, 503, 504 or an error; at most 3 attempts;
-/// `Retry-After` in seconds, else full jitter from 0.5 s doubling to 30 s; and a `TpsBudget` of
-/// 10 % of the requests plus 1 retry a second over 10 s, shared by every clone.
+/// decides where a policy can: only requests safe to repeat (an idempotent method, or a
+/// non-empty `Idempotency-Key`), on a 408, 429, 500, 502, 503, 504 or an error (not on the
+/// breaker's refusal); at most 3 attempts; `Retry-After` in seconds (giving up when it asks
+/// for more than a minute), else full jitter doubling from 0.5 s, or from 2 s after a 429 or
+/// 503 without one, up to 30 s; and a `TpsBudget` of 10 % of the calls plus 1 retry a second
+/// over 10 s (each call deposits once), shared by every clone.
 #[derive(Clone)]
 pub struct PeerPolicy {
     budget: Arc<TpsBudget>,
@@ -115,15 +119,17 @@ impl PeerPolicy {
     pub const MAX_RETRIES: u32 = 2;
     /// The first backoff's ceiling.
     pub const BASE: Duration = Duration::from_millis(500);
+    /// The first backoff's ceiling after a 429 or 503 without `Retry-After`.
+    pub const OVERLOAD_BASE: Duration = Duration::from_secs(2);
+    /// The longest `Retry-After` obeyed; a longer one ends the call with the answer.
+    pub const MAX_WAIT: Duration = Duration::from_secs(60);
     /// The largest backoff.
     pub const CAP: Duration = Duration::from_secs(30);
 }
 
 /// Whether `req` may be sent again.
 fn safe_to_repeat<B>(req: &Request<B>) -> bool {
-    let method = req.method();
-    method.is_idempotent()
-        || (method == Method::POST && req.headers().contains_key("idempotency-key"))
+    req.method().is_idempotent() || has_idempotency_key(req.headers())
 }
 
 /// A `Retry-After` in whole seconds.
@@ -132,50 +138,77 @@ fn retry_after<B>(res: &Response<B>) -> Option<Duration> {
     value.trim().parse().ok().map(Duration::from_secs)
 }
 
-impl<B: Clone, RB, E> Policy<Request<B>, Response<RB>, E> for PeerPolicy {
+impl<B: Clone, RB> Policy<Request<B>, Response<RB>, BoxError> for PeerPolicy {
     type Future = tokio::time::Sleep;
 
     fn retry(
         &mut self,
         req: &mut Request<B>,
-        result: &mut Result<Response<RB>, E>,
+        result: &mut Result<Response<RB>, BoxError>,
     ) -> Option<Self::Future> {
-        let hint = match result {
+        let (hint, overload) = match result {
             Ok(res)
                 if matches!(
                     res.status(),
-                    StatusCode::TOO_MANY_REQUESTS
+                    StatusCode::REQUEST_TIMEOUT
+                        | StatusCode::TOO_MANY_REQUESTS
                         | StatusCode::INTERNAL_SERVER_ERROR
                         | StatusCode::BAD_GATEWAY
                         | StatusCode::SERVICE_UNAVAILABLE
                         | StatusCode::GATEWAY_TIMEOUT
                 ) =>
             {
-                retry_after(res)
+                let overload = matches!(
+                    res.status(),
+                    StatusCode::TOO_MANY_REQUESTS | StatusCode::SERVICE_UNAVAILABLE
+                );
+                (retry_after(res), overload)
             }
-            Ok(_) => {
-                self.budget.deposit();
-                return None;
-            }
-            Err(_) => None,
+            Ok(_) => return None,
+            Err(e) if e.is::<CircuitOpen>() => return None,
+            Err(_) => (None, false),
         };
-        if self.retries >= Self::MAX_RETRIES || !safe_to_repeat(req) || !self.budget.withdraw() {
+        if hint.is_some_and(|h| h > Self::MAX_WAIT)
+            || self.retries >= Self::MAX_RETRIES
+            || !safe_to_repeat(req)
+            || !self.budget.withdraw()
+        {
             return None;
         }
         self.retries += 1;
         let wait = hint.unwrap_or_else(|| {
-            let ceiling = Self::BASE
-                .saturating_mul(1 << (self.retries - 1))
-                .min(Self::CAP);
+            let base = if overload {
+                Self::OVERLOAD_BASE
+            } else {
+                Self::BASE
+            };
+            let ceiling = base.saturating_mul(1 << (self.retries - 1)).min(Self::CAP);
             ceiling.mul_f64(rand::random::<f64>())
         });
         Some(tokio::time::sleep(wait))
     }
 
+    /// Called once before the first attempt (where the call deposits into the budget) and
+    /// once before each retry.
     fn clone_request(&mut self, req: &Request<B>) -> Option<Request<B>> {
+        if self.retries == 0 {
+            self.budget.deposit();
+        }
         safe_to_repeat(req).then(|| req.clone())
     }
 }
+
+/// failsafe's refusal: the host's circuit is open.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CircuitOpen;
+
+impl fmt::Display for CircuitOpen {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("circuit open")
+    }
+}
+
+impl std::error::Error for CircuitOpen {}
 
 /// One failsafe breaker: open after [`BREAKER_FAILURES`] failures in a row, for 5 s to 60 s
 /// (jittered).
@@ -273,23 +306,35 @@ where
             },
             None => self.breakers.no_host.clone(),
         };
-        BreakerFuture {
+        if !breaker.is_call_permitted() {
+            return BreakerFuture::Rejected;
+        }
+        BreakerFuture::Called {
             inner: breaker.call(self.inner.call(req)),
         }
     }
 }
 
 pin_project_lite::pin_project! {
-    /// The future of [`FailsafePerHost`]: failsafe's, with its error as a [`BoxError`].
-    pub struct BreakerFuture<F> {
-        #[pin]
-        inner: failsafe::futures::ResponseFuture<F, ConsecutiveFailures<EqualJittered>, (), failsafe::Any>,
+    /// The future of [`FailsafePerHost`]: failsafe's, with its error as a [`BoxError`], or
+    /// the refusal when the host's circuit is open (the call below is then never made).
+    #[project = BreakerProj]
+    #[allow(missing_docs)]
+    pub enum BreakerFuture<F> {
+        Called {
+            #[pin]
+            inner: failsafe::futures::ResponseFuture<F, ConsecutiveFailures<EqualJittered>, (), failsafe::Any>,
+        },
+        Rejected,
     }
 }
 
 impl<F> fmt::Debug for BreakerFuture<F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("BreakerFuture").finish_non_exhaustive()
+        f.write_str(match self {
+            Self::Called { .. } => "BreakerFuture::Called",
+            Self::Rejected => "BreakerFuture::Rejected",
+        })
     }
 }
 
@@ -301,10 +346,14 @@ where
     type Output = Result<T, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        Poll::Ready(match ready!(self.project().inner.poll(cx)) {
+        let inner = match self.project() {
+            BreakerProj::Called { inner } => inner,
+            BreakerProj::Rejected => return Poll::Ready(Err(CircuitOpen.into())),
+        };
+        Poll::Ready(match ready!(inner.poll(cx)) {
             Ok(res) => Ok(res),
             Err(failsafe::Error::Inner(e)) => Err(e.into()),
-            Err(failsafe::Error::Rejected) => Err("circuit open".into()),
+            Err(failsafe::Error::Rejected) => Err(CircuitOpen.into()),
         })
     }
 }
@@ -440,6 +489,7 @@ where
 mod tests {
     use super::*;
     use bytes::Bytes;
+    use http::Method;
     use http_body_util::{BodyExt, Full};
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tower::service_fn;
@@ -507,6 +557,16 @@ mod tests {
             calls.swap(0, Ordering::Relaxed) > 1,
             "a POST with an Idempotency-Key is retried"
         );
+        let mut empty = req(Method::POST, false);
+        empty
+            .headers_mut()
+            .insert("idempotency-key", http::HeaderValue::from_static("\"\""));
+        svc.clone().oneshot(empty).await.unwrap();
+        assert_eq!(
+            calls.swap(0, Ordering::Relaxed),
+            1,
+            "an empty Idempotency-Key does not make a POST safe"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -524,6 +584,54 @@ mod tests {
             start.elapsed() <= PeerPolicy::BASE * 3,
             "0.5 s then 1 s at most"
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_policy_gives_up_on_a_long_retry_after() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let svc = tower::retry::RetryLayer::new(PeerPolicy::default()).layer(service_fn(
+            move |_req: Request<Body>| {
+                counted.fetch_add(1, Ordering::Relaxed);
+                let mut res = Response::new(Body::default());
+                *res.status_mut() = StatusCode::SERVICE_UNAVAILABLE;
+                res.headers_mut()
+                    .insert(RETRY_AFTER, http::HeaderValue::from_static("3600"));
+                std::future::ready(Ok::<_, BoxError>(res))
+            },
+        ));
+        let start = tokio::time::Instant::now();
+        let res = svc.oneshot(req(Method::GET, false)).await.unwrap();
+        assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(calls.load(Ordering::Relaxed), 1);
+        assert_eq!(start.elapsed(), Duration::ZERO, "answered at once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_open_circuit_reaches_nothing_below_and_is_not_retried() {
+        let calls = Arc::new(AtomicUsize::new(0));
+        let counted = calls.clone();
+        let failing = service_fn(move |_req: Request<Body>| {
+            counted.fetch_add(1, Ordering::Relaxed);
+            std::future::ready(Err::<Response<Body>, BoxError>("refused".into()))
+        });
+        let svc = tower::retry::RetryLayer::new(PeerPolicy::default())
+            .layer(FailsafeLayer::default().layer(failing));
+        let mut last = None;
+        for _ in 0..4 {
+            last = Some(
+                svc.clone()
+                    .oneshot(req(Method::GET, false))
+                    .await
+                    .unwrap_err(),
+            );
+        }
+        assert_eq!(
+            calls.load(Ordering::Relaxed),
+            BREAKER_FAILURES as usize,
+            "nothing reaches the service once the circuit is open"
+        );
+        assert!(last.unwrap().is::<CircuitOpen>());
     }
 
     #[tokio::test(start_paused = true)]
