@@ -5,14 +5,15 @@
 //! | --- | --- |
 //! | deadline | [`deadline_only`]: put the `Deadline` extension on the request, no timer |
 //! | attempt timeout | tower's `Timeout`: read the clock and build a timer per call |
-//! | retry | [`attempts_only`]: put the one-record `Attempts` extension on the response |
+//! | retry | [`AttemptsFloor`]: keep the request's head, read the clock, put the one-record `Attempts` extension on the response |
 //! | breaker (global) | [`Floor`] over one shared state: read it, hand the future a reference, read it again with the outcome |
 //! | breaker (per host) | [`FloorPerHost`]: the same, after telling that the request goes to the previous call's host |
 //! | rate limiter, adaptive pacing | [`FloorPerHost::with_clock`]: the per-host floor plus a clock read and one compare-and-swap (a GCRA decision) |
-//! | cache (miss) | [`LookupFloor`]: hash the method and URI, probe a concurrent map, forward |
+//! | cache (miss) | [`LookupFloor`]: hash the method and URI, probe a concurrent map, forward, put `CacheStatus` on the answer |
 
 use courier::core::extensions::{AttemptOutcome, AttemptRecord, Attempts, Decision, Reason};
-use courier::core::{BoxError, Deadline, HostKey};
+use courier::core::{BoxError, CacheStatus, Deadline, HostKey};
+use http::header::{CACHE_CONTROL, ETAG};
 use http::{Request, Response};
 use std::future::Future;
 use std::hash::BuildHasher;
@@ -21,7 +22,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
-use tower::util::{MapRequestLayer, MapResponseLayer};
+use tower::util::MapRequestLayer;
 use tower::{Layer, Service};
 
 /// The deadline's floor: the `Deadline` extension every layer below reads, with no timer.
@@ -36,27 +37,95 @@ pub fn deadline_only<S, B>(
     .layer(inner)
 }
 
-/// Retry's floor: the `Attempts` extension with the one record of a call that ended after its
-/// first attempt.
-pub fn attempts_only<S, B>(
+/// Retry's floor: what any retry layer keeping the contract does on a call that ends after
+/// its first attempt. It keeps the request's head for a later attempt (method, URI, headers),
+/// reads the clock before and after, checks the method and the status, and puts the
+/// one-record `Attempts` extension on the response.
+#[derive(Debug, Clone)]
+pub struct AttemptsFloor<S> {
     inner: S,
-) -> tower::util::MapResponse<S, impl FnMut(Response<B>) -> Response<B> + Clone> {
-    MapResponseLayer::new(|mut res: Response<B>| {
+}
+
+impl<S> AttemptsFloor<S> {
+    /// The floor over `inner`.
+    pub fn new(inner: S) -> Self {
+        Self { inner }
+    }
+}
+
+/// What a retry keeps of a request to send it again.
+type Head = (http::Method, http::Uri, http::HeaderMap);
+
+impl<S, B, RB> Service<Request<B>> for AttemptsFloor<S>
+where
+    S: Service<Request<B>, Response = Response<RB>>,
+{
+    type Response = Response<RB>;
+    type Error = S::Error;
+    type Future = AttemptsFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let head = req.method().is_idempotent().then(|| {
+            (
+                req.method().clone(),
+                req.uri().clone(),
+                req.headers().clone(),
+            )
+        });
+        AttemptsFuture {
+            fut: self.inner.call(req),
+            head,
+            start: tokio::time::Instant::now(),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`AttemptsFloor`].
+    #[derive(Debug)]
+    pub struct AttemptsFuture<F> {
+        #[pin]
+        fut: F,
+        head: Option<Head>,
+        start: tokio::time::Instant,
+    }
+}
+
+impl<F, RB, E> Future for AttemptsFuture<F>
+where
+    F: Future<Output = Result<Response<RB>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let mut res = ready!(this.fut.poll(cx))?;
+        let retryable = this.head.is_some() && res.status().is_server_error();
         let mut attempts = Attempts::new();
         attempts.push(AttemptRecord {
             attempt: 1,
             outcome: AttemptOutcome::Status(res.status()),
             decision: Decision::Stop,
-            reason: Reason::FinalStatus,
+            reason: if retryable {
+                Reason::AttemptsExhausted
+            } else {
+                Reason::FinalStatus
+            },
             wait: Duration::ZERO,
             wait_source: None,
-            elapsed: Duration::ZERO,
+            elapsed: this.start.elapsed(),
         });
         res.extensions_mut().insert(attempts);
-        res
-    })
-    .layer(inner)
+        Poll::Ready(Ok(res))
+    }
 }
+
+/// The bucket floor's burst tolerance: a second of requests at one per nanosecond.
+const TOLERANCE_NS: u64 = 1_000_000_000;
 
 /// One host's shared state, for the floors.
 #[derive(Debug)]
@@ -173,15 +242,17 @@ where
             _ => self.lookup(&req, generation),
         };
         if let Some(base) = self.clocked {
+            // GCRA: allowed when the theoretical arrival time, one interval on, stays within
+            // the burst's tolerance of now. One attempt: a lost race is a refusal in a real
+            // bucket; here nothing races.
             let now = u64::try_from(base.elapsed().as_nanos()).unwrap_or(u64::MAX);
             let tat = entry.tat.load(Ordering::Acquire);
-            // One attempt: a lost race is a refusal in a real bucket; here nothing races.
-            let _ = entry.tat.compare_exchange(
-                tat,
-                tat.max(now) + 1,
-                Ordering::AcqRel,
-                Ordering::Acquire,
-            );
+            let next = tat.max(now) + 1;
+            if next <= now.saturating_add(TOLERANCE_NS) {
+                let _ = entry
+                    .tat
+                    .compare_exchange(tat, next, Ordering::AcqRel, Ordering::Acquire);
+            }
         }
         FloorFuture::new(&mut self.inner, entry, req)
     }
@@ -239,7 +310,9 @@ where
 }
 
 /// The cache's floor on a miss: hash the method and the URI's parts, probe a concurrent map
-/// (papaya, foldhash), find nothing, forward.
+/// (papaya, foldhash) holding other entries, find nothing, forward; on the answer, look at
+/// whether it could be stored (`ETag`, `Cache-Control`) and put the `CacheStatus` extension
+/// on it.
 #[derive(Debug, Clone)]
 pub struct LookupFloor<S> {
     inner: S,
@@ -248,23 +321,33 @@ pub struct LookupFloor<S> {
 }
 
 impl<S> LookupFloor<S> {
-    /// The floor over `inner`, with an empty map.
+    /// The floor over `inner`, with a map of 1 024 other entries.
     pub fn new(inner: S) -> Self {
+        let map = papaya::HashMap::with_capacity(4_096);
+        {
+            let pinned = map.pin();
+            for i in 0..1_024u64 {
+                pinned.insert(
+                    i.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    Arc::new(Entry::new(HostKey::new(None, None))),
+                );
+            }
+        }
         Self {
             inner,
             hasher: foldhash::fast::FixedState::default(),
-            map: Arc::new(papaya::HashMap::new()),
+            map: Arc::new(map),
         }
     }
 }
 
-impl<S, B> Service<Request<B>> for LookupFloor<S>
+impl<S, B, RB> Service<Request<B>> for LookupFloor<S>
 where
-    S: Service<Request<B>>,
+    S: Service<Request<B>, Response = Response<RB>>,
 {
-    type Response = S::Response;
+    type Response = Response<RB>;
     type Error = S::Error;
-    type Future = S::Future;
+    type Future = LookupFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
         self.inner.poll_ready(cx)
@@ -279,6 +362,33 @@ where
         ));
         let found = self.map.pin().get(&key).cloned();
         drop(std::hint::black_box(found));
-        self.inner.call(req)
+        LookupFuture {
+            fut: self.inner.call(req),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`LookupFloor`].
+    #[derive(Debug)]
+    pub struct LookupFuture<F> {
+        #[pin]
+        fut: F,
+    }
+}
+
+impl<F, RB, E> Future for LookupFuture<F>
+where
+    F: Future<Output = Result<Response<RB>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let mut res = ready!(self.project().fut.poll(cx))?;
+        let headers = res.headers();
+        let storable = headers.contains_key(ETAG) || headers.contains_key(CACHE_CONTROL);
+        std::hint::black_box(storable);
+        res.extensions_mut().insert(CacheStatus::Miss);
+        Poll::Ready(Ok(res))
     }
 }

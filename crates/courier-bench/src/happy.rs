@@ -1,10 +1,10 @@
 //! The happy-path variants, shared by the criterion bench (`benches/layers.rs`) and the
-//! instruction counts (`examples/instructions.rs` under callgrind).
+//! instruction counts (`benches/instructions.rs`, under callgrind).
 //!
 //! Happy path: the inner service (a `service_fn`) is ready at once and its future is ready on
 //! the first poll, nothing is retried, the breaker is closed, the bucket is never empty (1e9/s,
 //! burst `u32::MAX`). One call = build the request, `poll_ready`, `call`, poll the future once
-//! (it completes), drop the response. [`BARE`] is that with no layer, so a variant's added
+//! (it completes), read the response body to its end, drop the response. [`BARE`] is that with no layer, so a variant's added
 //! cost is its time minus the bare one's, measured in the same run.
 //!
 //! The cache runs its miss path: the upstream's answer carries no validator and no freshness,
@@ -132,22 +132,9 @@ pub fn request(uri: &Uri) -> Request<Body> {
     req
 }
 
-/// One whole call: `poll_ready`, `call`, one poll of the future; true when it answered.
-pub fn one<S>(svc: &mut S, uri: &Uri) -> bool
-where
-    S: Service<Request<Body>>,
-{
-    let mut cx = Context::from_waker(Waker::noop());
-    if !matches!(svc.poll_ready(&mut cx), Poll::Ready(Ok(()))) {
-        return false;
-    }
-    let fut = pin!(svc.call(request(uri)));
-    matches!(fut.poll(&mut cx), Poll::Ready(Ok(_)))
-}
-
-/// [`one`], reading the response body to its end too (the cache stores an answer once its
-/// body has been read whole).
-pub fn one_to_end<S, RB>(svc: &mut S, uri: &Uri) -> bool
+/// One whole call: `poll_ready`, `call`, one poll of the future, the response body read to
+/// its end; true when it answered and its body ended.
+pub fn one<S, RB>(svc: &mut S, uri: &Uri) -> bool
 where
     S: Service<Request<Body>, Response = Response<RB>>,
     RB: http_body::Body,
@@ -157,13 +144,18 @@ where
         return false;
     }
     let fut = pin!(svc.call(request(uri)));
-    let Poll::Ready(Ok(response)) = fut.poll(&mut cx) else {
-        return false;
-    };
-    let mut body = pin!(response.into_body());
+    match fut.poll(&mut cx) {
+        Poll::Ready(Ok(response)) => body_to_end(response.into_body(), &mut cx),
+        _ => false,
+    }
+}
+
+/// Polls `body` to its end; true when it ended within a few frames without an error.
+pub fn body_to_end<RB: http_body::Body>(body: RB, cx: &mut Context<'_>) -> bool {
+    let mut body = pin!(body);
     // Bounded: a whole body of this bench is a frame or two.
     for _ in 0..8 {
-        match body.as_mut().poll_frame(&mut cx) {
+        match body.as_mut().poll_frame(cx) {
             Poll::Ready(Some(Ok(_))) => {}
             Poll::Ready(None) => return true,
             _ => return false,
@@ -276,9 +268,10 @@ impl fmt::Debug for Variant {
     }
 }
 
-fn variant<S>(name: &'static str, mut svc: S) -> Variant
+fn variant<S, RB>(name: &'static str, mut svc: S) -> Variant
 where
-    S: Service<Request<Body>> + 'static,
+    S: Service<Request<Body>, Response = Response<RB>> + 'static,
+    RB: http_body::Body,
 {
     let uri: Uri = URI.parse().expect("a valid uri");
     Variant {
@@ -299,21 +292,17 @@ where
     }
 }
 
-/// A cache variant: each call reads the body to its end, and the first one (which stores the
-/// entry) is made before it is measured.
+/// A cache variant whose first call (which stores the entry) is made before it is measured.
 fn primed<S, RB>(name: &'static str, mut svc: S) -> Variant
 where
     S: Service<Request<Body>, Response = Response<RB>> + 'static,
     RB: http_body::Body,
 {
     let uri: Uri = URI.parse().expect("a valid uri");
-    assert!(
-        one_to_end(&mut svc, &uri),
-        "{name}: the priming call answers"
-    );
+    assert!(one(&mut svc, &uri), "{name}: the priming call answers");
     Variant {
         name,
-        call: Box::new(move || one_to_end(&mut svc, &uri)),
+        call: Box::new(move || one(&mut svc, &uri)),
     }
 }
 
@@ -401,7 +390,7 @@ pub fn variants() -> Vec<Variant> {
         ),
         variant(
             "floor retry (extension only)",
-            floors::attempts_only(service_fn(ok)),
+            floors::AttemptsFloor::new(service_fn(ok)),
         ),
         variant(
             "floor breaker (shared state)",
@@ -440,7 +429,10 @@ pub fn variants() -> Vec<Variant> {
                     return false;
                 }
                 let fut = pin!(breaker.call(svc.call(request(&uri))));
-                matches!(fut.poll(&mut cx), Poll::Ready(Ok(_)))
+                match fut.poll(&mut cx) {
+                    Poll::Ready(Ok(response)) => body_to_end(response.into_body(), &mut cx),
+                    _ => false,
+                }
             }),
         }
     });
