@@ -103,8 +103,12 @@ where
 ///
 /// # Panics
 ///
-/// When the server cannot start or a request fails.
+/// When `variant` is not one of them, the server cannot start or a request fails.
 pub fn loopback_calls(variant: &str, n: usize, tasks: usize) {
+    assert!(
+        LOOPBACK_VARIANTS.contains(&variant),
+        "no loopback variant {variant}; one of {LOOPBACK_VARIANTS:?}"
+    );
     let tasks = tasks.max(1);
     let variant = variant.to_owned();
     let server = LoopbackServer::start().expect("the loopback server starts");
@@ -202,7 +206,14 @@ fn count(exe: &Path, spec: &str, out: &Path) -> Result<(u64, u64), String> {
         .arg(out)
         .output()
         .map_err(|e| format!("callgrind_annotate: {e}"))?;
-    let mallocs = malloc_calls(&String::from_utf8_lossy(&annotated.stdout));
+    if !annotated.status.success() {
+        return Err(format!(
+            "{spec}: callgrind_annotate: {}",
+            String::from_utf8_lossy(&annotated.stderr)
+        ));
+    }
+    let mallocs = malloc_calls(&String::from_utf8_lossy(&annotated.stdout))
+        .ok_or_else(|| format!("{spec}: no line for malloc in callgrind_annotate's output"))?;
     Ok((instructions, mallocs))
 }
 
@@ -214,27 +225,36 @@ fn collected(stderr: &str) -> Option<u64> {
 }
 
 /// The calls into `malloc`: the `(Nx)` of every caller line (`  < `) above malloc's own line
-/// (`  * `) in `callgrind_annotate --tree=caller` output; 0 when malloc was never called.
-pub fn malloc_calls(annotated: &str) -> u64 {
+/// (`  * `, the function `malloc` of whatever file) in `callgrind_annotate --tree=caller`
+/// output; `None` when there is no such line (every run allocates at start-up, so its absence
+/// means the output is not what this reads).
+pub fn malloc_calls(annotated: &str) -> Option<u64> {
     let mut calls = 0;
     for line in annotated.lines() {
         if line.contains("  * ") && line.trim_start().starts_with(|c: char| c.is_ascii_digit()) {
-            if line.contains("malloc.c:malloc [") {
-                return calls;
+            if line.contains(":malloc [") {
+                return Some(calls);
             }
             calls = 0;
         } else if line.contains("  < ") {
             calls += times_called(line).unwrap_or(0);
         }
     }
-    0
+    None
 }
 
-/// The `N` of a caller line's `(N x)`, written `(1,234x)`.
+/// The `N` of a caller line's `(Nx)`, written `(1,234x)`: the last such group of the line.
 fn times_called(line: &str) -> Option<u64> {
-    let end = line.find("x)")?;
-    let start = line[..end].rfind('(')? + 1;
-    line[start..end].replace(',', "").parse().ok()
+    let mut rest = line;
+    while let Some(end) = rest.rfind("x)") {
+        let start = rest[..end].rfind('(')? + 1;
+        let digits = &rest[start..end];
+        if !digits.is_empty() && digits.bytes().all(|b| b.is_ascii_digit() || b == b',') {
+            return digits.replace(',', "").parse().ok();
+        }
+        rest = &rest[..end];
+    }
+    None
 }
 
 /// Per call: the difference between `base + extra` calls and `base` calls, over `extra`.
@@ -251,9 +271,8 @@ fn per_call(a: u64, b: u64, extra: u64) -> f64 {
 ///
 /// When valgrind fails on a variant.
 pub fn tables(exe: &Path, extra: u64) -> Result<String, String> {
-    let dir = std::env::temp_dir().join(format!("courier-callgrind-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
-    let out = dir.join("callgrind.out");
+    let dir = TempDir::new()?;
+    let out = dir.0.join("callgrind.out");
     let names: Vec<&str> = {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -301,8 +320,24 @@ pub fn tables(exe: &Path, extra: u64) -> Result<String, String> {
             instructions - raw
         );
     }
-    let _ = std::fs::remove_dir_all(&dir);
     Ok(table)
+}
+
+/// A folder of its own under the system's temporary one, removed when dropped.
+struct TempDir(std::path::PathBuf);
+
+impl TempDir {
+    fn new() -> Result<Self, String> {
+        let dir = std::env::temp_dir().join(format!("courier-callgrind-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        Ok(Self(dir))
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
 }
 
 #[cfg(test)]
@@ -315,14 +350,23 @@ mod tests {
             1,000 (10.0%)  < src/a.rs:a (20x) [/bin/x]\n\
               500 ( 5.0%)  < src/b.rs:b (1,234x) [/bin/x]\n\
             9,000 (90.0%)  *  ./malloc/malloc.c:malloc [/lib/libc.so.6]\n";
-        assert_eq!(malloc_calls(annotated), 1254);
+        assert_eq!(malloc_calls(annotated), Some(1254));
         let other = "\
             1,000 (10.0%)  < src/a.rs:a (20x) [/bin/x]\n\
             2,000 (20.0%)  *  src/c.rs:c [/bin/x]\n\
               300 ( 3.0%)  < src/d.rs:d (3x) [/bin/x]\n\
             9,000 (90.0%)  *  ./malloc/malloc.c:malloc [/lib/libc.so.6]\n";
-        assert_eq!(malloc_calls(other), 3, "only malloc's own callers count");
-        assert_eq!(malloc_calls("no malloc here"), 0);
+        assert_eq!(
+            malloc_calls(other),
+            Some(3),
+            "only malloc's own callers count"
+        );
+        assert_eq!(malloc_calls("no malloc here"), None);
+        assert_eq!(
+            times_called("  300 ( 3.0%)  < src/e.rs:<f as g(x)>::h (1,002x) [/bin/x]"),
+            Some(1002),
+            "a symbol with `x)` in it"
+        );
     }
 
     #[test]
