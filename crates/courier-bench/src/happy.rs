@@ -232,11 +232,11 @@ pub fn floor_of(variant: &str) -> Option<&'static str> {
     Some(match variant {
         "courier deadline" => "floor deadline (extension only)",
         "courier attempt_timeout" => "tower timeout",
-        "courier retry" => "floor retry (extension only)",
+        "courier retry" => "floor retry (head kept, one record)",
         "courier breaker" => "floor breaker (per host)",
         "courier breaker (global)" => "floor breaker (shared state)",
         "courier ratelimit" | "courier adaptive pacing (healthy host)" => "floor bucket (per host)",
-        "courier cache (miss)" => "floor cache (lookup)",
+        "courier cache (miss)" => "floor cache (lookup, status)",
         _ => return None,
     })
 }
@@ -389,7 +389,7 @@ pub fn variants() -> Vec<Variant> {
             floors::deadline_only(Duration::from_secs(90), service_fn(ok)),
         ),
         variant(
-            "floor retry (extension only)",
+            "floor retry (head kept, one record)",
             floors::AttemptsFloor::new(service_fn(ok)),
         ),
         variant(
@@ -405,7 +405,7 @@ pub fn variants() -> Vec<Variant> {
             floors::FloorPerHost::with_clock(service_fn(ok)),
         ),
         variant(
-            "floor cache (lookup)",
+            "floor cache (lookup, status)",
             floors::LookupFloor::new(service_fn(ok)),
         ),
         variant(
