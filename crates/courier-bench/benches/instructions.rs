@@ -14,13 +14,7 @@ fn main() {
     if courier_bench::callgrind::run_worker() {
         return;
     }
-    // `cargo bench -- <filter>` passes its filter to every bench binary: run only when it
-    // matches this one, or when there is none.
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    if !filter.is_empty() && !filter.iter().any(|f| "instructions".contains(f.as_str())) {
+    if !courier_bench::selected("instructions") {
         return;
     }
     if !courier_bench::callgrind::valgrind_available() {

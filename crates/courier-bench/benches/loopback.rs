@@ -295,11 +295,7 @@ fn env_count(name: &str, default: usize) -> usize {
 }
 
 fn main() {
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    if !filter.is_empty() && !filter.iter().any(|f| "loopback".contains(f.as_str())) {
+    if !courier_bench::selected("loopback") {
         return;
     }
     let seq = env_count("COURIER_BENCH_SEQ", 3000);

@@ -168,11 +168,7 @@ fn mib(bytes: isize) -> String {
 }
 
 fn main() {
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    if !filter.is_empty() && !filter.iter().any(|f| "scale".contains(f.as_str())) {
+    if !courier_bench::selected("scale") {
         return;
     }
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -9,13 +9,7 @@ use courier_bench::{charts, overload, sim};
 use std::error::Error;
 
 fn main() -> Result<(), Box<dyn Error>> {
-    // `cargo bench -- <filter>` passes its filter to every bench binary: run only when it
-    // matches this one, or when there is none.
-    let filter: Vec<String> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with('-'))
-        .collect();
-    if !filter.is_empty() && !filter.iter().any(|f| "upstream_load".contains(f.as_str())) {
+    if !courier_bench::selected("upstream_load") {
         return Ok(());
     }
     let figures = sim::run_all();

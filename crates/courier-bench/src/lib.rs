@@ -27,3 +27,35 @@ pub mod peer;
 pub mod report;
 pub mod server;
 pub mod sim;
+
+/// Whether the bench binary `name` (a `harness = false` bench) should run: `cargo bench --
+/// <filter>` passes its filter to every bench binary, so a bench runs only when a filter is a
+/// part of its name, or when there is none. Flags (`--bench`) are not filters.
+pub fn selected(name: &str) -> bool {
+    filters_select(name, std::env::args().skip(1))
+}
+
+fn filters_select(name: &str, args: impl Iterator<Item = String>) -> bool {
+    let mut filters = args.filter(|a| !a.starts_with('-')).peekable();
+    filters.peek().is_none() || filters.any(|f| name.contains(f.as_str()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::filters_select;
+
+    fn args(list: &[&str]) -> impl Iterator<Item = String> {
+        list.iter()
+            .map(|a| (*a).to_owned())
+            .collect::<Vec<_>>()
+            .into_iter()
+    }
+
+    #[test]
+    fn a_bench_runs_with_no_filter_or_one_that_names_it() {
+        assert!(filters_select("loopback", args(&["--bench"])));
+        assert!(filters_select("loopback", args(&["--bench", "loop"])));
+        assert!(!filters_select("loopback", args(&["--bench", "scale"])));
+        assert!(filters_select("scale", args(&["happy", "scale"])));
+    }
+}
