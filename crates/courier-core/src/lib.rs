@@ -20,6 +20,7 @@
 //! - [`key`]: [`KeyFn`], the one way every keyed layer picks a request's key: [`PerHost`] (the
 //!   default), [`Global`] or [`KeyBy`] a function of your own.
 //! - [`telemetry`]: how spans and metrics name a method, a host, a URL and a failure.
+//! - [`excerpt`]: input quoted in a message, bounded and with its control characters escaped.
 //!
 //! Nothing here panics on header input: garbage counts as absent.
 //!
@@ -36,6 +37,7 @@ pub mod cache_control;
 pub mod classify;
 pub mod clock;
 pub mod error;
+pub mod excerpt;
 pub mod extensions;
 pub mod grpc;
 pub mod hints;
