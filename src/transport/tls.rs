@@ -60,13 +60,31 @@ impl std::error::Error for TlsConfigError {}
 pub fn pem_certificates(pem: &[u8]) -> Result<Vec<CertificateDer<'static>>, TlsConfigError> {
     let certs = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| TlsConfigError::new(format!("unreadable PEM: {e}")))?;
+        .map_err(|e| TlsConfigError::new(format!("unreadable PEM: {}", pem_error(&e))))?;
     if certs.is_empty() {
         return Err(TlsConfigError::new(
             "no certificate in the PEM text (expected a -----BEGIN CERTIFICATE----- block)",
         ));
     }
     Ok(certs)
+}
+
+/// A PEM error in words: rustls prints the markers it quotes as lists of byte values.
+fn pem_error(e: &rustls::pki_types::pem::Error) -> String {
+    use courier_core::excerpt::Excerpt;
+    use rustls::pki_types::pem::Error;
+    match e {
+        Error::MissingSectionEnd { end_marker } => format!(
+            "a block is not closed: no \"{}\" line follows it",
+            Excerpt::bytes(end_marker)
+        ),
+        Error::IllegalSectionStart { line } => format!(
+            "the line \"{}\" starts a block but is not a well-formed -----BEGIN ...----- line",
+            Excerpt::bytes(line)
+        ),
+        Error::Base64Decode(why) => format!("a block's body is not base64: {why}"),
+        other => other.to_string(),
+    }
 }
 
 /// TLS settings that trust the operating system's roots and `extra_roots`: TLS 1.2 and 1.3,
@@ -172,5 +190,31 @@ impl ServerCertVerifier for NoTrustAnchors {
         self.provider
             .signature_verification_algorithms
             .supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pem_errors_are_in_words() {
+        let unterminated = b"-----BEGIN CERTIFICATE-----\nMIIB\n";
+        let err = pem_certificates(unterminated).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "unreadable PEM: a block is not closed: no \"-----END CERTIFICATE-----\" line \
+             follows it"
+        );
+        let err =
+            pem_certificates(b"-----BEGIN CERTIFICATE-----\n!!!!\n-----END CERTIFICATE-----\n")
+                .unwrap_err()
+                .to_string();
+        assert!(
+            err.starts_with("unreadable PEM: a block's body is not base64"),
+            "{err}"
+        );
+        let err = pem_certificates(b"hello").unwrap_err().to_string();
+        assert!(err.starts_with("no certificate in the PEM text"), "{err}");
     }
 }

@@ -6,18 +6,19 @@
 //! holds across the batch, as it cannot across separate `courier request` runs.
 //!
 //! Each request gets one JSON line on stdout when it ends, in the order they end; a summary goes
-//! to stderr at the end, with a progress bar before it while stderr is a terminal. Ctrl-C stops
-//! reading and sending; the requests in flight finish (within their deadline) and are reported;
-//! a second Ctrl-C abandons them. Exit status: 0 when every request ended with a status below
-//! 400, 1 otherwise (a failed request, a line that is not a request, unreadable input), 2 for a
-//! usage error, 130 after Ctrl-C.
+//! to stderr at the end, with a progress bar before it while stderr is a terminal. Ctrl-C or
+//! SIGTERM stops reading and sending, in every input mode (a file, a pipe, a terminal); the
+//! requests in flight finish (within their deadline) and are reported; a second signal abandons
+//! them. When stdout closes (`courier batch FILE | head -1`), nothing more is sent, the requests
+//! in flight are dropped, and the summary says so. Exit status: 0 when every request reported
+//! ended with a status below 400, 1 otherwise (a failed request, a line that is not a request,
+//! unreadable input), 2 for a usage error, 130 after Ctrl-C, 143 after SIGTERM.
 
 mod input;
 mod report;
 mod tally;
 
 use std::collections::HashMap;
-use std::future::Future;
 use std::io::{self, IsTerminal};
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -43,6 +44,7 @@ use self::report::{Ended, Summary, bad_line, result_line};
 use self::tally::Tallies;
 use crate::client::{Client, ClientArgs, describe};
 use crate::output::write_or_quit;
+use crate::signal::{Stops, next_stop};
 use crate::stack::{Stack, StackArgs};
 use crate::{USAGE_ERROR, parse};
 
@@ -65,7 +67,11 @@ Exit status:
        could not be read to its end
   2    a usage error: a bad option, or FILE or --cacert cannot be read
   130  Ctrl-C stopped the batch: nothing more is sent, the requests in flight finish (a
-       second Ctrl-C abandons them), and the summary says which line to resume from";
+       second Ctrl-C abandons them), and the summary says which line to resume from
+  143  SIGTERM stopped the batch, as Ctrl-C does
+
+When stdout closes (e.g. piped into head), nothing more is sent and the requests in flight are
+dropped; the exit status is then that of the results written.";
 
 /// Arguments of `courier batch`.
 #[derive(Debug, Args)]
@@ -75,7 +81,7 @@ pub(crate) struct BatchArgs {
     #[arg(value_name = "FILE")]
     input: Option<PathBuf>,
     /// Requests in flight at once.
-    #[arg(long, value_name = "N", default_value_t = 8, value_parser = parse::parallel)]
+    #[arg(long, value_name = "N", default_value_t = 8, value_parser = parse::checked(parse::parallel))]
     parallel: usize,
     /// A header for every request, `Name: value`; a line's own header of that name replaces
     /// it. Repeat for more.
@@ -83,7 +89,7 @@ pub(crate) struct BatchArgs {
         short = 'H',
         long = "header",
         value_name = "'Name: value'",
-        value_parser = parse::header
+        value_parser = parse::checked(parse::header)
     )]
     headers: Vec<(HeaderName, HeaderValue)>,
     /// Put each response body in its output line: `body` as text, or `body_base64` when it
@@ -146,13 +152,18 @@ pub(crate) fn run(args: BatchArgs) -> ExitCode {
         tallies,
         progress: Progress::new(show_progress, total),
     };
-    runtime.block_on(async move {
+    let code = runtime.block_on(async move {
         let input: Pin<Box<dyn AsyncBufRead + Send>> = match file {
             Some(file) => Box::pin(tokio::io::BufReader::new(tokio::fs::File::from_std(file))),
             None => Box::pin(tokio::io::BufReader::new(tokio::io::stdin())),
         };
         batch.run(input).await
-    })
+    });
+    // Reading stdin blocks a thread of the runtime's pool until a line or the end of input
+    // comes, and dropping a runtime waits for its pool: a batch stopped while its input is a
+    // terminal or an open pipe would hang there. Nothing is left to do; leave the read behind.
+    runtime.shutdown_background();
+    code
 }
 
 /// What one batch shares.
@@ -174,15 +185,9 @@ enum State {
     InputDone,
     /// Ctrl-C: nothing more is sent; the requests in flight finish.
     Interrupted,
-    /// A second Ctrl-C, or stdout closed: the requests in flight are dropped (reported as
+    /// A second signal, or stdout closed: the requests in flight are dropped (reported as
     /// abandoned while stdout is open).
     Abandoned,
-}
-
-type Interrupt = Pin<Box<dyn Future<Output = io::Result<()>> + Send>>;
-
-fn interrupt() -> Interrupt {
-    Box::pin(tokio::signal::ctrl_c())
 }
 
 // === impl Batch ===
@@ -195,7 +200,8 @@ impl Batch {
         let mut in_flight: HashMap<tokio::task::Id, (u64, Method, Url)> = HashMap::new();
         let mut summary = Summary::default();
         let mut state = State::Sending;
-        let mut ctrl_c = interrupt();
+        // No handler (a runtime without signals): the default, ending the process, stays.
+        let mut stops = Stops::install().ok();
         let mut stdout = io::stdout();
         loop {
             let reading = state == State::Sending && tasks.len() < self.parallel;
@@ -204,24 +210,20 @@ impl Batch {
             }
             tokio::select! {
                 biased;
-                signal = &mut ctrl_c => {
-                    if signal.is_err() {
-                        // No Ctrl-C handler: the default (ending the process) stays.
-                        ctrl_c = Box::pin(std::future::pending());
-                        continue;
-                    }
-                    ctrl_c = interrupt();
+                stop = next_stop(&mut stops) => {
                     state = match state {
                         State::Sending | State::InputDone => {
-                            summary.interrupted = true;
+                            summary.stopped_by = Some(stop);
                             if state == State::Sending {
                                 summary.resume_from = Some(reader.lines_read() + 1);
                             }
                             self.progress.note(&format!(
-                                "interrupted: nothing more is sent; waiting for {} request{} in \
-                                 flight (Ctrl-C again to abandon them)",
+                                "{}: nothing more is sent; waiting for {} request{} in \
+                                 flight ({} again to abandon them)",
+                                stop.outcome(),
                                 tasks.len(),
-                                if tasks.len() == 1 { "" } else { "s" }
+                                if tasks.len() == 1 { "" } else { "s" },
+                                stop.name(),
                             ));
                             State::Interrupted
                         }
@@ -238,6 +240,11 @@ impl Batch {
                             let Some((line, method, url)) = in_flight.remove(&e.id()) else {
                                 continue;
                             };
+                            if e.is_cancelled() && summary.output_closed.is_some() {
+                                // Nobody reads the results any more: counted, not reported.
+                                summary.dropped += 1;
+                                continue;
+                            }
                             let error = if e.is_cancelled() {
                                 summary.abandoned += 1;
                                 "abandoned in flight; it may have reached the server".to_owned()
@@ -261,8 +268,13 @@ impl Batch {
                             .and_then(|()| write_or_quit(&mut stdout, b""))
                         {
                             // The reader went away: nobody sees the rest.
-                            summary.output_closed = Some(code);
-                            tasks.abort_all();
+                            Self::close_output(
+                                &mut summary,
+                                &mut tasks,
+                                state,
+                                reader.lines_read(),
+                                code,
+                            );
                             state = State::Abandoned;
                         }
                     }
@@ -282,8 +294,13 @@ impl Batch {
                                 if let Err(code) = write_or_quit(&mut stdout, line.as_bytes())
                                     .and_then(|()| write_or_quit(&mut stdout, b""))
                                 {
-                                    summary.output_closed = Some(code);
-                                    tasks.abort_all();
+                                    Self::close_output(
+                                &mut summary,
+                                &mut tasks,
+                                state,
+                                reader.lines_read(),
+                                code,
+                            );
                                     state = State::Abandoned;
                                 }
                             }
@@ -303,6 +320,21 @@ impl Batch {
         summary.elapsed = started.elapsed();
         eprint!("{summary}");
         summary.exit_code()
+    }
+
+    /// Stdout closed with `code`: nothing more is read or sent, what is in flight is dropped.
+    fn close_output(
+        summary: &mut Summary,
+        tasks: &mut JoinSet<Ended>,
+        state: State,
+        lines_read: u64,
+        code: ExitCode,
+    ) {
+        summary.output_closed = Some(code);
+        if state == State::Sending {
+            summary.resume_from = Some(lines_read + 1);
+        }
+        tasks.abort_all();
     }
 
     fn spawn(&self, tasks: &mut JoinSet<Ended>, line: u64, spec: Spec) -> tokio::task::Id {

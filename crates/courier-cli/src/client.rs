@@ -20,11 +20,11 @@ pub(crate) type Client = courier::Courier<HyperService<Full<Bytes>>>;
 pub(crate) struct ClientArgs {
     /// Trust the CA certificates in this PEM file as well as the system's (as curl's --cacert).
     #[cfg(feature = "rustls")]
-    #[arg(long, value_name = "FILE", value_parser = parse::ca_file)]
+    #[arg(long, value_name = "FILE", value_parser = parse::checked(parse::ca_file))]
     pub(crate) cacert: Option<parse::CaFile>,
     /// The User-Agent of requests that set none with -H; '' sends none
     /// [default: courier/VERSION].
-    #[arg(short = 'A', long, value_name = "STRING", value_parser = parse::user_agent)]
+    #[arg(short = 'A', long, value_name = "STRING", value_parser = parse::checked(parse::user_agent))]
     pub(crate) user_agent: Option<HeaderValue>,
 }
 

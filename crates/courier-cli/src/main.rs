@@ -3,7 +3,8 @@
 //! Each subcommand lives in its own module; `main` parses the arguments and hands over.
 //! Exit status: 0 when the call worked, 1 when it failed (an HTTP error status, a transport
 //! failure, an open circuit, a page that failed, a batch request that did not end below 400, a
-//! failed demo row), 2 for a usage error, 130 when Ctrl-C stopped a batch or a listing.
+//! failed demo row), 2 for a usage error, 130 when Ctrl-C (143 when SIGTERM) stopped a batch or
+//! a listing.
 
 use std::process::ExitCode;
 
@@ -18,6 +19,7 @@ mod parse;
 mod plan;
 mod request;
 mod serve;
+mod signal;
 mod stack;
 mod trace;
 
@@ -25,6 +27,8 @@ mod trace;
 const USAGE_ERROR: u8 = 2;
 /// The exit status after Ctrl-C, as a shell reports a command that SIGINT ended.
 const INTERRUPTED: u8 = 130;
+/// The exit status after SIGTERM, as a shell reports a command that SIGTERM ended.
+const TERMINATED: u8 = 143;
 
 /// `courier --help`, after the subcommands.
 const AFTER_HELP: &str = "\
@@ -33,7 +37,7 @@ Exit status:
   1    a call failed: a status of 400 or more, a connection, TLS or deadline failure, an open
        circuit, a page that failed, a batch line that is not a request, a failed demo row
   2    a usage error: a bad option, or a file named on the command line that cannot be read
-  130  Ctrl-C stopped a batch or a listing";
+  130  Ctrl-C stopped a batch or a listing (143: SIGTERM did)";
 
 /// Service-to-service HTTP calls that retry, pace, time out and cache with care.
 #[derive(Debug, Parser)]

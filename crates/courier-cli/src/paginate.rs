@@ -24,7 +24,8 @@ use url::Url;
 
 use crate::client::{ClientArgs, describe};
 use crate::output::write_or_quit;
-use crate::{INTERRUPTED, parse};
+use crate::parse;
+use crate::signal::{Stops, next_stop};
 
 /// The cursor field when `--cursor` names none.
 const DEFAULT_CURSOR_FIELD: &str = "next_cursor";
@@ -33,7 +34,7 @@ const DEFAULT_CURSOR_FIELD: &str = "next_cursor";
 #[derive(Debug, Args)]
 pub(crate) struct PaginateArgs {
     /// The first page, an absolute http:// or https:// URL (or the page to resume from).
-    #[arg(value_parser = parse::url)]
+    #[arg(value_parser = parse::checked(parse::url))]
     url: Url,
     /// Follow a cursor in the JSON body instead of Link headers; FIELD names it.
     #[arg(
@@ -41,7 +42,7 @@ pub(crate) struct PaginateArgs {
         value_name = "FIELD",
         num_args = 0..=1,
         default_missing_value = DEFAULT_CURSOR_FIELD,
-        value_parser = parse::field,
+        value_parser = parse::checked(parse::field),
     )]
     cursor: Option<String>,
     /// Start with this cursor, as printed by a listing that stopped early (needs --cursor).
@@ -152,21 +153,16 @@ where
     W: Write,
 {
     let mut stdout = io::stdout().lock();
-    let mut ctrl_c = std::pin::pin!(tokio::signal::ctrl_c());
-    let mut listening = true;
+    // No handlers: the default (the signal ends the process) stays.
+    let mut stops = Stops::install().ok();
     loop {
         let page = tokio::select! {
             biased;
-            signal = &mut ctrl_c, if listening => {
-                if signal.is_err() {
-                    // No Ctrl-C handler: the default (ending the process) stays.
-                    listening = false;
-                    continue;
-                }
+            stop = next_stop(&mut stops) => {
                 progress.clear();
-                eprintln!("interrupted");
+                eprintln!("{}", stop.outcome());
                 say_resume(resume(&pages));
-                return INTERRUPTED.into();
+                return stop.exit_status().into();
             }
             page = pages.next() => page,
         };

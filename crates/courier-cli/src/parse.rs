@@ -1,12 +1,66 @@
 //! Value parsers for the command line. Each returns a message that says what is wrong and what
 //! to write instead; clap prints it and exits with status 2.
+//!
+//! Every parser is handed to clap through [`checked`], which quotes the refused value as an
+//! [`Excerpt`] (a bounded prefix, control characters escaped) rather than whole, as clap's own
+//! message would: a 100 kB argument makes a line of a few hundred bytes, and a CR-LF in it
+//! cannot forge a second line wherever stderr is collected. The parsers' own messages quote
+//! input the same way.
 
+use std::ffi::OsStr;
 use std::num::NonZeroU32;
 use std::time::Duration;
 
+use clap::builder::TypedValueParser;
+use clap::error::ErrorKind;
+use courier::core::excerpt::Excerpt;
 use courier::ratelimit::Rate;
 use http::{HeaderName, HeaderValue, Method};
 use url::Url;
+
+/// `parse` as a clap value parser whose error quotes the value as an [`Excerpt`].
+pub(crate) fn checked<T, F>(parse: F) -> Checked<F>
+where
+    F: Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    Checked(parse)
+}
+
+/// A value parser made by [`checked`].
+#[derive(Clone)]
+pub(crate) struct Checked<F>(F);
+
+impl<T, F> TypedValueParser for Checked<F>
+where
+    F: Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static,
+    T: Clone + Send + Sync + 'static,
+{
+    type Value = T;
+
+    fn parse_ref(
+        &self,
+        cmd: &clap::Command,
+        arg: Option<&clap::Arg>,
+        value: &OsStr,
+    ) -> Result<T, clap::Error> {
+        let name = arg.map_or_else(|| "...".to_owned(), ToString::to_string);
+        let refuse = |shown: Excerpt<'_>, why: &str| {
+            clap::Error::raw(
+                ErrorKind::ValueValidation,
+                format!("invalid value '{shown}' for '{name}': {why}\n"),
+            )
+            .with_cmd(cmd)
+        };
+        let Some(text) = value.to_str() else {
+            return Err(refuse(
+                Excerpt::bytes(value.as_encoded_bytes()),
+                "not UTF-8 text",
+            ));
+        };
+        (self.0)(text).map_err(|why| refuse(Excerpt::new(text), &why))
+    }
+}
 
 /// An HTTP method, upper-cased (`get` sends `GET`).
 pub(crate) fn method(s: &str) -> Result<Method, String> {
@@ -15,7 +69,18 @@ pub(crate) fn method(s: &str) -> Result<Method, String> {
 }
 
 /// An absolute `http://` or `https://` URL with a host, without its fragment.
+///
+/// A control character anywhere (a tab, a newline) is refused: the URL parser would drop it
+/// silently and send another URL than the one written, and a host with a newline inside is a
+/// typo or an attack, never a host.
 pub(crate) fn url(s: &str) -> Result<Url, String> {
+    if let Some((at, c)) = s.char_indices().find(|(_, c)| c.is_control()) {
+        return Err(format!(
+            "the URL holds a control character ({:?}) at byte {at}; remove it (spaces and \
+             newlines are not part of a URL)",
+            c
+        ));
+    }
     let mut url = Url::parse(s)
         .map_err(|e| format!("{e}; give an absolute URL such as http://127.0.0.1:8080/items"))?;
     match url.scheme() {
@@ -29,7 +94,12 @@ pub(crate) fn url(s: &str) -> Result<Url, String> {
                     .to_owned(),
             );
         }
-        other => return Err(format!("scheme {other:?} is not http or https")),
+        other => {
+            return Err(format!(
+                "scheme \"{}\" is not http or https",
+                Excerpt::new(other)
+            ));
+        }
     }
     if url.host_str().is_none_or(str::is_empty) {
         return Err("the URL names no host".to_owned());
@@ -59,8 +129,8 @@ pub(crate) fn header(s: &str) -> Result<(HeaderName, HeaderValue), String> {
 pub(crate) fn header_parts(name: &str, value: &str) -> Result<(HeaderName, HeaderValue), String> {
     let name = HeaderName::from_bytes(name.trim().as_bytes()).map_err(|_| {
         format!(
-            "{:?} is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)",
-            name.trim()
+            "\"{}\" is not a header name (letters, digits and !#$%&'*+-.^_`|~ only)",
+            Excerpt::new(name.trim())
         )
     })?;
     if name == http::header::CONTENT_LENGTH || name == http::header::TRANSFER_ENCODING {
@@ -192,8 +262,9 @@ pub(crate) fn field(s: &str) -> Result<String, String> {
     }
     if s.contains("://") || s.contains('/') {
         return Err(format!(
-            "{s:?} looks like a URL, not a field name; put the URL before --cursor, \
-             or write --cursor=FIELD"
+            "\"{}\" looks like a URL, not a field name; put the URL before --cursor, \
+             or write --cursor=FIELD",
+            Excerpt::new(s)
         ));
     }
     Ok(s.to_owned())
@@ -250,6 +321,11 @@ mod tests {
             "http://user:pw@h/",
             "not a url",
             "http://",
+            "http://exa\nmple.com/",
+            "http://example.com/\t",
+            "http://exa\rmple.com/",
+            "http://h\x00/",
+            "\u{85}http://h/",
         ] {
             assert!(url(bad).is_err(), "{bad:?}");
         }

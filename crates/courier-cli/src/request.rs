@@ -29,6 +29,7 @@ use crate::output::write_or_quit;
 use crate::parse;
 use crate::plan::Plan;
 use crate::stack::StackArgs;
+use crate::trace::{TreeLayer, Trees};
 
 /// `courier request --help`, after the options.
 const AFTER_HELP: &str = "\
@@ -47,10 +48,10 @@ send them through one client with `courier batch`.";
 #[command(after_help = AFTER_HELP)]
 pub(crate) struct RequestArgs {
     /// The method, e.g. GET or POST (sent upper-cased).
-    #[arg(value_parser = parse::method)]
+    #[arg(value_parser = parse::checked(parse::method))]
     pub(crate) method: Method,
     /// An absolute http:// or https:// URL.
-    #[arg(value_parser = parse::url)]
+    #[arg(value_parser = parse::checked(parse::url))]
     pub(crate) url: Url,
     /// The request body: DATA as given, @FILE for a file's bytes, @- for stdin (as curl's
     /// --data-binary: newlines are kept). Set its Content-Type with -H.
@@ -69,7 +70,7 @@ pub(crate) struct RequestArgs {
         short = 'H',
         long = "header",
         value_name = "'Name: value'",
-        value_parser = parse::header
+        value_parser = parse::checked(parse::header)
     )]
     pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
     #[command(flatten)]
@@ -78,7 +79,7 @@ pub(crate) struct RequestArgs {
     #[arg(
         long,
         value_name = "K",
-        value_parser = parse::idempotency_key,
+        value_parser = parse::checked(parse::idempotency_key),
         conflicts_with = "auto_idempotency_key"
     )]
     pub(crate) idempotency_key: Option<HeaderValue>,
@@ -129,6 +130,7 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
         Ok(sink) => sink,
         Err(code) => return code,
     };
+    let mut trees = None;
     if !args.quiet {
         let writer = match &args.log {
             None => BoxMakeWriter::new(io::stderr),
@@ -144,9 +146,9 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
                 }
             },
         };
-        init_attempt_log(Some(writer), args.trace);
+        trees = init_attempt_log(Some(writer), args.trace);
     } else if args.trace {
-        init_attempt_log(None, true);
+        trees = init_attempt_log(None, true);
     }
     let runtime = match crate::start_runtime(tokio::runtime::Builder::new_current_thread()) {
         Ok(runtime) => runtime,
@@ -156,7 +158,7 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
         }
     };
     let client = args.client.client(plan.stack.layer());
-    runtime.block_on(send(client, &plan, args.include, sink))
+    runtime.block_on(send(client, &plan, args.include, sink, Trace(trees)))
 }
 
 /// The body `-d` or `--data-raw` names: `@FILE` and `@-` are read here, before anything is
@@ -191,8 +193,9 @@ fn request_body(args: &RequestArgs) -> Result<Bytes, String> {
 }
 
 /// One JSON object per line for each event of target `courier::retry` (one per attempt), to
-/// `writer`; with `trace`, the span tree of the call on stderr too.
-fn init_attempt_log(writer: Option<BoxMakeWriter>, trace: bool) {
+/// `writer`; with `trace`, the span tree of the call on stderr too, printed through the
+/// [`Trees`] returned once the body has been read.
+fn init_attempt_log(writer: Option<BoxMakeWriter>, trace: bool) -> Option<Trees> {
     let lines = writer.map(|writer| {
         let layer = tracing_subscriber::fmt::layer()
             .json()
@@ -203,14 +206,29 @@ fn init_attempt_log(writer: Option<BoxMakeWriter>, trace: bool) {
         let filter = Targets::new().with_target("courier::retry", tracing::Level::DEBUG);
         tracing_subscriber::Layer::with_filter(layer, filter)
     });
-    let tree = trace.then(|| {
+    let layer = trace.then(TreeLayer::default);
+    let trees = layer.as_ref().map(TreeLayer::trees);
+    let tree = layer.map(|layer| {
         let filter = Targets::new().with_target("courier", tracing::Level::INFO);
-        tracing_subscriber::Layer::with_filter(crate::trace::TreeLayer::default(), filter)
+        tracing_subscriber::Layer::with_filter(layer, filter)
     });
     let _ = tracing_subscriber::registry()
         .with(lines)
         .with(tree)
         .try_init();
+    trees
+}
+
+/// The call's span tree, when `--trace` asked for it: printed once what became of the body is
+/// known, before any error line.
+struct Trace(Option<Trees>);
+
+impl Trace {
+    fn print(&self, body_failure: Option<&str>) {
+        if let Some(trees) = &self.0 {
+            trees.print(body_failure);
+        }
+    }
 }
 
 async fn send(
@@ -218,10 +236,12 @@ async fn send(
     plan: &Plan,
     include: bool,
     mut sink: Sink,
+    trace: Trace,
 ) -> ExitCode {
     let resp = match client.oneshot(plan.request()).await {
         Ok(resp) => resp,
         Err(e) => {
+            trace.print(None);
             sink.discard();
             eprintln!("error: {}", describe(&courier::Error::from(e)));
             return ExitCode::FAILURE;
@@ -238,20 +258,28 @@ async fn send(
         }
     };
     if include && let Err(code) = sink.write(&status_and_headers(&parts)) {
+        trace.print(None);
         sink.discard();
         return done(code);
     }
+    let mut received = 0_u64;
     while let Some(frame) = body.frame().await {
         match frame {
             Ok(frame) => {
-                if let Some(data) = frame.data_ref()
-                    && let Err(code) = sink.write(data)
-                {
-                    sink.discard();
-                    return done(code);
+                if let Some(data) = frame.data_ref() {
+                    received += data.len() as u64;
+                    if let Err(code) = sink.write(data) {
+                        trace.print(None);
+                        sink.discard();
+                        return done(code);
+                    }
                 }
             }
             Err(e) => {
+                trace.print(Some(&format!(
+                    "body broke off after {received} byte{}",
+                    if received == 1 { "" } else { "s" }
+                )));
                 let kept = sink.abandon();
                 eprintln!(
                     "error: the response body broke off: {}; {kept}",
@@ -261,6 +289,7 @@ async fn send(
             }
         }
     }
+    trace.print(None);
     if let Err(code) = sink.finish() {
         return done(code);
     }

@@ -28,7 +28,7 @@ pub(crate) struct StackArgs {
         long,
         value_name = "N",
         default_value_t = 2,
-        value_parser = parse::retries,
+        value_parser = parse::checked(parse::retries),
         allow_negative_numbers = true
     )]
     pub(crate) retries: u32,
@@ -36,7 +36,7 @@ pub(crate) struct StackArgs {
     #[arg(
         long,
         value_name = "SECS",
-        value_parser = parse::positive_seconds,
+        value_parser = parse::checked(parse::positive_seconds),
         allow_negative_numbers = true
     )]
     pub(crate) deadline: Option<Duration>,
@@ -44,7 +44,7 @@ pub(crate) struct StackArgs {
     #[arg(
         long,
         value_name = "SECS",
-        value_parser = parse::positive_seconds,
+        value_parser = parse::checked(parse::positive_seconds),
         allow_negative_numbers = true
     )]
     pub(crate) attempt_timeout: Option<Duration>,
@@ -53,7 +53,7 @@ pub(crate) struct StackArgs {
     #[arg(
         long,
         value_name = "SECS",
-        value_parser = parse::seconds,
+        value_parser = parse::checked(parse::seconds),
         allow_negative_numbers = true
     )]
     pub(crate) max_wait: Option<Duration>,
@@ -61,7 +61,7 @@ pub(crate) struct StackArgs {
     #[arg(
         long,
         value_name = "R",
-        value_parser = parse::rate,
+        value_parser = parse::checked(parse::rate),
         requires = "burst",
         allow_negative_numbers = true
     )]
@@ -70,7 +70,7 @@ pub(crate) struct StackArgs {
     #[arg(
         long,
         value_name = "B",
-        value_parser = parse::burst,
+        value_parser = parse::checked(parse::burst),
         requires = "rate",
         allow_negative_numbers = true
     )]

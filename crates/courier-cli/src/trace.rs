@@ -10,11 +10,14 @@
 //!
 //! A layer of our own keeps, for each span of a `courier` target, its fields as recorded and
 //! when it opened; a closing span hangs itself under its parent, and a closing span with no
-//! courier parent (the call span) prints its tree.
+//! courier parent (the call span) finishes its tree. The call span closes when the response's
+//! head arrives, before its body is read: the tree waits in [`Trees`] until the caller has read
+//! the body, so that a body that broke off is marked on the call's line
+//! (`body broke off after 12 bytes: ...`).
 
 use std::fmt::{self, Write as _};
 use std::io::Write as _;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use tokio::time::Instant;
 use tracing::field::{Field, Visit};
@@ -146,11 +149,49 @@ impl Visit for Fields<'_> {
     }
 }
 
-/// Collects the spans of `courier` targets and prints each call's tree on stderr.
+/// Collects the spans of `courier` targets and keeps each call's tree for [`Trees::print`].
 #[derive(Debug, Default)]
 pub(crate) struct TreeLayer {
-    /// Serialises the printing of trees from calls that end together.
-    print: Mutex<()>,
+    trees: Trees,
+}
+
+/// The trees of the calls that ended, until they are printed.
+#[derive(Debug, Default, Clone)]
+pub(crate) struct Trees(Arc<Mutex<Vec<Node>>>);
+
+// === impl TreeLayer ===
+
+impl TreeLayer {
+    /// The trees this layer finishes.
+    pub(crate) fn trees(&self) -> Trees {
+        self.trees.clone()
+    }
+}
+
+// === impl Trees ===
+
+impl Trees {
+    /// Prints every tree finished so far on stderr; `body_failure` (what arrived of the body
+    /// and why it stopped) marks the calls' lines.
+    pub(crate) fn print(&self, body_failure: Option<&str>) {
+        let trees = std::mem::take(&mut *self.0.lock().unwrap_or_else(|e| e.into_inner()));
+        let mut out = String::new();
+        for node in &trees {
+            out.push_str(&render_call(node, body_failure));
+        }
+        let _ = std::io::stderr().lock().write_all(out.as_bytes());
+    }
+}
+
+/// The whole tree of one call, its first line marked with `body_failure`.
+fn render_call(node: &Node, body_failure: Option<&str>) -> String {
+    let mut out = format!("trace: {}", node.line());
+    if let Some(failure) = body_failure {
+        let _ = write!(out, "  {failure}");
+    }
+    out.push('\n');
+    node.render(&mut out, "  ");
+    out
 }
 
 fn is_courier(meta: &tracing::Metadata<'_>) -> bool {
@@ -203,12 +244,12 @@ where
                     up.children.push(node);
                 }
             }
-            None => {
-                let mut out = format!("trace: {}\n", node.line());
-                node.render(&mut out, "  ");
-                let _guard = self.print.lock().unwrap_or_else(|e| e.into_inner());
-                let _ = std::io::stderr().lock().write_all(out.as_bytes());
-            }
+            None => self
+                .trees
+                .0
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(node),
         }
     }
 }
@@ -254,13 +295,19 @@ mod tests {
             ],
             vec![attempt("1", "503", "retry"), attempt("2", "200", "stop")],
         );
-        let mut out = format!("trace: {}\n", call.line());
-        call.render(&mut out, "  ");
         assert_eq!(
-            out,
+            render_call(&call, None),
             "trace: courier.call GET http://h/x  1.5 ms  200 (2 attempts, final_status)\n\
              \x20 ├ GET #1  1.5 ms  503  retry in 7 ms (backoff)\n\
              \x20 └ GET #2  1.5 ms  200  stop (final_status)\n"
+        );
+        let marked = render_call(&call, Some("body broke off after 3 bytes: reset"));
+        assert!(
+            marked.starts_with(
+                "trace: courier.call GET http://h/x  1.5 ms  200 (2 attempts, final_status)  \
+                 body broke off after 3 bytes: reset\n"
+            ),
+            "{marked}"
         );
     }
 }

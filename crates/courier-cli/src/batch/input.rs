@@ -9,6 +9,8 @@ use serde_json::Value;
 use tokio::io::{AsyncBufRead, AsyncBufReadExt};
 use url::Url;
 
+use courier::core::excerpt::Excerpt;
+
 use crate::parse;
 
 /// The longest line read; a longer one is reported and skipped, not held in memory.
@@ -63,7 +65,7 @@ pub(crate) fn parse_line(line: &str) -> Result<Option<Spec>, String> {
         ),
         _ => return Err(format!("{} words; {FORMS}", words.len())),
     };
-    let url = parse::url(url).map_err(|e| format!("{url:?}: {e}"))?;
+    let url = parse::url(url).map_err(|e| format!("\"{}\": {e}", Excerpt::new(url)))?;
     Ok(Some(Spec {
         method,
         url,
@@ -86,10 +88,14 @@ fn parse_json(line: &str) -> Result<Spec, String> {
     for (key, value) in fields {
         match (key.as_str(), value) {
             ("url", Value::String(s)) => {
-                url = Some(parse::url(&s).map_err(|e| format!("url {s:?}: {e}"))?);
+                url =
+                    Some(parse::url(&s).map_err(|e| format!("url \"{}\": {e}", Excerpt::new(&s)))?);
             }
             ("method", Value::String(s)) => {
-                method = Some(parse::method(&s).map_err(|e| format!("method {s:?}: {e}"))?);
+                method = Some(
+                    parse::method(&s)
+                        .map_err(|e| format!("method \"{}\": {e}", Excerpt::new(&s)))?,
+                );
             }
             ("headers", value) => headers = json_headers(value)?,
             ("body", Value::Null) => {}
@@ -99,11 +105,15 @@ fn parse_json(line: &str) -> Result<Spec, String> {
                 json_body = true;
             }
             (key @ ("url" | "method"), other) => {
-                return Err(format!("{key} must be a string, not {other}"));
+                return Err(format!(
+                    "{key} must be a string, not {}",
+                    Excerpt::new(&other.to_string())
+                ));
             }
             (other, _) => {
                 return Err(format!(
-                    "unknown field {other:?}; a line's object has url, method, headers and body"
+                    "unknown field \"{}\"; a line's object has url, method, headers and body",
+                    Excerpt::new(other)
                 ));
             }
         }
@@ -144,13 +154,20 @@ fn json_headers(value: Value) -> Result<HeaderMap, String> {
                     Value::Array(values) => {
                         for v in values {
                             let Value::String(v) = v else {
-                                return Err(format!("header {name:?}: values are strings"));
+                                return Err(format!(
+                                    "header \"{}\": values are strings",
+                                    Excerpt::new(&name)
+                                ));
                             };
                             add(&name, &v)?;
                         }
                     }
                     other => {
-                        return Err(format!("header {name:?}: {other} is not a string"));
+                        return Err(format!(
+                            "header \"{}\": {} is not a string",
+                            Excerpt::new(&name),
+                            Excerpt::new(&other.to_string())
+                        ));
                     }
                 }
             }

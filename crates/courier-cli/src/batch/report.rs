@@ -10,7 +10,7 @@ use http::Method;
 use url::Url;
 
 use super::tally::Try;
-use crate::INTERRUPTED;
+use crate::signal::Stop;
 
 /// A request that ended.
 pub(super) struct Ended {
@@ -125,8 +125,12 @@ pub(super) struct Summary {
     pub(super) retries: u64,
     pub(super) answered_429: u64,
     pub(super) refused_locally: u64,
+    /// Requests in flight dropped at a second signal, reported as abandoned.
     pub(super) abandoned: u64,
-    pub(super) interrupted: bool,
+    /// Requests in flight dropped when stdout closed; nobody read their results.
+    pub(super) dropped: u64,
+    /// The signal that stopped the batch.
+    pub(super) stopped_by: Option<Stop>,
     pub(super) resume_from: Option<u64>,
     pub(super) input_error: Option<String>,
     pub(super) output_closed: Option<ExitCode>,
@@ -151,8 +155,8 @@ impl Summary {
     }
 
     pub(super) fn exit_code(&self) -> ExitCode {
-        if self.interrupted {
-            return INTERRUPTED.into();
+        if let Some(stop) = self.stopped_by {
+            return stop.exit_status().into();
         }
         if self.failed > 0 || self.bad_lines > 0 || self.input_error.is_some() {
             return ExitCode::FAILURE;
@@ -200,18 +204,33 @@ impl std::fmt::Display for Summary {
         if self.abandoned > 0 {
             writeln!(
                 f,
-                "abandoned: {} in flight at the second Ctrl-C; each may have reached the server",
-                self.abandoned
+                "abandoned: {} in flight at the second {}; each may have reached the server",
+                self.abandoned,
+                self.stopped_by.map_or("signal", Stop::name),
             )?;
         }
-        if let Some(line) = self.resume_from {
+        let why = match (self.stopped_by, &self.output_closed) {
+            (Some(stop), _) => Some(stop.outcome()),
+            (None, Some(_)) => Some("stdout closed"),
+            (None, None) => None,
+        };
+        if self.output_closed.is_some() {
             writeln!(
                 f,
-                "interrupted: no request from line {line} on was sent; resume from there \
+                "stdout closed: nothing more was sent; {} {} in flight dropped, each may have \
+                 reached the server",
+                self.dropped,
+                plural(self.dropped, "request", "requests"),
+            )?;
+        }
+        if let (Some(why), Some(line)) = (why, self.resume_from) {
+            writeln!(
+                f,
+                "{why}: no request from line {line} on was sent; resume from there \
                  (e.g. tail -n +{line} FILE | courier batch ...)"
             )?;
-        } else if self.interrupted {
-            writeln!(f, "interrupted after the last line was sent")?;
+        } else if let Some(why) = why {
+            writeln!(f, "{why} after the last line was sent")?;
         }
         if let Some(error) = &self.input_error {
             writeln!(f, "error: {error}")?;
@@ -304,13 +323,49 @@ mod tests {
         assert!(text.contains("attempts: 8 (3 retries)"), "{text}");
         assert!(text.contains("1 answered 429, 1 refused locally"), "{text}");
         assert_eq!(s.exit_code(), ExitCode::FAILURE);
-        s.interrupted = true;
+        s.stopped_by = Some(Stop::Interrupt);
         s.resume_from = Some(9);
-        assert_eq!(s.exit_code(), ExitCode::from(INTERRUPTED));
-        assert!(s.to_string().contains("from line 9 on"));
+        assert_eq!(s.exit_code(), ExitCode::from(crate::INTERRUPTED));
+        assert!(
+            s.to_string()
+                .contains("interrupted: no request from line 9 on")
+        );
+        s.stopped_by = Some(Stop::Terminate);
+        assert_eq!(s.exit_code(), ExitCode::from(crate::TERMINATED));
+        assert!(
+            s.to_string()
+                .contains("terminated: no request from line 9 on")
+        );
 
         let mut s = Summary::default();
         s.count(&ended(Some(204), None), &tries(&["204"]));
         assert_eq!(s.exit_code(), ExitCode::SUCCESS);
+    }
+
+    #[test]
+    fn a_closed_stdout_is_not_a_signal_and_not_a_failure() {
+        let mut s = Summary::default();
+        s.count(&ended(Some(200), None), &tries(&["200"]));
+        s.output_closed = Some(ExitCode::SUCCESS);
+        s.dropped = 60;
+        s.resume_from = Some(65);
+        let text = s.to_string();
+        assert!(!text.contains("Ctrl-C"), "{text}");
+        assert!(!text.contains("abandoned"), "{text}");
+        assert!(
+            text.contains("stdout closed: nothing more was sent; 60 requests in flight dropped"),
+            "{text}"
+        );
+        assert!(
+            text.contains("stdout closed: no request from line 65 on"),
+            "{text}"
+        );
+        assert_eq!(s.exit_code(), ExitCode::SUCCESS);
+        s.count(&ended(Some(500), None), &tries(&["500"]));
+        assert_eq!(
+            s.exit_code(),
+            ExitCode::FAILURE,
+            "a failure written still counts"
+        );
     }
 }
