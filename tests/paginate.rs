@@ -101,6 +101,7 @@ async fn link_stream_resumes_from_a_saved_position_without_repeating() {
 
     let position: LinkPosition = serde_json::from_str(&saved).unwrap();
     assert_eq!(position.visited.len(), 1);
+    assert_eq!(position.pages, 1);
     let rest: Vec<Page> = bounded(paginate::LinkPages::resume(client(), position).try_collect())
         .await
         .unwrap();

@@ -44,6 +44,9 @@
 //! ```
 
 pub mod link;
+mod seen;
+
+pub use seen::Seen;
 
 use crate::Error;
 use bytes::Bytes;
@@ -220,14 +223,22 @@ impl Page {
     }
 }
 
-/// Where a [`LinkPages`] stream stands: the next URL to fetch and every URL fetched so far.
+/// Where a [`LinkPages`] stream stands: the next URL to fetch, how many pages were read, and
+/// the most recent of them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LinkPosition {
     /// The next page to fetch (the failed one, after a failure); `None` once the last page was
     /// read.
     pub next: Option<Url>,
-    /// Pages read so far, in order.
-    pub visited: Vec<Url>,
+    /// The first page read: the listing's origin is its origin.
+    pub first: Option<Url>,
+    /// The last page read.
+    pub last: Option<Url>,
+    /// Pages read so far.
+    pub pages: u64,
+    /// The most recent pages read, without their fragments (at most [`Seen::CAPACITY`]): a
+    /// `next` among them is a loop.
+    pub visited: Seen,
 }
 
 /// Where a [`CursorPages`] stream stands.
@@ -242,8 +253,8 @@ pub struct CursorPosition {
     pub pages: u64,
     /// Whether the last page had no next cursor. A listing whose server looped is not done.
     pub done: bool,
-    /// Cursors already used, to refuse a loop.
-    pub seen: Vec<String>,
+    /// The most recent cursors used (at most [`Seen::CAPACITY`]), to refuse a loop.
+    pub seen: Seen,
 }
 
 /// Follows `Link: rel="next"` from `start` through `service`, on `start`'s origin only unless
@@ -253,7 +264,10 @@ pub fn links<S, B>(service: S, start: Url) -> LinkPages<S, B> {
         service,
         LinkPosition {
             next: Some(start),
-            visited: Vec::new(),
+            first: None,
+            last: None,
+            pages: 0,
+            visited: Seen::default(),
         },
     )
 }
@@ -269,7 +283,7 @@ pub fn cursor<S, B>(service: S, start: Url) -> CursorPages<S, B> {
             cursor: None,
             pages: 0,
             done: false,
-            seen: Vec::new(),
+            seen: Seen::default(),
         },
     )
 }
@@ -394,8 +408,7 @@ impl<S, B, W> Pages<S, B, W> {
 impl<S, B> Pages<S, B, LinkPosition> {
     /// Continues from a saved position.
     ///
-    /// The listing's origin is that of the first URL in `visited`, or of `next` when none was
-    /// visited yet.
+    /// The listing's origin is that of `first`, or of `next` when no page was read yet.
     pub fn resume(service: S, position: LinkPosition) -> Self {
         Self::new(service, position)
     }
@@ -524,12 +537,10 @@ impl sealed::Walk for LinkPosition {
             return Ok(None);
         };
         // Both refusals need a page read: the first page of a run is the caller's to choose.
-        let (Some(first), Some(last)) = (self.visited.first(), self.visited.last()) else {
+        let (Some(first), Some(last)) = (&self.first, &self.last) else {
             return Ok(Some(next.clone()));
         };
-        // A fragment is never sent: `/p#top` is the page `/p`.
-        let same_page = |a: &Url| a[..Position::AfterQuery] == next[..Position::AfterQuery];
-        if self.visited.iter().any(same_page) {
+        if self.visited.contains(page_key(next)) {
             return Err(Error::Pagination(PaginationError::LinkLoop {
                 from: last.to_string(),
                 to: next.to_string(),
@@ -547,16 +558,26 @@ impl sealed::Walk for LinkPosition {
     }
 
     fn pages_read(&self) -> u64 {
-        self.visited.len() as u64
+        self.pages
     }
 
     fn advance(&mut self, page: &Page) -> Result<(), Error> {
-        self.visited.push(page.url.clone());
+        self.visited.insert(page_key(&page.url));
+        if self.first.is_none() {
+            self.first = Some(page.url.clone());
+        }
+        self.last = Some(page.url.clone());
+        self.pages += 1;
         let links = parse_link_headers(&page.headers, &page.url);
         // A loop or another origin is refused by `next_url`, after this page is yielded.
         self.next = next_link(&links).cloned();
         Ok(())
     }
+}
+
+/// The page `url` names: a fragment is never sent, so `/p#top` is the page `/p`.
+fn page_key(url: &Url) -> &str {
+    &url[..Position::AfterQuery]
 }
 
 /// How a [`CursorPages`] stream walks: its [`CursorPosition`], the body field the next cursor is
@@ -648,15 +669,14 @@ impl sealed::Walk for CursorWalk {
         };
         // The cursor that fetched this page counts as used: on the first page, the start URL's.
         if let Some(prev) = position.cursor.take().or(start) {
-            position.seen.push(prev);
-            position.seen.dedup();
+            position.seen.insert(&prev);
         }
         if position.seen.contains(&c) {
             // The page is yielded; the loop is reported in place of the next fetch, and the
             // position is left unfinished, naming the cursor the server looped back to.
             self.looped = Some(c.clone());
         } else {
-            position.seen.push(c.clone());
+            position.seen.insert(&c);
         }
         position.cursor = Some(c);
         Ok(())

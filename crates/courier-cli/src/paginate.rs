@@ -8,9 +8,16 @@
 //! first request, as is one given with `--resume-cursor`) and the items are the body's `items`
 //! array.
 //!
-//! A listing that stops before its end (`--max-pages`, a failed page, Ctrl-C) prints on stderr
-//! the command that resumes it at the first page not printed: the next link, or the next
-//! cursor. While stderr is a terminal, a progress line counts pages and items.
+//! A listing reads at most [`DEFAULT_MAX_PAGES`] pages unless `--max-pages` says otherwise
+//! (`--max-pages none`: no bound): a server whose every page links to a new one would otherwise
+//! keep it running until killed. Reaching that default bound exits 1 (the listing may go on);
+//! reaching a `--max-pages` the caller gave exits 0. Loops are refused at O(1) a page, the pages
+//! remembered bounded ([`courier::paginate::Seen`]), so memory stays flat however long the
+//! listing.
+//!
+//! A listing that stops before its end (a page bound, a failed page, Ctrl-C or SIGTERM) prints
+//! on stderr the command that resumes it at the first page not printed: the next link, or the
+//! next cursor. While stderr is a terminal, a progress line counts pages and items.
 
 use std::io::{self, IsTerminal, Write};
 use std::process::ExitCode;
@@ -30,6 +37,9 @@ use crate::signal::{Stops, next_stop};
 /// The cursor field when `--cursor` names none.
 const DEFAULT_CURSOR_FIELD: &str = "next_cursor";
 
+/// The pages a listing reads when `--max-pages` is not given.
+pub(crate) const DEFAULT_MAX_PAGES: u64 = 10_000;
+
 /// Arguments of `courier paginate`.
 #[derive(Debug, Args)]
 pub(crate) struct PaginateArgs {
@@ -48,9 +58,10 @@ pub(crate) struct PaginateArgs {
     /// Start with this cursor, as printed by a listing that stopped early (needs --cursor).
     #[arg(long, value_name = "CURSOR", requires = "cursor")]
     resume_cursor: Option<String>,
-    /// Stop after N pages.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
-    max_pages: Option<u64>,
+    /// Stop after N pages; `none` reads until the listing ends [default: 10000, and reaching
+    /// it exits 1].
+    #[arg(long, value_name = "N", value_parser = parse::checked(parse::max_pages))]
+    max_pages: Option<parse::PageBound>,
     /// Follow a Link to another origin (scheme, host or port) than URL's.
     #[arg(long)]
     allow_cross_origin: bool,
@@ -68,6 +79,7 @@ pub(crate) fn run(args: PaginateArgs) -> ExitCode {
 }
 
 async fn pages(args: PaginateArgs) -> ExitCode {
+    let bound = args.max_pages.unwrap_or(parse::PageBound::Default);
     let client = args.client.client(courier::CourierLayer::new()).boxed();
     let progress = Progress::new(io::stderr().is_terminal().then(io::stderr));
     let quoted = shell_quote(args.url.as_str());
@@ -79,7 +91,7 @@ async fn pages(args: PaginateArgs) -> ExitCode {
         None => {
             let mut pages = courier::paginate::links::<_, Full<Bytes>>(client, args.url)
                 .allow_cross_origin(args.allow_cross_origin);
-            if let Some(max) = args.max_pages {
+            if let Some(max) = bound.pages() {
                 pages = pages.max_pages(max);
             }
             let resume = |pages: &courier::paginate::LinkPages<_, _>| {
@@ -87,7 +99,7 @@ async fn pages(args: PaginateArgs) -> ExitCode {
                 next.as_ref()
                     .map(|next| format!("courier paginate {}{options}", shell_quote(next.as_str())))
             };
-            drain(pages, None, progress, resume, |page| {
+            drain(pages, None, bound, progress, resume, |page| {
                 format!(
                     "courier paginate {}{options}",
                     shell_quote(page.url().as_str())
@@ -106,12 +118,12 @@ async fn pages(args: PaginateArgs) -> ExitCode {
                 cursor: args.resume_cursor,
                 pages: 0,
                 done: false,
-                seen: Vec::new(),
+                seen: courier::paginate::Seen::default(),
             };
             let mut pages =
                 courier::paginate::CursorPages::<_, Full<Bytes>>::resume(client, position)
                     .field(field);
-            if let Some(max) = args.max_pages {
+            if let Some(max) = bound.pages() {
                 pages = pages.max_pages(max);
             }
             let resume = |pages: &courier::paginate::CursorPages<_, _>| {
@@ -127,7 +139,7 @@ async fn pages(args: PaginateArgs) -> ExitCode {
                     None => format!("courier paginate {quoted}{cursor_flag}{options}"),
                 })
             };
-            drain(pages, Some("items"), progress, resume, |page| {
+            drain(pages, Some("items"), bound, progress, resume, |page| {
                 format!(
                     "courier paginate {}{cursor_flag}{options}",
                     shell_quote(page.url().as_str())
@@ -144,6 +156,7 @@ async fn pages(args: PaginateArgs) -> ExitCode {
 async fn drain<S, W>(
     mut pages: S,
     items_field: Option<&str>,
+    bound: parse::PageBound,
     mut progress: Progress<W>,
     resume: impl Fn(&S) -> Option<String>,
     refetch: impl Fn(&Page) -> String,
@@ -210,9 +223,17 @@ where
         progress.page(items.len());
     }
     progress.finish();
-    if let Some(command) = resume(&pages) {
-        eprintln!("stopped at --max-pages; resume with: {command}");
+    let Some(command) = resume(&pages) else {
+        return ExitCode::SUCCESS;
+    };
+    if bound == parse::PageBound::Default {
+        eprintln!(
+            "stopped after {DEFAULT_MAX_PAGES} pages, the default bound; the listing may go on \
+             (give --max-pages N, or --max-pages none); resume with: {command}"
+        );
+        return ExitCode::FAILURE;
     }
+    eprintln!("stopped at --max-pages; resume with: {command}");
     ExitCode::SUCCESS
 }
 

@@ -255,6 +255,40 @@ pub(crate) fn burst(s: &str) -> Result<NonZeroU32, String> {
         .map_err(|_| "want a whole number of requests, at least 1".to_owned())
 }
 
+/// How many pages `paginate` reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum PageBound {
+    /// `--max-pages` not given: [`crate::paginate::DEFAULT_MAX_PAGES`].
+    Default,
+    /// `--max-pages N`.
+    At(u64),
+    /// `--max-pages none`.
+    Unbounded,
+}
+
+impl PageBound {
+    /// The bound on pages, if any.
+    pub(crate) fn pages(self) -> Option<u64> {
+        match self {
+            Self::Default => Some(crate::paginate::DEFAULT_MAX_PAGES),
+            Self::At(n) => Some(n),
+            Self::Unbounded => None,
+        }
+    }
+}
+
+/// `--max-pages`: a whole number of pages, at least 1, or `none`.
+pub(crate) fn max_pages(s: &str) -> Result<PageBound, String> {
+    let s = s.trim();
+    if s.eq_ignore_ascii_case("none") {
+        return Ok(PageBound::Unbounded);
+    }
+    match s.parse::<u64>() {
+        Ok(n) if n >= 1 => Ok(PageBound::At(n)),
+        _ => Err("want a whole number of pages, at least 1, or none for no bound".to_owned()),
+    }
+}
+
 /// A JSON field name for `--cursor`; refuses what looks like the URL that should follow it.
 pub(crate) fn field(s: &str) -> Result<String, String> {
     if s.is_empty() {

@@ -340,3 +340,122 @@ async fn ctrl_c_stops_a_listing_and_says_how_to_resume() {
     assert!(stderr.starts_with("interrupted\n"), "{stderr}");
     assert_eq!(resume_args(&stderr), ["paginate", second.as_str()]);
 }
+
+/// A server on 127.0.0.1 whose every page `/p?n=N` holds one item and links to `/p?n=N+1`,
+/// forever. Answers keep the connection open; the server stops with the test's runtime.
+async fn endless_pager() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0_u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match stream.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).into_owned();
+                    buf.drain(..end + 4);
+                    let n: u64 = head
+                        .split_once("n=")
+                        .and_then(|(_, rest)| {
+                            rest.split(|c: char| !c.is_ascii_digit())
+                                .next()?
+                                .parse()
+                                .ok()
+                        })
+                        .unwrap_or(0);
+                    let body = format!("[{{\"id\":{n}}}]");
+                    let resp = format!(
+                        "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                         content-length: {}\r\nlink: </p?n={}>; rel=\"next\"\r\n\r\n{body}",
+                        body.len(),
+                        n + 1
+                    );
+                    if stream.write_all(resp.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    format!("http://{addr}/p?n=1")
+}
+
+#[tokio::test]
+async fn an_endless_listing_stops_at_the_default_bound_and_says_how_to_go_on() {
+    let start = endless_pager().await;
+    let run = courier(&["paginate", &start]).await;
+    assert_eq!(
+        run.code, 1,
+        "the default bound is not the end: {}",
+        run.stderr
+    );
+    let got = ids(&run.stdout);
+    assert_eq!(got.len(), 10_000, "one item a page, 10 000 pages");
+    assert_eq!(got.first(), Some(&1));
+    assert_eq!(got.last(), Some(&10_000));
+    assert!(
+        run.stderr
+            .contains("stopped after 10000 pages, the default bound"),
+        "{}",
+        run.stderr
+    );
+    let args = resume_args(&run.stderr);
+    assert_eq!(args, ["paginate", &start.replace("n=1", "n=10001")]);
+
+    // A bound of the caller's own ends it as asked.
+    let run = courier(&["paginate", &start, "--max-pages", "3"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(ids(&run.stdout), [1, 2, 3]);
+}
+
+#[tokio::test]
+async fn an_unbounded_listing_reads_past_the_default_until_sigterm() {
+    let start = endless_pager().await;
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(["paginate", &start, "--max-pages", "none"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    let wanted = 10_500;
+    for _ in 0..wanted {
+        line.clear();
+        tokio::time::timeout(PATIENCE, stdout.read_line(&mut line))
+            .await
+            .expect("pages keep coming")
+            .unwrap();
+    }
+    assert_eq!(
+        line,
+        format!("{{\"id\":{wanted}}}\n"),
+        "past the default bound"
+    );
+    let pid = child.id().expect("still running").to_string();
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &pid])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+    let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
+        .await
+        .expect("the listing stops at once")
+        .unwrap();
+    assert_eq!(out.status.code(), Some(143), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.starts_with("terminated\n"), "{stderr}");
+    let args = resume_args(&stderr);
+    assert_eq!(args[0], "paginate");
+    assert!(args[1].starts_with(&start[..start.len() - 1]), "{args:?}");
+}
