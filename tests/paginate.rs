@@ -362,7 +362,7 @@ async fn cursor_stream_ends_after_a_non_2xx_page() {
                 cursor: Some("not-a-cursor".into()),
                 pages: 0,
                 done: false,
-                seen: Vec::new(),
+                seen: paginate::Seen::default(),
             },
         )
         .try_collect(),
