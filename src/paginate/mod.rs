@@ -50,6 +50,7 @@ pub use seen::Seen;
 
 use crate::Error;
 use bytes::Bytes;
+use courier_core::excerpt::Excerpt;
 use courier_core::{Attempts, BoxError};
 use futures_core::Stream;
 use http::{HeaderMap, StatusCode};
@@ -119,31 +120,42 @@ pub enum PaginationError {
 
 impl fmt::Display for PaginationError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // URLs and cursors come from the server: quoted bounded, their controls escaped.
+        let q = |s: &str| Excerpt::new(s).to_string();
         match self {
-            Self::NotJson { url, source } => write!(f, "page {url} is not JSON: {source}"),
-            Self::NoArray { url, field: None } => write!(f, "page {url} holds no array"),
+            Self::NotJson { url, source } => write!(f, "page {} is not JSON: {source}", q(url)),
+            Self::NoArray { url, field: None } => write!(f, "page {} holds no array", q(url)),
             Self::NoArray {
                 url,
                 field: Some(field),
-            } => write!(f, "page {url} holds no array under {field:?}"),
+            } => write!(f, "page {} holds no array under \"{}\"", q(url), q(field)),
             Self::InvalidUri { url, source } => {
-                write!(f, "{url} is not a valid request URI: {source}")
+                write!(f, "{} is not a valid request URI: {source}", q(url))
             }
             Self::Request(source) => write!(f, "the page's request cannot be built: {source}"),
             Self::LinkLoop { from, to } => {
-                write!(f, "{from} links back to {to}, which was already visited")
+                write!(
+                    f,
+                    "{} links back to {}, which was already visited",
+                    q(from),
+                    q(to)
+                )
             }
             Self::CrossOrigin { from, to, origin } => write!(
                 f,
-                "{from} links to {to}, off the listing's origin {origin}; it is not followed, so \
+                "{} links to {}, off the listing's origin {}; it is not followed, so \
                  that the stack's credentials stay with their origin: allow cross-origin links \
                  (`allow_cross_origin(true)`, or `courier paginate --allow-cross-origin`) to \
-                 follow it if that server is trusted"
+                 follow it if that server is trusted",
+                q(from),
+                q(to),
+                q(origin)
             ),
             Self::CursorLoop { cursor } => {
                 write!(
                     f,
-                    "cursor {cursor:?} was already used; the server is looping"
+                    "cursor \"{}\" was already used; the server is looping",
+                    q(cursor)
                 )
             }
         }
@@ -223,22 +235,72 @@ impl Page {
     }
 }
 
-/// Where a [`LinkPages`] stream stands: the next URL to fetch, how many pages were read, and
-/// the most recent of them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+/// Where a [`LinkPages`] stream stands: the next URL to fetch, the pages read so far (the most
+/// recent of them remembered), and the first.
+///
+/// It serializes as `{"next": ..., "visited": [...]}`, the pages oldest first, as earlier
+/// releases wrote it; `first` and `pages` are written too only when `visited` no longer tells
+/// them (past [`Seen::CAPACITY`] pages), and a position without them reads them from `visited`.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LinkPosition {
     /// The next page to fetch (the failed one, after a failure); `None` once the last page was
     /// read.
     pub next: Option<Url>,
-    /// The first page read: the listing's origin is its origin.
-    pub first: Option<Url>,
-    /// The last page read.
-    pub last: Option<Url>,
-    /// Pages read so far.
-    pub pages: u64,
     /// The most recent pages read, without their fragments (at most [`Seen::CAPACITY`]): a
     /// `next` among them is a loop.
     pub visited: Seen,
+    /// The first page read: the listing keeps to its origin.
+    pub first: Option<Url>,
+    /// Pages read so far.
+    pub pages: u64,
+}
+
+/// [`LinkPosition`] as it is written.
+#[derive(Serialize, Deserialize)]
+struct SavedLinkPosition {
+    next: Option<Url>,
+    #[serde(default)]
+    visited: Vec<Url>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    first: Option<Url>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pages: Option<u64>,
+}
+
+impl Serialize for LinkPosition {
+    fn serialize<Ser: serde::Serializer>(&self, serializer: Ser) -> Result<Ser::Ok, Ser::Error> {
+        let visited = self
+            .visited
+            .iter()
+            .map(Url::parse)
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(serde::ser::Error::custom)?;
+        let told_by_visited = self.pages == visited.len() as u64
+            && self.first.as_ref().map(page_key) == visited.first().map(page_key);
+        SavedLinkPosition {
+            next: self.next.clone(),
+            visited,
+            first: self.first.clone().filter(|_| !told_by_visited),
+            pages: (!told_by_visited).then_some(self.pages),
+        }
+        .serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for LinkPosition {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let saved = SavedLinkPosition::deserialize(deserializer)?;
+        let mut visited = Seen::default();
+        for url in &saved.visited {
+            visited.insert(page_key(url));
+        }
+        Ok(Self {
+            first: saved.first.or_else(|| saved.visited.first().cloned()),
+            pages: saved.pages.unwrap_or(saved.visited.len() as u64),
+            next: saved.next,
+            visited,
+        })
+    }
 }
 
 /// Where a [`CursorPages`] stream stands.
@@ -264,10 +326,9 @@ pub fn links<S, B>(service: S, start: Url) -> LinkPages<S, B> {
         service,
         LinkPosition {
             next: Some(start),
-            first: None,
-            last: None,
-            pages: 0,
             visited: Seen::default(),
+            first: None,
+            pages: 0,
         },
     )
 }
@@ -537,7 +598,7 @@ impl sealed::Walk for LinkPosition {
             return Ok(None);
         };
         // Both refusals need a page read: the first page of a run is the caller's to choose.
-        let (Some(first), Some(last)) = (&self.first, &self.last) else {
+        let (Some(first), Some(last)) = (&self.first, self.visited.newest()) else {
             return Ok(Some(next.clone()));
         };
         if self.visited.contains(page_key(next)) {
@@ -566,7 +627,6 @@ impl sealed::Walk for LinkPosition {
         if self.first.is_none() {
             self.first = Some(page.url.clone());
         }
-        self.last = Some(page.url.clone());
         self.pages += 1;
         let links = parse_link_headers(&page.headers, &page.url);
         // A loop or another origin is refused by `next_url`, after this page is yielded.

@@ -54,6 +54,11 @@ impl Seen {
         self.order.is_empty()
     }
 
+    /// The entry remembered last.
+    pub fn newest(&self) -> Option<&str> {
+        self.order.back().map(|e| &**e)
+    }
+
     /// The entries, oldest first.
     pub fn iter(&self) -> impl Iterator<Item = &str> {
         self.order.iter().map(|e| &**e)

@@ -1,5 +1,6 @@
 //! `/limited/{name}?rate=&burst=`: a server-side token bucket per name.
 
+use courier_core::excerpt::Excerpt;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
@@ -77,7 +78,10 @@ pub(crate) fn limited<B>(shared: &Shared, name: &str, req: &Request<B>) -> Resp 
             _ => {
                 return text(
                     StatusCode::BAD_REQUEST,
-                    &format!("rate={raw:?} is not valid; use tokens per second, e.g. 2 or 0.5\n"),
+                    &format!(
+                        "rate=\"{}\" is not valid; use tokens per second, e.g. 2 or 0.5\n",
+                        Excerpt::new(&raw)
+                    ),
                 );
             }
         },

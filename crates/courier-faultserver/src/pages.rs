@@ -1,5 +1,6 @@
 //! `/items` (Link pagination) and `/cursor` (cursor pagination) over the same 23 items.
 
+use courier_core::excerpt::Excerpt;
 use http::{HeaderValue, Request, StatusCode, header};
 use serde_json::json;
 
@@ -64,8 +65,9 @@ pub(crate) fn cursor<B>(req: &Request<B>) -> Resp {
                 return text(
                     StatusCode::BAD_REQUEST,
                     &format!(
-                        "cursor {raw:?} is not one this server gave out; start without a cursor \
-                         and pass next_cursor back unchanged\n"
+                        "cursor \"{}\" is not one this server gave out; start without a cursor \
+                         and pass next_cursor back unchanged\n",
+                        Excerpt::new(&raw)
                     ),
                 );
             }

@@ -1,5 +1,6 @@
 //! Plans: what `/s/{name}` answers, one step at a time.
 
+use courier_core::excerpt::Excerpt;
 use std::collections::{BTreeMap, VecDeque};
 use std::fmt;
 use std::time::Duration;
@@ -156,11 +157,17 @@ impl Step {
         }
         let mut headers = Vec::with_capacity(self.headers.len());
         for (name, value) in &self.headers {
-            let header_name = HeaderName::from_bytes(name.as_bytes())
-                .map_err(|_| bad(format!("header name {name:?} is not a valid header name")))?;
+            let header_name = HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+                bad(format!(
+                    "header name \"{}\" is not a valid header name",
+                    Excerpt::new(name)
+                ))
+            })?;
             let header_value = HeaderValue::from_str(value).map_err(|_| {
                 bad(format!(
-                    "header {name:?} has value {value:?}, which is not a valid header value"
+                    "header \"{}\" has value \"{}\", which is not a valid header value",
+                    Excerpt::new(name),
+                    Excerpt::new(value)
                 ))
             })?;
             headers.push((header_name, header_value));

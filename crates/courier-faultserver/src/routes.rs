@@ -1,5 +1,6 @@
 //! Request dispatch: which endpoint answers, and the response helpers they share.
 
+use courier_core::excerpt::Excerpt;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -277,7 +278,8 @@ pub(crate) fn number_param(uri: &http::Uri, name: &str, min: u64) -> Result<Opti
     match raw.parse::<u64>() {
         Ok(n) if n >= min => Ok(Some(n)),
         _ => Err(format!(
-            "{name}={raw:?} is not valid; use a whole number of at least {min}\n"
+            "{name}=\"{}\" is not valid; use a whole number of at least {min}\n",
+            Excerpt::new(&raw)
         )),
     }
 }
