@@ -12,8 +12,8 @@ use http_body_util::Full;
 use crate::parse;
 
 /// The preset over courier's hyper client: HTTPS with the system's trust store (feature
-/// `rustls`, on by default), plus any `--cacert` roots.
-pub(crate) type Client = courier::Courier<HyperService<Full<Bytes>>>;
+/// `rustls`, on by default), plus any `--cacert` roots; requests with bodies of type `B`.
+pub(crate) type Client<B = Full<Bytes>> = courier::Courier<HyperService<B>>;
 
 /// Options of the transport under the preset.
 #[derive(Debug, Clone, Args)]
@@ -32,7 +32,11 @@ pub(crate) struct ClientArgs {
 
 impl ClientArgs {
     /// `layer` over a hyper client configured by these options.
-    pub(crate) fn client(&self, layer: CourierLayer) -> Client {
+    pub(crate) fn client<B>(&self, layer: CourierLayer) -> Client<B>
+    where
+        B: http_body::Body + Send + 'static,
+        B::Data: Send,
+    {
         let layer = match &self.user_agent {
             None => layer,
             Some(agent) if agent.is_empty() => layer.user_agent(None::<HeaderValue>),

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod batch;
 mod client;
+mod data;
 mod demo;
 mod output;
 mod paginate;

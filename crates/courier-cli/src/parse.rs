@@ -172,17 +172,35 @@ pub(crate) struct CaFile {
     pub(crate) config: courier::rustls::ClientConfig,
 }
 
-/// `--cacert FILE`: PEM certificates to trust besides the system's roots.
+/// The largest `--cacert` file read: a system's whole bundle of roots is about 200 KiB.
+#[cfg(feature = "rustls")]
+pub(crate) const MAX_CA_FILE: u64 = 4 << 20;
+
+/// `--cacert FILE`: PEM certificates to trust besides the system's roots, at most
+/// [`MAX_CA_FILE`] bytes.
 #[cfg(feature = "rustls")]
 pub(crate) fn ca_file(s: &str) -> Result<CaFile, String> {
     use courier::transport::tls;
+    use std::io::Read as _;
     let path = std::path::PathBuf::from(s);
-    let pem = std::fs::read(&path).map_err(|e| {
+    let cannot = |e: std::io::Error| {
         format!(
             "cannot read {}: {e}; give a PEM file of CA certificates",
             path.display()
         )
-    })?;
+    };
+    let mut pem = Vec::new();
+    std::fs::File::open(&path)
+        .and_then(|file| file.take(MAX_CA_FILE + 1).read_to_end(&mut pem))
+        .map_err(cannot)?;
+    if pem.len() as u64 > MAX_CA_FILE {
+        return Err(format!(
+            "{} is larger than {} MiB, more than any bundle of CA certificates; give a PEM file \
+             of the CA certificates to trust",
+            path.display(),
+            MAX_CA_FILE >> 20
+        ));
+    }
     let roots = tls::pem_certificates(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
     let config = tls::client_config(roots).map_err(|e| format!("{}: {e}", path.display()))?;
     Ok(CaFile { path, config })
@@ -255,6 +273,27 @@ pub(crate) fn burst(s: &str) -> Result<NonZeroU32, String> {
         .map_err(|_| "want a whole number of requests, at least 1".to_owned())
 }
 
+/// A size in bytes: a whole number, with an optional K, M or G (powers of 1024).
+pub(crate) fn size(s: &str) -> Result<u64, String> {
+    const WANT: &str = "want a size in bytes, such as 500000, 64K, 10M or 2G";
+    let s = s.trim();
+    let (digits, unit) = match s.char_indices().last() {
+        Some((at, c)) if c.is_ascii_alphabetic() => (&s[..at], c.to_ascii_uppercase()),
+        _ => (s, 'B'),
+    };
+    let shift = match unit {
+        'B' => 0,
+        'K' => 10,
+        'M' => 20,
+        'G' => 30,
+        _ => return Err(WANT.to_owned()),
+    };
+    let n: u64 = digits.parse().map_err(|_| WANT.to_owned())?;
+    n.checked_mul(1 << shift)
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("{WANT}, at least 1 byte and at most 2^64"))
+}
+
 /// How many pages `paginate` reads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum PageBound {
@@ -307,6 +346,63 @@ pub(crate) fn field(s: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    /// The message clap prints for `value` refused by `parse`, if it is refused.
+    fn refusal<T, F>(parse: F, value: &str) -> Option<String>
+    where
+        F: Fn(&str) -> Result<T, String> + Clone + Send + Sync + 'static,
+        T: Clone + Send + Sync + 'static,
+    {
+        let mut cmd = clap::Command::new("courier").arg(clap::Arg::new("value").long("value"));
+        cmd.build();
+        let arg = cmd.get_arguments().next().expect("the argument");
+        checked(parse)
+            .parse_ref(&cmd, Some(arg), OsStr::new(value))
+            .err()
+            .map(|e| e.to_string())
+    }
+
+    proptest! {
+        #[test]
+        fn a_refusal_is_bounded_and_free_of_control_characters(
+            value in prop_oneof![
+                any::<String>(),
+                "[ -~\r\n\t\u{0}-\u{1f}\u{85}\u{202e}]{0,3000}",
+                "(http://)?[a-z\n\r:]{0,2000}",
+            ],
+        ) {
+            let messages = [
+                refusal(url, &value),
+                refusal(header, &value),
+                refusal(method, &value),
+                refusal(field, &value),
+                refusal(size, &value),
+                refusal(max_pages, &value),
+                refusal(idempotency_key, &value),
+                refusal(user_agent, &value),
+            ];
+            for message in messages.into_iter().flatten() {
+                let body = message.strip_suffix('\n').unwrap_or(&message);
+                prop_assert!(!body.chars().any(char::is_control), "{message:?}");
+                // Two excerpts at most (the value, and a part of it in the parser's own
+                // words), each 200 characters escaped to at most 10 bytes, and the words.
+                prop_assert!(message.len() <= 2 * 2_040 + 600, "{} bytes", message.len());
+            }
+        }
+    }
+
+    #[test]
+    fn a_value_that_is_not_utf8_is_refused_in_hex() {
+        use std::os::unix::ffi::OsStrExt as _;
+        let cmd = clap::Command::new("courier");
+        let err = checked(url)
+            .parse_ref(&cmd, None, OsStr::from_bytes(b"http://h/\xff"))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("http://h/\\xff"), "{err}");
+        assert!(err.contains("not UTF-8"), "{err}");
+    }
 
     #[test]
     fn seconds_refuse_what_is_not_a_duration() {
@@ -371,6 +467,17 @@ mod tests {
         assert_eq!(method("PURGE").unwrap().as_str(), "PURGE");
         assert!(method("GE T").is_err());
         assert!(method("").is_err());
+    }
+
+    #[test]
+    fn sizes_take_binary_units() {
+        assert_eq!(size("500000"), Ok(500_000));
+        assert_eq!(size("64K"), Ok(64 << 10));
+        assert_eq!(size("10m"), Ok(10 << 20));
+        assert_eq!(size("2G"), Ok(2 << 30));
+        for bad in ["", "0", "-1", "1T", "K", "1.5M", "99999999999999999999G"] {
+            assert!(size(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -5,7 +5,6 @@ use std::fmt::{self, Write as _};
 use std::path::PathBuf;
 use std::time::Duration;
 
-use bytes::Bytes;
 use courier::core::idempotency::{IDEMPOTENCY_KEY, has_idempotency_key, is_idempotent};
 use courier::retry::policy::backoff_ceiling;
 use http::{HeaderMap, HeaderValue, Method};
@@ -27,7 +26,8 @@ pub(crate) struct Plan {
     pub(crate) method: Method,
     pub(crate) url: Url,
     pub(crate) headers: HeaderMap,
-    pub(crate) body: Bytes,
+    /// What the body is, as `--dry-run` says it; `None` for none.
+    pub(crate) body: Option<String>,
     pub(crate) stack: Stack,
     /// The User-Agent sent when `headers` has none; `None` sends none.
     pub(crate) user_agent: Option<HeaderValue>,
@@ -38,8 +38,8 @@ pub(crate) struct Plan {
 // === impl Plan ===
 
 impl Plan {
-    /// The plan of `args`, sending `body` (read from `-d` beforehand).
-    pub(crate) fn from_args(args: &RequestArgs, body: Bytes) -> Self {
+    /// The plan of `args`, sending the body `body` describes.
+    pub(crate) fn from_args(args: &RequestArgs, body: Option<String>) -> Self {
         let mut headers = HeaderMap::new();
         for (name, value) in &args.headers {
             headers.append(name.clone(), value.clone());
@@ -58,14 +58,10 @@ impl Plan {
         }
     }
 
-    /// The request, as the first attempt sends it (before the retry layer adds a key).
-    pub(crate) fn request(&self) -> http::Request<http_body_util::Full<Bytes>> {
-        build_request(
-            &self.method,
-            &self.url,
-            self.headers.clone(),
-            self.body.clone(),
-        )
+    /// The request with `body`, as the first attempt sends it (before the retry layer adds a
+    /// key).
+    pub(crate) fn request<B>(&self, body: B) -> http::Request<B> {
+        build_request(&self.method, &self.url, self.headers.clone(), body)
     }
 
     /// Whether a retry may follow a failure after which the request may have run, and why.
@@ -136,8 +132,8 @@ impl fmt::Display for Plan {
             };
             writeln!(f, "  {name}: {shown}")?;
         }
-        if !self.body.is_empty() {
-            writeln!(f, "  body: {} bytes", self.body.len())?;
+        if let Some(body) = &self.body {
+            writeln!(f, "  body: {body}")?;
         }
         let (safe, why) = self.retry_safety();
         writeln!(
@@ -232,13 +228,13 @@ impl fmt::Display for Plan {
 }
 
 /// A request of the CLI's: `url` was checked by `parse::url` to be a valid request target.
-pub(crate) fn build_request(
+pub(crate) fn build_request<B>(
     method: &http::Method,
     url: &url::Url,
     headers: HeaderMap,
-    body: Bytes,
-) -> http::Request<http_body_util::Full<Bytes>> {
-    let mut req = http::Request::new(http_body_util::Full::new(body));
+    body: B,
+) -> http::Request<B> {
+    let mut req = http::Request::new(body);
     *req.method_mut() = method.clone();
     *req.uri_mut() = url
         .as_str()

@@ -6,10 +6,11 @@
 //! 400, 1 for an HTTP error status or a failed call, 2 for a usage error.
 
 use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Mutex;
+use std::time::Duration;
 
 use bytes::Bytes;
 use clap::Args;
@@ -25,6 +26,7 @@ use url::Url;
 
 use crate::USAGE_ERROR;
 use crate::client::{ClientArgs, describe};
+use crate::data;
 use crate::output::write_or_quit;
 use crate::parse;
 use crate::plan::Plan;
@@ -37,7 +39,13 @@ Exit status:
   0  the final status is below 400
   1  a status of 400 or more, or a failed call: connection, TLS, deadline, open circuit, or a
      body cut short
-  2  a usage error: a bad option, an unreadable -d @FILE, --cacert or -o file
+  2  a usage error: a bad option, an unreadable -d @FILE, --cacert or -o file, or a -d @FILE
+     larger than --max-data
+
+A -d @FILE is streamed as it is sent, with its length; -d @- (or a pipe or device) is read up
+to 8 MiB to learn its length, then streamed. Both are read under the deadline, and at most
+--max-data bytes (1 GiB by default) are sent. Up to 8 MiB of the body is kept so that a retry
+can send it again: a larger body is sent once.
 
 Pacing (--rate/--burst), the circuit breaker, the cache and the retry budget last one
 invocation: each run starts with a full bucket and a closed circuit. To pace many requests,
@@ -65,6 +73,10 @@ pub(crate) struct RequestArgs {
     /// The request body as given, even when it starts with @.
     #[arg(long, value_name = "DATA", conflicts_with = "data")]
     pub(crate) data_raw: Option<String>,
+    /// The most bytes a -d @FILE or @- body may hold, e.g. 500000, 64K, 10M or 2G (powers of
+    /// 1024) [default: 1G].
+    #[arg(long, value_name = "SIZE", value_parser = parse::checked(parse::size))]
+    pub(crate) max_data: Option<u64>,
     /// A request header, `Name: value`; repeat for more.
     #[arg(
         short = 'H',
@@ -112,14 +124,15 @@ pub(crate) struct RequestArgs {
 
 /// Sends the request, or prints the plan with `--dry-run`.
 pub(crate) fn run(args: RequestArgs) -> ExitCode {
-    let body = match request_body(&args) {
-        Ok(body) => body,
+    let max_data = args.max_data.unwrap_or(data::DEFAULT_MAX_DATA);
+    let source = match request_body(&args, max_data) {
+        Ok(source) => source,
         Err(message) => {
             eprintln!("error: {message}");
             return USAGE_ERROR.into();
         }
     };
-    let plan = Plan::from_args(&args, body);
+    let plan = Plan::from_args(&args, source.describe());
     if args.dry_run {
         return match writeln!(io::stdout().lock(), "{plan}") {
             Ok(()) => ExitCode::SUCCESS,
@@ -157,38 +170,58 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
             return code;
         }
     };
-    let client = args.client.client(plan.stack.layer());
-    runtime.block_on(send(client, &plan, args.include, sink, Trace(trees)))
+    let code = runtime.block_on(async {
+        // The deadline starts now: reading the body counts against it.
+        let started = tokio::time::Instant::now();
+        let deadline = plan.stack.deadline;
+        let body = match tokio::time::timeout(deadline, source.body(max_data)).await {
+            Ok(Ok(body)) => body,
+            Ok(Err(message)) => {
+                sink.discard();
+                eprintln!("error: {message}");
+                return ExitCode::FAILURE;
+            }
+            Err(_) => {
+                sink.discard();
+                eprintln!(
+                    "error: deadline exceeded: the call's budget of {} ms was spent reading \
+                     the body; raise --deadline or send a body that ends",
+                    deadline.as_millis()
+                );
+                return ExitCode::FAILURE;
+            }
+        };
+        let mut stack = plan.stack.clone();
+        stack.deadline = deadline
+            .saturating_sub(started.elapsed())
+            .max(Duration::from_millis(1));
+        let client = args.client.client(stack.layer());
+        send(client, &plan, body, args.include, sink, Trace(trees)).await
+    });
+    // A read of stdin cut by the deadline still blocks a thread of the runtime's pool, which
+    // dropping the runtime would wait for: leave it behind.
+    runtime.shutdown_background();
+    code
 }
 
-/// The body `-d` or `--data-raw` names: `@FILE` and `@-` are read here, before anything is
-/// sent, so that a missing file is a usage error rather than a request with the wrong body.
-fn request_body(args: &RequestArgs) -> Result<Bytes, String> {
+/// The body `-d` or `--data-raw` names: `@FILE` is opened here, before anything is sent, so
+/// that a missing file is a usage error rather than a request with the wrong body; it is read
+/// as it is sent (see [`data`]).
+fn request_body(args: &RequestArgs, max_data: u64) -> Result<data::Source, String> {
     if let Some(raw) = &args.data_raw {
-        return Ok(Bytes::copy_from_slice(raw.as_bytes()));
+        return Ok(data::Source::Given(Bytes::copy_from_slice(raw.as_bytes())));
     }
-    let Some(data) = &args.data else {
-        return Ok(Bytes::new());
+    let Some(given) = &args.data else {
+        return Ok(data::Source::Given(Bytes::new()));
     };
-    match data.strip_prefix('@') {
-        None => Ok(Bytes::copy_from_slice(data.as_bytes())),
+    match given.strip_prefix('@') {
+        None => Ok(data::Source::Given(Bytes::copy_from_slice(
+            given.as_bytes(),
+        ))),
         Some("") => Err("-d @ names no file; write -d @FILE, -d @- for stdin, or \
                          --data-raw @ to send a literal @"
             .to_owned()),
-        Some("-") => {
-            let mut body = Vec::new();
-            io::stdin()
-                .lock()
-                .read_to_end(&mut body)
-                .map_err(|e| format!("cannot read the body from stdin (-d @-): {e}"))?;
-            Ok(body.into())
-        }
-        Some(path) => std::fs::read(path).map(Bytes::from).map_err(|e| {
-            format!(
-                "cannot read the body from {path}: {e}; check the path, or send the text \
-                 as given with --data-raw"
-            )
-        }),
+        Some(path) => data::Source::open(path, max_data),
     }
 }
 
@@ -232,13 +265,14 @@ impl Trace {
 }
 
 async fn send(
-    client: crate::client::Client,
+    client: crate::client::Client<data::RequestBody>,
     plan: &Plan,
+    body: data::RequestBody,
     include: bool,
     mut sink: Sink,
     trace: Trace,
 ) -> ExitCode {
-    let resp = match client.oneshot(plan.request()).await {
+    let resp = match client.oneshot(plan.request(body)).await {
         Ok(resp) => resp,
         Err(e) => {
             trace.print(None);

@@ -323,3 +323,187 @@ async fn ctrl_c_stops_sending_lets_the_requests_in_flight_end_and_exits_130() {
         "{stderr}"
     );
 }
+
+/// Sends `signal` (`INT`, `TERM`) to `pid` with kill(1).
+fn send_signal(signal: &str, pid: u32) {
+    let kill = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success());
+}
+
+/// A batch reading an open pipe: a line is written, its result read, and the pipe stays open
+/// (a writer that sleeps). `signal` must end it at once, with the summary and `code`.
+async fn a_batch_on_an_open_pipe_stops_at(signal: &str, code: i32, outcome: &str) {
+    use tokio::io::AsyncWriteExt;
+    let server = FaultServer::start().await.unwrap();
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(["batch"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let mut stdin = child.stdin.take().unwrap();
+    stdin
+        .write_all(format!("{}\n", server.url_for("/s/piped")).as_bytes())
+        .await
+        .unwrap();
+    stdin.flush().await.unwrap();
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    tokio::time::timeout(PATIENCE, stdout.read_line(&mut first))
+        .await
+        .expect("the first result comes")
+        .unwrap();
+    assert_eq!(results(&first)[0]["status"], 200, "{first}");
+    // The batch now waits for a line that will not come: the pipe is open, nobody writes.
+    send_signal(signal, child.id().expect("still running"));
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("the batch ends at the signal, though its input is still open")
+        .unwrap();
+    drop(stdin);
+    assert_eq!(out.status.code(), Some(code), "{out:?}");
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert!(stderr.contains("batch: 1 request in "), "{stderr}");
+    assert!(
+        stderr.contains(&format!("{outcome}: no request from line 2 on was sent")),
+        "{stderr}"
+    );
+    assert_eq!(server.hits("piped").len(), 1);
+}
+
+#[tokio::test]
+async fn ctrl_c_stops_a_batch_whose_pipe_is_still_open() {
+    a_batch_on_an_open_pipe_stops_at("INT", 130, "interrupted").await;
+}
+
+#[tokio::test]
+async fn sigterm_stops_a_batch_whose_pipe_is_still_open() {
+    a_batch_on_an_open_pipe_stops_at("TERM", 143, "terminated").await;
+}
+
+/// Runs `courier batch` at a terminal of its own (script(1) gives it a pseudo-terminal), types a
+/// line, then Ctrl-C as a person would: the terminal sends SIGINT.
+#[tokio::test]
+async fn ctrl_c_at_a_terminal_stops_a_batch_reading_it() {
+    use tokio::io::AsyncWriteExt;
+    let server = FaultServer::start().await.unwrap();
+    let command = format!("{} batch", env!("CARGO_BIN_EXE_courier"));
+    let mut child = tokio::process::Command::new("script")
+        .args(["-qfec", &command, "/dev/null"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("script(1) starts (util-linux / bsdutils)");
+    let mut keys = child.stdin.take().unwrap();
+    keys.write_all(format!("{}\n", server.url_for("/s/typed")).as_bytes())
+        .await
+        .unwrap();
+    keys.flush().await.unwrap();
+    tokio::time::timeout(PATIENCE, async {
+        while server.hits("typed").is_empty() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the typed line is sent");
+    // Its result is written before the next line is read; give the batch a moment to get back
+    // to reading the terminal, then press Ctrl-C.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    keys.write_all(b"\x03").await.unwrap();
+    keys.flush().await.unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
+        .await
+        .expect("the batch ends at Ctrl-C, though the terminal is still open")
+        .unwrap();
+    drop(keys);
+    // The terminal carries stdout and stderr together.
+    let screen = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{screen}");
+    assert!(screen.contains("batch: 1 request in "), "{screen}");
+    assert!(screen.contains("\"status\":200"), "{screen}");
+    assert_eq!(server.hits("typed").len(), 1);
+}
+
+#[tokio::test]
+async fn a_closed_stdout_ends_a_batch_quietly() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "many",
+        vec![Step::ok().delay(Duration::from_millis(50)).times(1000)],
+    );
+    let total = 300;
+    let input = TempFile::with(
+        "closed.txt",
+        lines_of(total, |i| server.url_for(&format!("/s/many?i={i}"))),
+    );
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(["batch", input.arg(), "--parallel", "64"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    // As `| head -1` does: read one line, then close the pipe.
+    let mut stdout = BufReader::new(child.stdout.take().unwrap());
+    let mut first = String::new();
+    tokio::time::timeout(PATIENCE, stdout.read_line(&mut first))
+        .await
+        .expect("a result comes")
+        .unwrap();
+    drop(stdout);
+    let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
+        .await
+        .expect("the batch ends")
+        .unwrap();
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "exits as request does: {stderr}"
+    );
+    assert!(!stderr.contains("Ctrl-C"), "no signal was sent: {stderr}");
+    assert!(!stderr.contains("abandoned"), "{stderr}");
+    assert!(
+        stderr.contains("stdout closed: nothing more was sent;"),
+        "{stderr}"
+    );
+    assert!(
+        server.hits("many").len() < total,
+        "sending stopped once nobody read the results"
+    );
+}
+
+#[tokio::test]
+async fn a_huge_or_hostile_line_gets_a_bounded_error_line() {
+    let url = format!("http://h/{}", "a".repeat(1_000_000));
+    let bad_header = format!(
+        "{{\"url\": \"http://127.0.0.1:1/\", \"headers\": {{\"{}\\r\\nX\": \"v\"}}}}",
+        "N".repeat(100_000)
+    );
+    let run = courier_with_input(
+        &["batch"],
+        format!("ftp://{url}\n{bad_header}\n").as_bytes(),
+    )
+    .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let lines = results(&run.stdout);
+    assert_eq!(lines.len(), 2, "{}", run.stdout.len());
+    for line in &lines {
+        let error = line["error"].as_str().expect("an error");
+        assert!(error.len() < 1500, "{} bytes", error.len());
+        assert!(!error.contains('\r') && !error.contains('\n'), "{error:?}");
+        assert!(
+            error.contains("bytes)"),
+            "says how long the input was: {error}"
+        );
+    }
+    assert!(run.stdout.len() < 4000, "{} bytes", run.stdout.len());
+}

@@ -897,3 +897,160 @@ async fn trace_leaves_the_attempt_lines_as_they_were() {
     assert_eq!(field(&lines, "outcome"), ["503", "200"]);
     assert_eq!(run.messages().len(), 3, "{run:?}");
 }
+
+/// The messages on stderr are bounded and hold no control character but their own newlines.
+fn assert_quoted_safely(run: &common::Run, at_most: usize) {
+    assert!(
+        run.stderr.len() <= at_most,
+        "{} bytes on stderr: {:.300}",
+        run.stderr.len(),
+        run.stderr
+    );
+    assert!(
+        !run.stderr.chars().any(|c| c.is_control() && c != '\n'),
+        "{:?}",
+        run.stderr
+    );
+}
+
+#[tokio::test]
+async fn refused_input_is_quoted_bounded_and_escaped() {
+    let long_url = format!("http://h/{}\u{7}", "a".repeat(100_000));
+    let long_name = format!("{}: v", "N y".repeat(33_000));
+    let cases: [(Vec<&str>, &str); 4] = [
+        (vec!["request", "GET", &long_url], "(100010 bytes)"),
+        (
+            vec!["request", "GET", "http://127.0.0.1:1/", "-H", &long_name],
+            "bytes)",
+        ),
+        (
+            vec![
+                "request",
+                "GET",
+                "http://127.0.0.1:1/",
+                "-H",
+                "X-A: a\r\nInjected: 1",
+            ],
+            "X-A: a\\r\\nInjected: 1",
+        ),
+        (
+            vec!["request", "GET", "http://exa\nmple.com/"],
+            "control character",
+        ),
+    ];
+    for (args, says) in cases {
+        let run = courier(&args).await;
+        assert_eq!(run.code, 2, "{:.300}", run.stderr);
+        assert!(run.stderr.contains(says), "{says}: {:.600}", run.stderr);
+        assert_quoted_safely(&run, 1500);
+        assert_eq!(
+            run.stderr.lines().count(),
+            1,
+            "one line: {:.600}",
+            run.stderr
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_endless_body_stops_at_max_data_and_a_huge_cacert_is_refused() {
+    let (server, url) =
+        server_with("sink", vec![Step::ok().delay(Duration::from_millis(500))]).await;
+    let run = courier(&[
+        "request",
+        "PUT",
+        &url,
+        "-d",
+        "@/dev/zero",
+        "--max-data",
+        "64K",
+        "-q",
+    ])
+    .await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("longer than --max-data allows (65536 bytes)"),
+        "{run:?}"
+    );
+    assert!(
+        server.hits("sink").is_empty(),
+        "nothing past the cap was sent"
+    );
+
+    // A file larger than the cap is refused before anything is sent.
+    let big = TempFile::with("big.bin", vec![7_u8; 100_000]);
+    let run = courier(&[
+        "request",
+        "PUT",
+        &url,
+        "-d",
+        &format!("@{}", big.arg()),
+        "--max-data",
+        "64K",
+    ])
+    .await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("holds 100000 bytes"), "{run:?}");
+
+    // The deadline covers reading the body: stdin held open with nothing written.
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(["request", "PUT", &url, "-d", "@-", "--deadline", "1", "-q"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let held = child.stdin.take();
+    let out = tokio::time::timeout(Duration::from_secs(30), child.wait_with_output())
+        .await
+        .expect("the deadline ends the read")
+        .unwrap();
+    drop(held);
+    let stderr = String::from_utf8(out.stderr).unwrap();
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("spent reading the body"), "{stderr}");
+    assert!(server.hits("sink").is_empty(), "{stderr}");
+
+    let run = courier(&["request", "GET", &url, "--cacert", "/dev/zero"]).await;
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("larger than 4 MiB"), "{run:?}");
+    assert_quoted_safely(&run, 1000);
+}
+
+#[tokio::test]
+async fn a_large_file_is_streamed_with_its_length() {
+    // 20 MiB: larger than what is kept for a retry, so it is streamed and sent once.
+    let bytes: Vec<u8> = (0..20_u32 << 20).map(|i| (i % 251) as u8).collect();
+    let file = TempFile::with("large.bin", &bytes);
+    let at = format!("@{}", file.arg());
+    let (run, body) = body_as_sent(&["-d", &at, "-q"], b"", bytes.len()).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(body.len(), bytes.len());
+    assert!(body == bytes, "the file's bytes, in order");
+}
+
+#[tokio::test]
+async fn trace_marks_a_call_whose_body_broke_off() {
+    let (_server, url) = server_with(
+        "broke",
+        vec![
+            Step::ok()
+                .body("abcdefghij")
+                .drip(Duration::from_millis(100)),
+        ],
+    )
+    .await;
+    let run = courier(&["request", "GET", &url, "--deadline", "0.5", "--trace", "-q"]).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    let call = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("trace: courier.call"))
+        .unwrap_or_else(|| panic!("a call line: {}", run.stderr));
+    assert!(call.contains("body broke off after "), "{call}");
+    let error = run.stderr.lines().position(|l| l.starts_with("error: "));
+    let tree = run.stderr.lines().position(|l| l.starts_with("trace: "));
+    assert!(tree < error, "the tree, then the error: {}", run.stderr);
+}

@@ -43,7 +43,12 @@ impl Spec {
         for (name, value) in &self.headers {
             headers.append(name.clone(), value.clone());
         }
-        crate::plan::build_request(&self.method, &self.url, headers, self.body.clone())
+        crate::plan::build_request(
+            &self.method,
+            &self.url,
+            headers,
+            http_body_util::Full::new(self.body.clone()),
+        )
     }
 }
 
