@@ -22,7 +22,7 @@ trap 'kill $loop1 $loop2 2>/dev/null' EXIT
 failed=0
 for i in $(seq 1 "$runs"); do
     started=$(date +%s)
-    if cargo test --workspace --all-features > "target/busy-run-$i.log" 2>&1; then
+    if cargo test --workspace --all-features --no-fail-fast > "target/busy-run-$i.log" 2>&1; then
         echo "busy run $i of $runs: passed in $(( $(date +%s) - started )) s"
     else
         echo "busy run $i of $runs: FAILED after $(( $(date +%s) - started )) s (target/busy-run-$i.log):"

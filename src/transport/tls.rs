@@ -75,7 +75,7 @@ fn pem_error(e: &rustls::pki_types::pem::Error) -> String {
     use rustls::pki_types::pem::Error;
     match e {
         Error::MissingSectionEnd { end_marker } => format!(
-            "a block is not closed: no \"{}\" line follows it",
+            "a block is not closed: no \"-----END {}-----\" line follows it",
             Excerpt::bytes(end_marker)
         ),
         Error::IllegalSectionStart { line } => format!(
