@@ -43,14 +43,26 @@ async fn a_paced_batch_stays_under_the_servers_limit() {
     assert_eq!(run.code, 0, "{run:?}");
     let results = results(&run.stdout);
     assert_eq!(results.len(), 30);
+    // Sent at 4/s to a server that takes 5/s, the requests leave in time; they reach the server
+    // as late as the machine schedules each, so two may arrive closer together than they left
+    // and draw a 429. Held whatever the scheduling: a few such refusals at most, each waited
+    // out as the server asked and then served, and nothing else sent twice.
+    let mut refused = 0;
     for r in &results {
         assert_eq!(r["status"], 200, "{r}");
-        assert_eq!(r["attempts"], 1, "{r}");
+        let attempts = r["attempts"].as_u64().unwrap();
+        assert!(attempts <= 2, "{r}");
+        if attempts == 2 {
+            refused += 1;
+            assert_eq!(r["tries"][0]["outcome"], "429", "{r}");
+            assert_eq!(r["tries"][0]["wait_source"], "retry_after", "{r}");
+        }
         assert_eq!(r["method"], "GET");
         assert_eq!(r["url"], url.as_str());
         assert_eq!(r["bytes"], 3, "ok\\n: {r}");
         assert!(r["elapsed_ms"].is_u64(), "{r}");
     }
+    assert!(refused <= 5, "{refused} of 30 refused: the batch was not paced");
     let lines: BTreeSet<u64> = results
         .iter()
         .map(|r| r["line"].as_u64().unwrap())
@@ -58,8 +70,8 @@ async fn a_paced_batch_stays_under_the_servers_limit() {
     assert_eq!(lines, (1..=30).collect(), "one result per input line");
     assert_eq!(
         server.hits("limited/paced").len(),
-        30,
-        "no request sent twice"
+        30 + refused,
+        "no request sent twice but those the server refused"
     );
     assert!(
         run.stderr.starts_with("batch: 30 requests in "),
@@ -71,7 +83,11 @@ async fn a_paced_batch_stays_under_the_servers_limit() {
         "{}",
         run.stderr
     );
-    assert!(run.stderr.contains("0 answered 429"), "{}", run.stderr);
+    assert!(
+        run.stderr.contains(&format!("{refused} answered 429")),
+        "{}",
+        run.stderr
+    );
     assert_eq!(
         run.stderr.lines().count(),
         2,
