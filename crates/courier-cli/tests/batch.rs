@@ -62,7 +62,10 @@ async fn a_paced_batch_stays_under_the_servers_limit() {
         assert_eq!(r["bytes"], 3, "ok\\n: {r}");
         assert!(r["elapsed_ms"].is_u64(), "{r}");
     }
-    assert!(refused <= 5, "{refused} of 30 refused: the batch was not paced");
+    assert!(
+        refused <= 5,
+        "{refused} of 30 refused: the batch was not paced"
+    );
     let lines: BTreeSet<u64> = results
         .iter()
         .map(|r| r["line"].as_u64().unwrap())

@@ -135,6 +135,145 @@ impl std::fmt::Debug for RedisBackend {
 
 pub(crate) type DynBackend = Arc<dyn Backend>;
 
+/// Makes a connection: to a cluster's seed nodes, or to the master the sentinels name now.
+pub(crate) type Connect<C> = Arc<dyn Fn() -> BoxFut<C> + Send + Sync>;
+
+/// A backend over a connection made on first use and made again after a failed command: over
+/// a Redis Cluster (the `redis` crate's cluster connection follows MOVED and ASK and refreshes
+/// its slot map itself) or over the master a set of sentinels names (asked again after a
+/// failure, so that a failover is followed).
+pub(crate) struct LazyBackend<C> {
+    connect: Connect<C>,
+    conn: Arc<RwLock<Option<C>>>,
+    describe: String,
+}
+
+impl<C> LazyBackend<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub(crate) fn new(connect: Connect<C>, describe: String) -> Self {
+        Self {
+            connect,
+            conn: Arc::new(RwLock::new(None)),
+            describe,
+        }
+    }
+
+    /// Runs `command` on the connection (made first, when there is none); a failure drops the
+    /// connection, so that the next command starts from a fresh one.
+    fn run<T, F, Fut>(&self, command: F) -> BoxFut<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(C) -> Fut + Send + 'static,
+        Fut: Future<Output = redis::RedisResult<T>> + Send + 'static,
+    {
+        let cached = match self.conn.read() {
+            Ok(conn) => conn.clone(),
+            Err(poisoned) => poisoned.into_inner().clone(),
+        };
+        let connect = Arc::clone(&self.connect);
+        let slot = Arc::clone(&self.conn);
+        Box::pin(async move {
+            let conn = match cached {
+                Some(conn) => conn,
+                None => {
+                    let conn = connect().await?;
+                    match slot.write() {
+                        Ok(mut s) => *s = Some(conn.clone()),
+                        Err(poisoned) => *poisoned.into_inner() = Some(conn.clone()),
+                    }
+                    conn
+                }
+            };
+            match command(conn).await {
+                Ok(value) => Ok(value),
+                Err(err) => {
+                    if !is_script_error(&err) {
+                        forget(&slot);
+                    }
+                    Err(err.into())
+                }
+            }
+        })
+    }
+}
+
+/// Drops the connection in `slot`.
+fn forget<C>(slot: &RwLock<Option<C>>) {
+    match slot.write() {
+        Ok(mut s) => *s = None,
+        Err(poisoned) => *poisoned.into_inner() = None,
+    }
+}
+
+/// A reply Redis gave to the script itself (a bad argument): the connection is fine.
+fn is_script_error(err: &redis::RedisError) -> bool {
+    err.kind() == redis::ErrorKind::Extension && !err.is_connection_dropped()
+}
+
+impl<C> Backend for LazyBackend<C>
+where
+    C: redis::aio::ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn decide(&self, call: GcraCall) -> BoxFut<Reply> {
+        let decided = self.run(move |mut conn| async move {
+            GCRA.key(&call.tat_key)
+                .key(&call.park_key)
+                .arg(&call.args[..])
+                .invoke_async::<Vec<i64>>(&mut conn)
+                .await
+        });
+        Box::pin(async move { Ok(Reply::from_values(&decided.await?)?) })
+    }
+
+    fn park(&self, park_key: String, wait_us: u64) -> BoxFut<()> {
+        self.run(move |mut conn| async move {
+            PARK.key(&park_key)
+                .arg(wait_us)
+                .invoke_async::<i64>(&mut conn)
+                .await
+                .map(drop)
+        })
+    }
+
+    fn give_back(&self, tat_key: String, ticket: u64, interval_us: u64) -> BoxFut<()> {
+        self.run(move |mut conn| async move {
+            GIVE_BACK
+                .key(&tat_key)
+                .arg(ticket)
+                .arg(interval_us)
+                .invoke_async::<i64>(&mut conn)
+                .await
+                .map(drop)
+        })
+    }
+
+    fn probe(&self, call: GcraCall) -> BoxFut<()> {
+        let decide = self.decide(call);
+        Box::pin(async move {
+            decide.await?;
+            Ok(())
+        })
+    }
+
+    fn reset(&self) {
+        forget(&self.conn);
+    }
+
+    fn describe(&self) -> String {
+        self.describe.clone()
+    }
+}
+
+impl<C> std::fmt::Debug for LazyBackend<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LazyBackend")
+            .field("addr", &self.describe)
+            .finish_non_exhaustive()
+    }
+}
+
 /// A backend whose answers the test sets, counting what it was asked.
 #[cfg(test)]
 pub(crate) mod fake {

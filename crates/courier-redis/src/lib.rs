@@ -26,6 +26,23 @@
 //!
 //! The facade's preset takes it with `CourierLayer::shared_rate_limit` (feature `redis`).
 //!
+//! # One node, a Cluster, or Sentinel
+//!
+//! - [`RedisStore::builder`]`(url)`: one Redis node, over the `redis` crate's connection
+//!   manager (it reconnects by itself).
+//! - [`RedisStore::cluster_builder`]`(seeds)`: a Redis Cluster (or a managed cluster mode),
+//!   found from any of its nodes, over the `redis` crate's cluster connection, which follows
+//!   `MOVED` and `ASK` and refreshes its slot map after a failover. A key's two entries share a
+//!   hash tag, so each script runs on one node. After a failed decision the outage's probe runs
+//!   beside that key, in the same slot: a master that died is one outage, which ends once its
+//!   replica has taken over, not as soon as another master answers.
+//! - [`RedisStore::sentinel_builder`]`(master, sentinels)`: the master a set of sentinels names.
+//!   After a failed command the sentinels are asked again, so the store follows a failover once
+//!   they have promoted a replica (their `down-after-milliseconds` plus an election); until
+//!   then the [`FailurePolicy`] decides, as in any outage.
+//!
+//! The settings below (timeouts, policy, fallback) are the same for the three.
+//!
 //! # Why a crate of its own
 //!
 //! The Redis client and its dependencies are compiled only by builds that ask for them (the

@@ -142,6 +142,21 @@ impl GcraCall {
         }
     }
 
+    /// A probe on keys of their own in the same Redis Cluster slot as `(tat_key, park_key)` (the
+    /// same hash tag), so that it tells whether the node that failed that key's decision
+    /// answers again. It never touches the bucket.
+    pub(crate) fn probe_beside((tat_key, park_key): (String, String)) -> Self {
+        let beside = |name: &str, suffix: &str| {
+            let stem = name.strip_suffix(suffix).unwrap_or(name);
+            format!("{stem}:probe{suffix}")
+        };
+        Self {
+            tat_key: beside(&tat_key, ":tat"),
+            park_key: beside(&park_key, ":park"),
+            args: [1, 0, CAP_US, 0],
+        }
+    }
+
     /// The interval in microseconds, as sent.
     pub(crate) fn interval_us(&self) -> u64 {
         self.args[0]

@@ -79,6 +79,9 @@ pub(crate) struct Shared {
     local_decisions: AtomicU64,
     /// The probe's decision, on a key of its own.
     probe_call: GcraCall,
+    /// The probe of the outage under way: on the slot of the key whose decision failed (a Redis
+    /// Cluster answers per slot), or `probe_call` when a background command failed.
+    outage_probe: Mutex<Option<GcraCall>>,
     /// Parks Redis has not got (heard during an outage, or whose write failed): park key and
     /// end. The probe sends them before decisions are shared again. `down` changes only under
     /// this lock while the probe drains it.
@@ -92,6 +95,33 @@ impl RedisStore<()> {
     /// `rediss://` when the `redis` crate's TLS is enabled).
     pub fn builder(url: impl Into<String>) -> RedisStoreBuilder {
         RedisStoreBuilder::new(url)
+    }
+
+    /// A builder for a store over a Redis Cluster found from `seeds` (each a `redis://` URL of
+    /// one node; one that answers is enough). The `redis` crate's cluster connection follows
+    /// `MOVED` and `ASK` redirections and refreshes its slot map after a failover; a key's two
+    /// entries share a hash tag, so each script runs on one node.
+    pub fn cluster_builder<I, U>(seeds: I) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = U>,
+        U: Into<String>,
+    {
+        RedisStoreBuilder::cluster(seeds.into_iter().map(Into::into).collect())
+    }
+
+    /// A builder for a store over the master that the sentinels at `sentinels` (each a
+    /// `redis://` URL) name for `master`. After a failed command the sentinels are asked again,
+    /// so a failover is followed once they have promoted a replica; until then the outage
+    /// policy decides.
+    pub fn sentinel_builder<I, U>(master: impl Into<String>, sentinels: I) -> RedisStoreBuilder
+    where
+        I: IntoIterator<Item = U>,
+        U: Into<String>,
+    {
+        RedisStoreBuilder::sentinel(
+            master.into(),
+            sentinels.into_iter().map(Into::into).collect(),
+        )
     }
 }
 
@@ -178,6 +208,14 @@ where
         quota: Quota,
         max_wait: Duration,
     ) -> Decision {
+        if !self.shared.down.load(Ordering::Acquire) {
+            let probe = GcraCall::probe_beside(self.key_names(key));
+            *self
+                .shared
+                .outage_probe
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner) = Some(probe);
+        }
         self.shared.failed(err);
         self.decide_without_redis(key, quota, max_wait)
     }
@@ -379,6 +417,10 @@ impl Shared {
                     .lock()
                     .unwrap_or_else(PoisonError::into_inner);
                 if unsent.is_empty() {
+                    *self
+                        .outage_probe
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner) = None;
                     self.down.store(false, Ordering::Release);
                     return true;
                 }
@@ -419,7 +461,13 @@ async fn probe(weak: Weak<Shared>) {
         let Some(shared) = weak.upgrade() else {
             return;
         };
-        let probe = shared.backend.probe(shared.probe_call.clone());
+        let call = shared
+            .outage_probe
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+            .unwrap_or_else(|| shared.probe_call.clone());
+        let probe = shared.backend.probe(call);
         match tokio::time::timeout(shared.command_timeout, probe).await {
             Ok(Ok(())) => {
                 if !shared.send_parks_and_share().await {

@@ -9,6 +9,8 @@
 //!   pause before each frame) and a body fed through a channel.
 //! - [`redis`]: a `redis-server` of a test's own on a free loopback port (or the one at
 //!   `COURIER_REDIS_URL`), and key prefixes no other test uses.
+//! - [`redis_topology`]: a Redis Cluster (masters and replicas) and a primary watched by three
+//!   sentinels, each of a test's own, to kill a node of.
 //! - `tls` (feature `tls`): a certificate authority made per test, and an HTTPS server on 127.0.0.1 that
 //!   presents a certificate from it (valid, for another host name, or expired) and counts the
 //!   connections and the requests that reach it.
@@ -22,5 +24,6 @@ pub mod contract;
 pub mod grpc;
 pub mod pass_through;
 pub mod redis;
+pub mod redis_topology;
 #[cfg(feature = "tls")]
 pub mod tls;

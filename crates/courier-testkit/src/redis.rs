@@ -98,11 +98,11 @@ pub fn unique_prefix(test: &str) -> String {
     )
 }
 
-fn required() -> bool {
+pub(crate) fn required() -> bool {
     std::env::var("COURIER_REQUIRE_REDIS").is_ok_and(|v| v == "1")
 }
 
-fn have_binary() -> bool {
+pub(crate) fn have_binary() -> bool {
     Command::new("redis-server")
         .arg("--version")
         .stdout(Stdio::null())
@@ -111,7 +111,7 @@ fn have_binary() -> bool {
         .is_ok_and(|s| s.success())
 }
 
-fn skip<T>(test: &str, why: &str) -> Option<T> {
+pub(crate) fn skip<T>(test: &str, why: &str) -> Option<T> {
     assert!(!required(), "{test}: COURIER_REQUIRE_REDIS=1 but {why}");
     // Straight to the process's stderr: the test harness captures `println!`, and a skip must
     // be seen.
@@ -127,15 +127,37 @@ fn skip<T>(test: &str, why: &str) -> Option<T> {
 pub struct RedisServer {
     port: u16,
     child: Option<Child>,
+    /// A configuration file given first (a sentinel's), `{port}` replaced.
+    config: Option<String>,
+    /// More arguments, after the usual ones, `{port}` replaced.
+    extra: Vec<String>,
 }
 
 // === impl RedisServer ===
 
 impl RedisServer {
     async fn start() -> Self {
+        Self::start_with(None, &[]).await
+    }
+
+    /// A server started with `config` as its configuration file (written by `config(port)`
+    /// before each start) and `extra` arguments, in which `{port}` stands for its port.
+    ///
+    /// # Panics
+    ///
+    /// When it starts on none of five free ports.
+    pub async fn start_with(config: Option<&dyn Fn(u16) -> String>, extra: &[&str]) -> Self {
         for _ in 0..5 {
             let port = free_port();
-            let mut server = Self { port, child: None };
+            let mut server = Self {
+                port,
+                child: None,
+                config: config.map(|write| write(port)),
+                extra: extra
+                    .iter()
+                    .map(|a| a.replace("{port}", &port.to_string()))
+                    .collect(),
+            };
             if server.spawn().await {
                 return server;
             }
@@ -157,11 +179,13 @@ impl RedisServer {
     /// PING. Returns whether it did.
     async fn spawn(&mut self) -> bool {
         let child = Command::new("redis-server")
+            .args(self.config.iter())
             .args(["--port", &self.port.to_string()])
             .args(["--bind", "127.0.0.1"])
             .args(["--save", ""])
             .args(["--appendonly", "no"])
             .args(["--daemonize", "no"])
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -181,6 +205,11 @@ impl RedisServer {
         }
         self.kill();
         false
+    }
+
+    /// Whether the process runs.
+    pub fn is_running(&self) -> bool {
+        self.child.is_some()
     }
 
     /// Kills the server at once (as a crash would).

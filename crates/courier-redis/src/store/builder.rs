@@ -1,7 +1,7 @@
 //! [`RedisStoreBuilder`]: the store's settings, and connecting.
 
 use super::{FailurePolicy, RedisStore, Shared};
-use crate::backend::{DynBackend, RedisBackend};
+use crate::backend::{Connect, DynBackend, LazyBackend, RedisBackend};
 use crate::error::{CommandTimedOut, ConnectError};
 use crate::key::RedisKey;
 use crate::script::GcraCall;
@@ -27,10 +27,26 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(1);
 /// The default time Redis is left alone after a failure before it is tried again: 500 ms.
 pub const DEFAULT_RETRY_BACKOFF: Duration = Duration::from_millis(500);
 
-/// Builds a [`RedisStore`]; made by [`RedisStore::builder`].
+/// Where the store's Redis is.
+#[derive(Clone)]
+enum Target {
+    /// One node.
+    Node(String),
+    /// A Redis Cluster, found from these seed nodes.
+    Cluster(Vec<String>),
+    /// The master the sentinels at these addresses name for `master`.
+    Sentinel {
+        master: String,
+        sentinels: Vec<String>,
+    },
+}
+
+/// Builds a [`RedisStore`]; made by [`RedisStore::builder`] (one node),
+/// [`RedisStore::cluster_builder`] (a Redis Cluster) or [`RedisStore::sentinel_builder`] (a
+/// master watched by Sentinel).
 #[derive(Clone)]
 pub struct RedisStoreBuilder {
-    url: String,
+    target: Target,
     prefix: String,
     command_timeout: Duration,
     connect_timeout: Duration,
@@ -44,8 +60,20 @@ pub struct RedisStoreBuilder {
 
 impl RedisStoreBuilder {
     pub(super) fn new(url: impl Into<String>) -> Self {
+        Self::with_target(Target::Node(url.into()))
+    }
+
+    pub(super) fn cluster(seeds: Vec<String>) -> Self {
+        Self::with_target(Target::Cluster(seeds))
+    }
+
+    pub(super) fn sentinel(master: String, sentinels: Vec<String>) -> Self {
+        Self::with_target(Target::Sentinel { master, sentinels })
+    }
+
+    fn with_target(target: Target) -> Self {
         Self {
-            url: url.into(),
+            target,
             prefix: DEFAULT_PREFIX.to_owned(),
             command_timeout: DEFAULT_COMMAND_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
@@ -141,18 +169,93 @@ impl RedisStoreBuilder {
     where
         K: RedisKey + Hash + Eq + Clone + Send + Sync + 'static,
     {
-        let client = redis::Client::open(self.url.as_str()).map_err(ConnectError::invalid_url)?;
+        let backend: DynBackend = match &self.target {
+            Target::Node(url) => {
+                let client =
+                    redis::Client::open(url.as_str()).map_err(ConnectError::invalid_url)?;
+                if Handle::try_current().is_err() {
+                    return Err(ConnectError::no_runtime());
+                }
+                let config = ConnectionManagerConfig::new()
+                    .set_connection_timeout(Some(self.connect_timeout))
+                    .set_response_timeout(Some(self.connect_timeout.max(self.command_timeout)))
+                    .set_number_of_retries(2)
+                    .set_min_delay(Duration::from_millis(20))
+                    .set_max_delay(self.retry_backoff.max(Duration::from_millis(20)));
+                Arc::new(RedisBackend::new(client, config).map_err(ConnectError::invalid_url)?)
+            }
+            Target::Cluster(seeds) => self.cluster_backend(seeds)?,
+            Target::Sentinel { master, sentinels } => self.sentinel_backend(master, sentinels)?,
+        };
         if Handle::try_current().is_err() {
             return Err(ConnectError::no_runtime());
         }
-        let config = ConnectionManagerConfig::new()
+        Ok(self.build(backend))
+    }
+
+    /// How long a command may take on the wire: the caller is bounded by the command timeout
+    /// anyway; the connection's own bound lets it notice a dead node.
+    fn response_timeout(&self) -> Duration {
+        self.connect_timeout.max(self.command_timeout)
+    }
+
+    fn cluster_backend(&self, seeds: &[String]) -> Result<DynBackend, ConnectError> {
+        if seeds.is_empty() {
+            return Err(ConnectError::invalid_url(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "a Redis Cluster needs at least one seed node",
+            ))));
+        }
+        let client = redis::cluster::ClusterClient::builder(seeds.iter().map(String::as_str))
+            .connection_timeout(self.connect_timeout)
+            .response_timeout(self.response_timeout())
+            .retries(2)
+            .build()
+            .map_err(ConnectError::invalid_url)?;
+        let describe = format!("cluster {}", addrs(seeds)?);
+        let connect: Connect<redis::cluster_async::ClusterConnection> = Arc::new(move || {
+            let client = client.clone();
+            Box::pin(async move { Ok(client.get_async_connection().await?) })
+        });
+        Ok(Arc::new(LazyBackend::new(connect, describe)))
+    }
+
+    fn sentinel_backend(
+        &self,
+        master: &str,
+        sentinels: &[String],
+    ) -> Result<DynBackend, ConnectError> {
+        use redis::sentinel::{SentinelClient, SentinelServerType};
+        if sentinels.is_empty() {
+            return Err(ConnectError::invalid_url(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "Sentinel needs at least one sentinel address",
+            ))));
+        }
+        let client = SentinelClient::build(
+            sentinels.iter().map(String::as_str).collect(),
+            master.to_owned(),
+            None,
+            SentinelServerType::Master,
+        )
+        .map_err(ConnectError::invalid_url)?;
+        let client = Arc::new(tokio::sync::Mutex::new(client));
+        let describe = format!("sentinel master {master} via {}", addrs(sentinels)?);
+        let config = redis::AsyncConnectionConfig::new()
             .set_connection_timeout(Some(self.connect_timeout))
-            .set_response_timeout(Some(self.connect_timeout.max(self.command_timeout)))
-            .set_number_of_retries(2)
-            .set_min_delay(Duration::from_millis(20))
-            .set_max_delay(self.retry_backoff.max(Duration::from_millis(20)));
-        let backend = RedisBackend::new(client, config).map_err(ConnectError::invalid_url)?;
-        Ok(self.build(Arc::new(backend)))
+            .set_response_timeout(Some(self.response_timeout()));
+        let connect: Connect<redis::aio::MultiplexedConnection> = Arc::new(move || {
+            let client = Arc::clone(&client);
+            let config = config.clone();
+            Box::pin(async move {
+                // Asks the sentinels which node is the master now, then connects to it.
+                let master = client.lock().await.async_get_client().await?;
+                Ok(master
+                    .get_multiplexed_async_connection_with_config(&config)
+                    .await?)
+            })
+        });
+        Ok(Arc::new(LazyBackend::new(connect, describe)))
     }
 
     pub(crate) fn build<K>(self, backend: DynBackend) -> RedisStore<K>
@@ -162,6 +265,7 @@ impl RedisStoreBuilder {
         RedisStore {
             shared: Arc::new(Shared {
                 probe_call: GcraCall::probe(&self.prefix),
+                outage_probe: Mutex::default(),
                 unsent_parks: Mutex::default(),
                 addr: backend.describe(),
                 backend,
@@ -177,6 +281,20 @@ impl RedisStoreBuilder {
             fallback: InMemoryStore::with_max_keys(self.fallback_max_keys),
         }
     }
+}
+
+/// The addresses of `urls`, without credentials, for logs.
+fn addrs(urls: &[String]) -> Result<String, ConnectError> {
+    use redis::IntoConnectionInfo;
+    let mut out = Vec::with_capacity(urls.len());
+    for url in urls {
+        let info = url
+            .as_str()
+            .into_connection_info()
+            .map_err(ConnectError::invalid_url)?;
+        out.push(info.addr().to_string());
+    }
+    Ok(out.join(","))
 }
 
 impl fmt::Debug for RedisStoreBuilder {

@@ -601,10 +601,12 @@ async fn a_park_heard_during_an_outage_is_sent_when_redis_answers() {
     assert_eq!(parks[2].1, 59_500_000);
 }
 
-/// The probe runs the decision script itself (on a key of its own), so a Redis that
-/// answers but refuses the script's writes is still down.
+/// The probe runs the decision script itself (on keys of its own), so a Redis that answers
+/// but refuses the script's writes is still down. After a failed decision it probes beside
+/// that key (the same hash tag: the same Redis Cluster slot, whose node is the one that
+/// failed); after a failed background command, on a key of its own.
 #[tokio::test(start_paused = true)]
-async fn the_probe_runs_the_script_on_its_own_key() {
+async fn the_probe_runs_the_script_on_its_own_keys() {
     let fake = Fake::new(Mode::Fail);
     let s = store(&fake, FailurePolicy::FailOpen);
     decide(&s, quota(10.0, 5), Duration::ZERO).await;
@@ -613,9 +615,27 @@ async fn the_probe_runs_the_script_on_its_own_key() {
     assert!(!s.is_degraded());
     let probes = fake.probe_calls.lock().unwrap().clone();
     assert_eq!(probes.len(), 1);
-    assert_eq!(probes[0].tat_key, "courier:rl:{courier-probe}:tat");
-    assert_eq!(probes[0].park_key, "courier:rl:{courier-probe}:park");
+    assert_eq!(
+        probes[0].tat_key,
+        "courier:rl:{https://api.example}:probe:tat"
+    );
+    assert_eq!(
+        probes[0].park_key,
+        "courier:rl:{https://api.example}:probe:park"
+    );
     assert_eq!(probes[0].args, [1, 0, crate::script::CAP_US, 0]);
+
+    fake.set(Mode::Fail);
+    s.park(&host(), Duration::from_secs(1));
+    tokio::task::yield_now().await;
+    assert!(s.is_degraded());
+    fake.set(Mode::Answer(ADMIT_NOW));
+    tokio::time::sleep(DEFAULT_RETRY_BACKOFF + MS).await;
+    assert!(!s.is_degraded());
+    let probes = fake.probe_calls.lock().unwrap().clone();
+    assert_eq!(probes.len(), 2);
+    assert_eq!(probes[1].tat_key, "courier:rl:{courier-probe}:tat");
+    assert_eq!(probes[1].park_key, "courier:rl:{courier-probe}:park");
 }
 
 /// Fail-closed: a host parked longer than the backoff is refused until the park ends.
