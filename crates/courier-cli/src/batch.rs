@@ -144,8 +144,19 @@ pub(crate) fn run(args: BatchArgs) -> ExitCode {
     for (name, value) in &args.headers {
         common.append(name.clone(), value.clone());
     }
+    let layer = {
+        // A Redis store spawns its connection's task on the runtime.
+        let _runtime = runtime.enter();
+        match Stack::from_args(&args.stack).layer() {
+            Ok(layer) => layer,
+            Err(message) => {
+                eprintln!("error: {message}");
+                return USAGE_ERROR.into();
+            }
+        }
+    };
     let batch = Batch {
-        client: args.client.client(Stack::from_args(&args.stack).layer()),
+        client: args.client.client(layer),
         common,
         parallel: args.parallel,
         keep_body: args.body,

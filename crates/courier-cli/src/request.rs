@@ -195,7 +195,14 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
         stack.deadline = deadline
             .saturating_sub(started.elapsed())
             .max(Duration::from_millis(1));
-        let client = args.client.client(stack.layer());
+        let layer = match stack.layer() {
+            Ok(layer) => layer,
+            Err(message) => {
+                eprintln!("error: {message}");
+                return USAGE_ERROR.into();
+            }
+        };
+        let client = args.client.client(layer);
         send(client, &plan, body, args.include, sink, Trace(trees)).await
     });
     // A read of stdin cut by the deadline still blocks a thread of the runtime's pool, which

@@ -75,6 +75,16 @@ pub(crate) struct StackArgs {
         allow_negative_numbers = true
     )]
     pub(crate) burst: Option<NonZeroU32>,
+    /// Keep the --rate buckets in this Redis (`redis://[user:password@]host[:port][/db]`), so
+    /// that every courier pointing at it shares one limit per host: several batches, or
+    /// replicas of a job, together start at most burst + rate × t. When Redis is away each
+    /// paces itself (fail open).
+    #[arg(long, value_name = "URL", requires = "rate")]
+    pub(crate) redis: Option<String>,
+    /// The prefix of the Redis keys: runs share a limit when they share Redis, prefix and host
+    /// [default: courier:rl:].
+    #[arg(long, value_name = "PREFIX", requires = "redis")]
+    pub(crate) redis_prefix: Option<String>,
     /// Add a UUID v4 Idempotency-Key to a POST or PATCH that has none, so that it may be
     /// retried.
     #[arg(long)]
@@ -95,6 +105,8 @@ pub(crate) struct Stack {
     pub(crate) rate: Option<(Rate, NonZeroU32)>,
     pub(crate) auto_key: bool,
     pub(crate) seed: Option<u64>,
+    /// The Redis that holds the buckets, and the key prefix.
+    pub(crate) redis: Option<(String, Option<String>)>,
 }
 
 // === impl Stack ===
@@ -111,12 +123,21 @@ impl Stack {
             rate: args.rate.zip(args.burst),
             auto_key: args.auto_idempotency_key,
             seed: args.seed,
+            redis: args
+                .redis
+                .clone()
+                .map(|url| (url, args.redis_prefix.clone())),
         }
     }
 
     /// The preset, configured as these settings say. Every service it makes shares one set of
-    /// buckets, breakers, retry budgets and one cache.
-    pub(crate) fn layer(&self) -> CourierLayer {
+    /// buckets, breakers, retry budgets and one cache. Must run inside a tokio runtime when a
+    /// Redis is named (its connection's task is spawned there; it connects on first use).
+    ///
+    /// # Errors
+    ///
+    /// A message when the Redis URL is not one.
+    pub(crate) fn layer(&self) -> Result<CourierLayer, String> {
         let mut retry = RetryLayer::new()
             .attempts(self.attempts)
             .base(BACKOFF_BASE)
@@ -127,12 +148,37 @@ impl Stack {
         if let Some(seed) = self.seed {
             retry = retry.seed(seed);
         }
-        CourierLayer::new()
+        let layer = CourierLayer::new()
             .retry(retry)
             .deadline(self.deadline)
             .attempt_timeout(self.attempt_timeout)
             .rate_limit(self.rate.map(|(rate, burst)| {
                 TokenBucketRateLimitLayer::new(rate, burst).max_wait(self.max_wait)
-            }))
+            }));
+        let Some((url, prefix)) = &self.redis else {
+            return Ok(layer);
+        };
+        let mut store = courier::redis::RedisStore::builder(url.as_str());
+        if let Some(prefix) = prefix {
+            store = store.prefix(prefix.as_str());
+        }
+        let store = store.connect_lazy().map_err(|e| {
+            format!(
+                "--redis \"{}\": {e}",
+                courier::core::excerpt::Excerpt::new(&redacted(url))
+            )
+        })?;
+        Ok(layer.shared_rate_limit(store))
+    }
+}
+
+/// `url` without its password, for messages.
+fn redacted(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.split_once('@') {
+            Some((_, host)) => format!("{scheme}://***@{host}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
     }
 }

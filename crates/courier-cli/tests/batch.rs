@@ -526,3 +526,89 @@ async fn a_huge_or_hostile_line_gets_a_bounded_error_line() {
     }
     assert!(run.stdout.len() < 4000, "{} bytes", run.stdout.len());
 }
+
+/// Four `courier batch` processes share one limit through Redis (`--redis`): against one fault
+/// server for about 30 s, the arrivals in every window `t` stay within `burst + rate × t`,
+/// where each process alone would send its own burst and rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn four_processes_share_one_limit_through_redis() {
+    let Some(redis) = courier_testkit::redis::redis("four_processes_share_one_limit").await else {
+        return;
+    };
+    let prefix = courier_testkit::redis::unique_prefix("batches");
+    let server = FaultServer::start().await.unwrap();
+    let (rate, burst, per_process) = (10.0, 5.0, 75);
+    let inputs: Vec<TempFile> = (0..4)
+        .map(|p| {
+            TempFile::with(
+                &format!("shared-{p}.txt"),
+                lines_of(per_process, |i| {
+                    server.url_for(&format!("/s/shared?p={p}&i={i}"))
+                }),
+            )
+        })
+        .collect();
+    let runs: Vec<_> = inputs
+        .iter()
+        .map(|input| {
+            let (url, prefix) = (redis.url(), prefix.clone());
+            let path = input.arg().to_owned();
+            async move {
+                common::courier(&[
+                    "batch",
+                    &path,
+                    "--parallel",
+                    "4",
+                    "--rate",
+                    "10",
+                    "--burst",
+                    "5",
+                    "--redis",
+                    &url,
+                    "--redis-prefix",
+                    &prefix,
+                ])
+                .await
+            }
+        })
+        .collect();
+    let mut it = runs.into_iter();
+    let (a, b, c, d) = (
+        it.next().unwrap(),
+        it.next().unwrap(),
+        it.next().unwrap(),
+        it.next().unwrap(),
+    );
+    let (a, b, c, d) = tokio::join!(a, b, c, d);
+    for run in [&a, &b, &c, &d] {
+        assert_eq!(run.code, 0, "{}", run.stderr);
+        assert_eq!(results(&run.stdout).len(), per_process);
+    }
+    let mut arrivals: Vec<f64> = server.hits("shared").iter().map(|h| h.t_ms).collect();
+    assert_eq!(arrivals.len(), 4 * per_process, "every request once");
+    arrivals.sort_by(f64::total_cmp);
+    for window_s in [2.0, 5.0, 10.0, 25.0] {
+        let window_ms = window_s * 1000.0;
+        let busiest = (0..arrivals.len())
+            .map(|i| {
+                arrivals[i..]
+                    .iter()
+                    .take_while(|t| **t - arrivals[i] < window_ms)
+                    .count()
+            })
+            .max()
+            .unwrap_or(0);
+        // One more than the bound: a slot at each end of a window.
+        let bound = burst + rate * window_s + 1.0;
+        assert!(
+            busiest as f64 <= bound,
+            "{busiest} arrivals in {window_s} s, more than {bound}"
+        );
+    }
+    let span_s = (arrivals[arrivals.len() - 1] - arrivals[0]) / 1000.0;
+    assert!(
+        span_s >= (4.0 * per_process as f64 - burst) / rate - 1.0,
+        "paced together: {span_s} s for {} requests",
+        arrivals.len()
+    );
+}
