@@ -1,6 +1,6 @@
 //! One matchable error for everything the stack can fail with.
 
-use courier_core::classify::{FailureKind, classify_error};
+use courier_core::classify::{FailureKind, TransportError};
 use courier_core::{
     AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, RateLimited, cause_ref,
 };
@@ -118,8 +118,17 @@ fn classify_box(err: BoxError) -> Error {
     if let Some(t) = cause_ref::<AttemptTimedOut>(e) {
         return Error::AttemptTimedOut(*t);
     }
-    let kind = classify_error(e);
-    Error::Transport { kind, source: err }
+    // A transport's mark is kept, and the error shown is the transport's own.
+    match err.downcast::<TransportError>() {
+        Ok(marked) => Error::Transport {
+            kind: marked.kind(),
+            source: marked.into_inner(),
+        },
+        Err(err) => Error::Transport {
+            kind: crate::transport::classify(&*err),
+            source: err,
+        },
+    }
 }
 
 impl fmt::Display for Error {

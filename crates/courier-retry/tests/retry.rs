@@ -142,7 +142,11 @@ async fn get_connection_reset_is_retried() {
 async fn get_delayed_answer_is_retried_after_the_attempt_timeout() {
     let mock = Mock::new([Answer::Delay(Duration::from_millis(1500), 200)]);
     let timeout = tower::timeout::TimeoutLayer::new(Duration::from_millis(500));
-    let svc = layer().layer(timeout.layer(mock.clone()));
+    // tower's timeout error is tower's to know: marked as a transport marks its failures.
+    let timeout = tower::ServiceBuilder::new()
+        .map_err(courier::transport::classified)
+        .layer(timeout);
+    let svc = layer().layer(timeout.service(mock.clone()));
     let res = svc.oneshot(get(URL)).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(mock.count(), 2);
@@ -322,7 +326,9 @@ async fn post_without_key_is_not_sent_again_after_it_was_written() {
                     });
                     let (mut send, conn) = hyper::client::conn::http1::handshake(io).await?;
                     tokio::spawn(conn);
-                    Ok::<_, BoxError>(send.send_request(req).await?)
+                    // hyper's errors are the facade's to know: marked as its transport does.
+                    let res = send.send_request(req).await;
+                    Ok::<_, BoxError>(res.map_err(courier::transport::classified)?)
                 }
             }
         });
