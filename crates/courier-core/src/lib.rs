@@ -47,8 +47,8 @@ pub mod telemetry;
 pub use classify::FailureKind;
 pub use clock::{ManualClock, SystemClock, WallClock};
 pub use error::{
-    AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, InvalidConfig, RateLimited,
-    cause_ref, is_caused_by,
+    AttemptTimedOut, BoxError, CallFailed, CircuitOpen, DeadlineExceeded, InvalidConfig,
+    RateLimited, attempts_of, cause_ref, is_caused_by,
 };
 pub use extensions::{AttemptRecord, Attempts, CacheStatus, Deadline, WaitSource};
 pub use hints::{HintConfig, ResetFormat, ServerHint};
