@@ -145,6 +145,9 @@ impl fmt::Display for UrlFull<'_> {
     }
 }
 
+/// `error.type` of a call its caller dropped before it ended.
+pub const CANCELED: &str = "canceled";
+
 /// `error.type` of a failure: courier's refusals by name, else the failure's kind
 /// (`connect`, `timeout`, `read`, `tls`, `local`, `other`).
 pub fn error_type(err: &(dyn Error + 'static)) -> &'static str {
