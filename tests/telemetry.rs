@@ -341,6 +341,94 @@ async fn a_call_refused_by_an_open_circuit_reaches_no_server_and_says_why() {
     server.shutdown().await;
 }
 
+/// A call the outer deadline ends while an attempt waits for its answer (no attempt timeout
+/// below to end it first) ends its call span and that attempt's span saying why: with the
+/// cache's call span (a GET through the preset) and with retry's own (the cache off). A call
+/// its caller drops says it was canceled.
+#[tokio::test]
+async fn a_call_ended_from_outside_says_why_on_its_spans() {
+    let traced = traced();
+    let server = FaultServer::start().await.unwrap();
+    for cache in [true, false] {
+        server.clear("late");
+        server.set_plan(
+            "late",
+            vec![Step::status(503), Step::ok().delay(Duration::from_secs(3))],
+        );
+        let layer = CourierLayer::new()
+            .retry(quick_retry())
+            .attempt_timeout(None)
+            .deadline(Duration::from_millis(300));
+        let layer = if cache { layer } else { layer.cache(None) };
+        let client = layer.hyper::<Body>();
+        let before = traced.spans().len();
+        let req = http::Request::get(server.url_for("/s/late"))
+            .body(Body::new())
+            .unwrap();
+        let err = client.oneshot(req).await.unwrap_err();
+        assert!(courier::core::is_caused_by::<courier::core::DeadlineExceeded>(&*err));
+
+        let spans = traced.spans();
+        let ended: Vec<_> = spans[before..].iter().collect();
+        assert_eq!(
+            ended.len(),
+            3,
+            "cache {cache}: a call and two attempts: {ended:#?}"
+        );
+        let call = ended.iter().find(|s| s.name == "courier.call").unwrap();
+        assert_eq!(
+            text(call, "error.type").as_deref(),
+            Some("deadline_exceeded"),
+            "cache {cache}"
+        );
+        assert!(
+            matches!(call.status, opentelemetry::trace::Status::Error { .. }),
+            "cache {cache}"
+        );
+        assert_eq!(int(call, "courier.attempts"), Some(2), "cache {cache}");
+        assert_eq!(
+            text(call, "courier.retry.reason").as_deref(),
+            Some("deadline_passed"),
+            "cache {cache}"
+        );
+        let cut = ended
+            .iter()
+            .find(|s| int(s, "courier.attempt") == Some(2))
+            .unwrap();
+        assert_eq!(
+            text(cut, "error.type").as_deref(),
+            Some("deadline_exceeded"),
+            "cache {cache}"
+        );
+        assert_eq!(text(cut, "courier.retry.decision").as_deref(), Some("stop"));
+        assert_eq!(
+            text(cut, "courier.retry.reason").as_deref(),
+            Some("deadline_passed")
+        );
+    }
+
+    server.clear("late");
+    server.set_plan("late", vec![Step::ok().delay(Duration::from_secs(3))]);
+    let client = CourierLayer::new().hyper::<Body>();
+    let before = traced.spans().len();
+    let req = http::Request::get(server.url_for("/s/late"))
+        .body(Body::new())
+        .unwrap();
+    let dropped = tokio::time::timeout(Duration::from_millis(200), client.oneshot(req)).await;
+    assert!(dropped.is_err(), "the caller gave up first");
+    let spans = traced.spans();
+    let call = spans[before..]
+        .iter()
+        .find(|s| s.name == "courier.call")
+        .unwrap();
+    assert_eq!(text(call, "error.type").as_deref(), Some("canceled"));
+    assert_eq!(
+        text(call, "courier.retry.reason").as_deref(),
+        Some("canceled")
+    );
+    server.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_paced_attempt_says_how_long_the_rate_limiter_held_it() {
     let traced = traced();
