@@ -58,7 +58,8 @@
 //! while an attempt still waits (no attempt timeout below to end that attempt first), the call
 //! span and that attempt's span get `error.type = deadline_exceeded`,
 //! `courier.retry.reason = deadline_passed` and `otel.status_code = ERROR`; a call its caller
-//! dropped, `canceled` for both.
+//! dropped, `canceled` for both. A call ended while it waits in the cache itself (on another
+//! caller's revalidation) has the same `error.type` on the cache's call span.
 //!
 //! The existing `courier::retry` event per attempt (see [`crate::retry`]) is unchanged.
 //!

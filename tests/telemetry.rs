@@ -429,6 +429,66 @@ async fn a_call_ended_from_outside_says_why_on_its_spans() {
     server.shutdown().await;
 }
 
+/// A call dropped by its caller while it waits in the cache on another caller's revalidation
+/// (no layer below is at work for it) ends its call span saying so.
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_while_the_cache_waits_on_another_revalidation_says_so() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let traced = traced();
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let upstream = {
+        let calls = calls.clone();
+        tower::service_fn(move |_req: http::Request<Body>| {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let stored = n == 0;
+                if !stored {
+                    // Every revalidation hangs.
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                }
+                http::Response::builder()
+                    .status(if stored { 200 } else { 304 })
+                    .header("etag", "\"v1\"")
+                    .header("cache-control", "no-cache")
+                    .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                        b"hello",
+                    )))
+            }
+        })
+    };
+    let client = CourierLayer::new().service(upstream);
+    let get = || {
+        http::Request::get("http://api.example/doc")
+            .body(Body::new())
+            .unwrap()
+    };
+    let first = client.clone().oneshot(get()).await.unwrap();
+    // Stored once its body is read to the end.
+    http_body_util::BodyExt::collect(first.into_body())
+        .await
+        .unwrap();
+    let leader = tokio::spawn(client.clone().oneshot(get()));
+    tokio::task::yield_now().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the leader is upstream");
+    let before = traced.spans().len();
+    let waited = tokio::time::timeout(Duration::from_secs(1), client.oneshot(get())).await;
+    assert!(
+        waited.is_err(),
+        "the caller gave up while its call followed the leader"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the follower sent nothing");
+    let spans = traced.spans();
+    let ended: Vec<_> = spans[before..].iter().collect();
+    assert_eq!(ended.len(), 1, "a call span and no attempt: {ended:#?}");
+    assert_eq!(ended[0].name, "courier.call");
+    assert_eq!(text(ended[0], "error.type").as_deref(), Some("canceled"));
+    assert!(matches!(
+        ended[0].status,
+        opentelemetry::trace::Status::Error { .. }
+    ));
+    leader.abort();
+}
+
 #[tokio::test]
 async fn a_paced_attempt_says_how_long_the_rate_limiter_held_it() {
     let traced = traced();

@@ -126,14 +126,7 @@ impl Spans {
         let Some(s) = self.spans.take() else {
             return;
         };
-        let error_type = if deadline_passed {
-            names::error_type(&courier_core::DeadlineExceeded::new(
-                std::time::Duration::ZERO,
-                std::time::Duration::ZERO,
-            ))
-        } else {
-            names::CANCELED
-        };
+        let error_type = names::ended_from_outside(deadline_passed);
         for span in [&s.attempt, &s.call] {
             if span.is_disabled() {
                 continue;
