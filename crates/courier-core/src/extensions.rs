@@ -374,9 +374,31 @@ impl Attempts {
     /// assert!(Attempts::of_dropped(|| ()).is_none(), "nothing dropped, nothing handed");
     /// ```
     pub fn of_dropped(drop_call: impl FnOnce()) -> Option<Self> {
-        let outer = HANDED.with(|h| h.replace(Some(None)));
+        /// Puts back the slot of an enclosing `of_dropped`, on a panic in `drop_call` too.
+        struct Scope(Option<Option<Option<Attempts>>>);
+        impl Scope {
+            fn restore(&mut self) -> Option<Attempts> {
+                let outer = self.0.take()?;
+                HANDED
+                    .try_with(|h| {
+                        h.try_borrow_mut()
+                            .ok()
+                            .map(|mut s| std::mem::replace(&mut *s, outer))
+                    })
+                    .ok()
+                    .flatten()
+                    .flatten()
+                    .flatten()
+            }
+        }
+        impl Drop for Scope {
+            fn drop(&mut self) {
+                self.restore();
+            }
+        }
+        let mut scope = Scope(Some(HANDED.with(|h| h.replace(Some(None)))));
         drop_call();
-        HANDED.with(|h| h.replace(outer)).flatten()
+        scope.restore()
     }
 
     /// Hands the records of a call being dropped unfinished to the layer dropping it, when
@@ -464,6 +486,29 @@ impl fmt::Display for CacheStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_are_handed_over_only_to_the_drop_that_asks_the_outer_one_kept() {
+        Attempts::from_iter([record(1)]).hand_over();
+        assert!(
+            Attempts::of_dropped(|| ()).is_none(),
+            "nobody asked: dropped"
+        );
+        let handed = Attempts::of_dropped(|| {
+            // A nested drop that asks keeps its own; the enclosing one gets what follows.
+            let inner = Attempts::of_dropped(|| Attempts::from_iter([record(7)]).hand_over());
+            assert_eq!(inner.map(|a| a.count()), Some(1));
+            Attempts::from_iter([record(1), record(2)]).hand_over();
+        });
+        assert_eq!(handed.map(|a| a.count()), Some(2));
+        // A drop that panics leaves no slot open behind it.
+        let panicked = std::panic::catch_unwind(|| {
+            Attempts::of_dropped(|| panic!("a drop that panics"));
+        });
+        assert!(panicked.is_err());
+        Attempts::from_iter([record(1)]).hand_over();
+        assert!(Attempts::of_dropped(|| ()).is_none());
+    }
 
     #[tokio::test(start_paused = true)]
     async fn nested_deadline_only_shrinks() {
