@@ -13,7 +13,7 @@ pub fn classify(err: &(dyn Error + 'static)) -> FailureKind {
 /// `err` as a [`TransportError`] of the kind [`classify`] gives it: for
 /// `ServiceBuilder::map_err` over a client the facade did not build. An error that is a
 /// `TransportError` already is kept as it is.
-pub fn classified(err: impl Into<BoxError>) -> TransportError {
+pub fn classified<E: Into<BoxError>>(err: E) -> TransportError {
     let err = err.into();
     match err.downcast::<TransportError>() {
         Ok(done) => *done,

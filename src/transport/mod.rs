@@ -52,9 +52,10 @@
 //!
 //! ```
 //! # #[cfg(all(feature = "hyper-client", feature = "retry"))] {
-//! use courier::hyper_util::client::legacy::Client;
+//! use courier::hyper_util::client::legacy::{Client, Error};
 //! use courier::hyper_util::rt::TokioExecutor;
 //! use courier::retry::RetryLayer;
+//! use courier::transport::classified;
 //! use tower::ServiceBuilder;
 //!
 //! let client = Client::builder(TokioExecutor::new())
@@ -62,9 +63,13 @@
 //!     .build_http::<http_body_util::Full<bytes::Bytes>>();
 //! let svc = ServiceBuilder::new()
 //!     .layer(RetryLayer::new())
-//!     .map_err(courier::transport::classified)
+//!     .map_err(classified::<Error>)
 //!     .service(client);
-//! # let _ = svc; }
+//! # fn is_service<S>(_: &S)
+//! # where
+//! #     S: tower::Service<http::Request<http_body_util::Full<bytes::Bytes>>, Error = courier::core::BoxError>,
+//! # {}
+//! # is_service(&svc); }
 //! ```
 //!
 //! # User-Agent
