@@ -157,11 +157,7 @@ async fn a_rate_limit_refusal_after_a_first_attempt() {
 async fn the_deadline_ending_the_call() {
     let server = FaultServer::start().await.unwrap();
     for transport in TRANSPORTS {
-        server.clear("late");
-        server.set_plan(
-            "late",
-            vec![Step::status(503), Step::ok().delay(Duration::from_secs(3))],
-        );
+        common::plan_503_then_late(&server, "late");
         let layer = CourierLayer::new()
             .retry(quick_retry())
             .adaptive_pacing(None)

@@ -2,6 +2,8 @@
 //! spans read back from the OpenTelemetry SDK's in-memory exporter, metrics from `metrics-util`'s
 //! debugging recorder (installed for the test's thread only).
 
+mod common;
+
 use courier::CourierLayer;
 use courier::breaker::CircuitBreakerLayer;
 use courier::cache::EtagCacheLayer;
@@ -350,11 +352,7 @@ async fn a_call_ended_from_outside_says_why_on_its_spans() {
     let traced = traced();
     let server = FaultServer::start().await.unwrap();
     for cache in [true, false] {
-        server.clear("late");
-        server.set_plan(
-            "late",
-            vec![Step::status(503), Step::ok().delay(Duration::from_secs(3))],
-        );
+        common::plan_503_then_late(&server, "late");
         let layer = CourierLayer::new()
             .retry(quick_retry())
             .attempt_timeout(None)

@@ -6,6 +6,7 @@ use bytes::Bytes;
 use courier::CourierLayer;
 use courier::core::BoxError;
 use courier::retry::RetryLayer;
+use courier_faultserver::{FaultServer, Step};
 use http::{Request, Response};
 use http_body_util::Full;
 use http_body_util::combinators::UnsyncBoxBody;
@@ -55,4 +56,14 @@ pub fn over(transport: Transport, layer: &CourierLayer) -> Boxed {
             layer.reqwest::<Full<Bytes>>(client).boxed()
         }
     }
+}
+
+/// Plans `/s/{name}` afresh: a 503, then an answer that takes 3 s. A call with a shorter
+/// deadline and no attempt timeout is ended by the deadline during its second attempt.
+pub fn plan_503_then_late(server: &FaultServer, name: &str) {
+    server.clear(name);
+    server.set_plan(
+        name,
+        vec![Step::status(503), Step::ok().delay(Duration::from_secs(3))],
+    );
 }
