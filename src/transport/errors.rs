@@ -5,7 +5,7 @@ use courier_core::classify::{FailureKind, Recognized, TransportError, classify_e
 use std::error::Error;
 
 /// The kind of failure `err` is, with what the facade's transports know of their own errors
-/// (see [Failures](self#failures)) and what courier-core knows of the rest.
+/// (see [Failures](super#failures)) and what courier-core knows of the rest.
 pub fn classify(err: &(dyn Error + 'static)) -> FailureKind {
     classify_error_with(err, recognize)
 }
