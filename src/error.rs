@@ -1,11 +1,13 @@
 //! One matchable error for everything the stack can fail with.
 
-use courier_core::classify::{FailureKind, classify_error};
+use courier_core::classify::{FailureKind, TransportError};
 use courier_core::{
-    AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, RateLimited, cause_ref,
+    AttemptTimedOut, Attempts, BoxError, CallFailed, CircuitOpen, DeadlineExceeded, RateLimited,
+    attempts_of, cause_ref,
 };
 use std::error::Error as StdError;
 use std::fmt;
+use std::ops::Deref;
 use std::time::Duration;
 
 /// Every failure a courier stack can produce, as one enum to `match` on.
@@ -13,6 +15,11 @@ use std::time::Duration;
 /// Layers fail with [`BoxError`]; `Error::from(box_error)` finds the courier refusal in its
 /// `source()` chain, or else classifies the transport failure. HTTP statuses are never errors:
 /// a 503 comes back as a response.
+///
+/// Every variant keeps the attempts of the call ([`attempts`](Self::attempts)): a refusal is an
+/// [`Attempted`] refusal, which derefs to it; a transport failure has them beside its source.
+/// A failure that no retry layer saw (a stack without one, or a refusal above it) has an empty
+/// [`Attempts`].
 ///
 /// ```
 /// use courier::Error;
@@ -29,19 +36,21 @@ use std::time::Duration;
 #[non_exhaustive]
 pub enum Error {
     /// The call's total budget was spent.
-    DeadlineExceeded(DeadlineExceeded),
+    DeadlineExceeded(Attempted<DeadlineExceeded>),
     /// The last attempt timed out.
-    AttemptTimedOut(AttemptTimedOut),
+    AttemptTimedOut(Attempted<AttemptTimedOut>),
     /// The host's circuit is open.
-    CircuitOpen(CircuitOpen),
+    CircuitOpen(Attempted<CircuitOpen>),
     /// The rate limiter refused the call.
-    RateLimited(RateLimited),
+    RateLimited(Attempted<RateLimited>),
     /// The transport failed: connect, timeout, read, tls or other.
     Transport {
         /// What kind of failure it was.
         kind: FailureKind,
         /// The transport's own error.
         source: BoxError,
+        /// Every attempt of the call, the failed last one included.
+        attempts: Attempts,
     },
     /// A pagination stream met a page it had visited already, a link it does not follow, or a
     /// page it could not read.
@@ -49,7 +58,27 @@ pub enum Error {
     Pagination(crate::paginate::PaginationError),
 }
 
+/// No attempt: what a pagination failure of its own carries.
+#[cfg(feature = "paginate")]
+static NO_ATTEMPTS: Attempts = Attempts::new();
+
 impl Error {
+    /// Every attempt of the call, the first first: the last one's record says why the call
+    /// stopped (`never_retried` after a refusal, `attempts_exhausted`, `deadline_passed` when
+    /// the deadline ended an attempt under way, ...). Empty when the call made no attempt
+    /// through a retry layer.
+    pub fn attempts(&self) -> &Attempts {
+        match self {
+            Self::DeadlineExceeded(e) => e.attempts(),
+            Self::AttemptTimedOut(e) => e.attempts(),
+            Self::CircuitOpen(e) => e.attempts(),
+            Self::RateLimited(e) => e.attempts(),
+            Self::Transport { attempts, .. } => attempts,
+            #[cfg(feature = "paginate")]
+            Self::Pagination(_) => &NO_ATTEMPTS,
+        }
+    }
+
     /// The failure kind, as the retry layer classifies it.
     pub fn kind(&self) -> FailureKind {
         match self {
@@ -97,29 +126,90 @@ impl From<BoxError> for Error {
     fn from(err: BoxError) -> Self {
         match err.downcast::<Self>() {
             Ok(err) => *err,
-            Err(err) => classify_box(err),
+            Err(err) => {
+                let (err, attempts) = match err.downcast::<CallFailed>() {
+                    Ok(failed) => failed.into_parts(),
+                    Err(err) => {
+                        let attempts = attempts_of(&*err).cloned().unwrap_or_default();
+                        (err, attempts)
+                    }
+                };
+                classify_box(err, attempts)
+            }
         }
     }
 }
 
-fn classify_box(err: BoxError) -> Error {
+fn classify_box(err: BoxError, attempts: Attempts) -> Error {
     let e: &(dyn StdError + 'static) = &*err;
     // The outermost refusal wins: a deadline that fired while the breaker was open is a
     // deadline.
     if let Some(d) = cause_ref::<DeadlineExceeded>(e) {
-        return Error::DeadlineExceeded(*d);
+        return Error::DeadlineExceeded(Attempted::new(*d, attempts));
     }
     if let Some(c) = cause_ref::<CircuitOpen>(e) {
-        return Error::CircuitOpen(*c);
+        return Error::CircuitOpen(Attempted::new(*c, attempts));
     }
     if let Some(r) = cause_ref::<RateLimited>(e) {
-        return Error::RateLimited(*r);
+        return Error::RateLimited(Attempted::new(*r, attempts));
     }
     if let Some(t) = cause_ref::<AttemptTimedOut>(e) {
-        return Error::AttemptTimedOut(*t);
+        return Error::AttemptTimedOut(Attempted::new(*t, attempts));
     }
-    let kind = classify_error(e);
-    Error::Transport { kind, source: err }
+    // A transport's mark is kept, and the error shown is the transport's own.
+    match err.downcast::<TransportError>() {
+        Ok(marked) => Error::Transport {
+            kind: marked.kind(),
+            source: marked.into_inner(),
+            attempts,
+        },
+        Err(err) => Error::Transport {
+            kind: crate::transport::classify(&*err),
+            source: err,
+            attempts,
+        },
+    }
+}
+
+/// A refusal of one of courier's layers, with the attempts of the call it ended; it derefs to
+/// the refusal, so `Error::CircuitOpen(open) => open.retry_in()` reads as the refusal does.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Attempted<T> {
+    refusal: T,
+    attempts: Attempts,
+}
+
+// === impl Attempted ===
+
+impl<T> Attempted<T> {
+    /// `refusal`, which ended a call after `attempts`.
+    pub const fn new(refusal: T, attempts: Attempts) -> Self {
+        Self { refusal, attempts }
+    }
+
+    /// Every attempt of the call; see [`Error::attempts`].
+    pub fn attempts(&self) -> &Attempts {
+        &self.attempts
+    }
+
+    /// The refusal.
+    pub fn into_inner(self) -> T {
+        self.refusal
+    }
+}
+
+impl<T> Deref for Attempted<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.refusal
+    }
+}
+
+impl<T: fmt::Display> fmt::Display for Attempted<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.refusal.fmt(f)
+    }
 }
 
 impl fmt::Display for Error {
@@ -129,7 +219,7 @@ impl fmt::Display for Error {
             Self::AttemptTimedOut(e) => e.fmt(f),
             Self::CircuitOpen(e) => e.fmt(f),
             Self::RateLimited(e) => e.fmt(f),
-            Self::Transport { kind, source } => {
+            Self::Transport { kind, source, .. } => {
                 write!(f, "{kind} failure: {source}")?;
                 let mut next = source.source();
                 while let Some(cause) = next {
@@ -147,10 +237,10 @@ impl fmt::Display for Error {
 impl StdError for Error {
     fn source(&self) -> Option<&(dyn StdError + 'static)> {
         match self {
-            Self::DeadlineExceeded(e) => Some(e),
-            Self::AttemptTimedOut(e) => Some(e),
-            Self::CircuitOpen(e) => Some(e),
-            Self::RateLimited(e) => Some(e),
+            Self::DeadlineExceeded(e) => Some(&**e),
+            Self::AttemptTimedOut(e) => Some(&**e),
+            Self::CircuitOpen(e) => Some(&**e),
+            Self::RateLimited(e) => Some(&**e),
             Self::Transport { source, .. } => Some(&**source),
             #[cfg(feature = "paginate")]
             Self::Pagination(e) => Some(e),

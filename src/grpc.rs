@@ -41,7 +41,9 @@
 //! server-streaming call's one message, or a client stream that has ended within that.
 
 use crate::preset::{Courier, CourierLayer, PresetBody};
+use crate::transport::{Classified, classified};
 use bytes::Bytes;
+use courier_core::classify::TransportError;
 use courier_core::{
     AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, RateLimited, cause_ref,
 };
@@ -196,7 +198,8 @@ pub fn to_status(err: BoxError) -> BoxError {
 }
 
 /// The transport under the preset for gRPC: hands each request to the channel with its body
-/// as a `tonic::body::Body`.
+/// as a `tonic::body::Body`, and its failures up as a [`TransportError`] of the kind
+/// [`classify`](crate::transport::classify) gives them.
 #[derive(Debug, Clone)]
 pub struct GrpcTransport<S> {
     inner: S,
@@ -217,36 +220,17 @@ where
     B::Error: Into<BoxError>,
 {
     type Response = Response<RB>;
-    type Error = BoxError;
+    type Error = TransportError;
     type Future = TransportFuture<S::Future>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
+        self.inner.poll_ready(cx).map_err(classified)
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        TransportFuture {
-            inner: self.inner.call(req.map(tonic::body::Body::new)),
-        }
+        Classified::new(self.inner.call(req.map(tonic::body::Body::new)))
     }
 }
 
-pin_project_lite::pin_project! {
-    /// The future of a [`GrpcTransport`] call.
-    pub struct TransportFuture<F> {
-        #[pin]
-        inner: F,
-    }
-}
-
-impl<F, T, E> Future for TransportFuture<F>
-where
-    F: Future<Output = Result<T, E>>,
-    E: Into<BoxError>,
-{
-    type Output = Result<T, BoxError>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.project().inner.poll(cx).map_err(Into::into)
-    }
-}
+/// The future of a [`GrpcTransport`] call: the channel's, its failure classified.
+pub type TransportFuture<F> = Classified<F>;

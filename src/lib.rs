@@ -39,6 +39,6 @@ pub mod telemetry;
 pub mod transport;
 
 pub use builder::ServiceBuilderExt;
-pub use error::Error;
+pub use error::{Attempted, Error};
 #[cfg(feature = "preset")]
 pub use preset::{Courier, CourierLayer};

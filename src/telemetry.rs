@@ -38,7 +38,7 @@
 //! | `url.full` | scheme, host, port and path; userinfo never; the query only with `RetryLayer::record_url_query(true)` |
 //! | `http.request.resend_count` | absent on the first attempt, then 1, 2, ... |
 //! | `http.response.status_code` | the status, when a response came |
-//! | `error.type` | the status (`503`) for a 4xx or 5xx; for a failure, courier's refusal (`circuit_open`, `rate_limited`, `deadline_exceeded`, `attempt_timeout`) or the failure's kind (`connect`, `timeout`, `read`, `tls`, `local`, `other`) |
+//! | `error.type` | the status (`503`) for a 4xx or 5xx; for a failure, courier's refusal (`circuit_open`, `rate_limited`, `deadline_exceeded`, `attempt_timeout`) or the failure's kind (`connect`, `timeout`, `read`, `tls`, `local`, `other`); `canceled` for an attempt its caller dropped |
 //! | `otel.status_code` | `ERROR` whenever `error.type` is set |
 //! | `courier.attempt` | the attempt's number, from 1 |
 //! | `courier.retry.decision`, `courier.retry.reason` | `retry` or `stop`, and why (the names of [`Reason`](crate::core::extensions::Reason)) |
@@ -53,7 +53,13 @@
 //! `courier.retry.reason` (why the call stopped) and, when the cache made it,
 //! `courier.cache.status` (`hit`, `revalidated`, `miss`, `stale`, `bypass`; its `url.full`
 //! never has the query). A call that a layer below refused (an open circuit, the rate limiter)
-//! has one attempt span with that `error.type`, and nothing reached the server.
+//! has one attempt span with that `error.type`, and nothing reached the server. Every call span
+//! says why the call ended, a call ended from outside too: when the deadline layer ends it
+//! while an attempt still waits (no attempt timeout below to end that attempt first), the call
+//! span and that attempt's span get `error.type = deadline_exceeded`,
+//! `courier.retry.reason = deadline_passed` and `otel.status_code = ERROR`; a call its caller
+//! dropped, `canceled` for both. A call ended while it waits in the cache itself (on another
+//! caller's revalidation) has the same `error.type` on the cache's call span.
 //!
 //! The existing `courier::retry` event per attempt (see [`crate::retry`]) is unchanged.
 //!

@@ -2,7 +2,10 @@
 //! `tower::Layer`, `courier::Error` on real failures, `bare()`, the cache and POST through the
 //! preset over both transports. Loopback against the fault server; every test is bounded.
 
+mod common;
+
 use bytes::Bytes;
+use common::{Boxed, TRANSPORTS, Transport, bounded, get, over, quick_retry};
 use courier::breaker::CircuitBreakerLayer;
 use courier::core::{Attempts, BoxError, CacheStatus, FailureKind};
 use courier::ratelimit::{Mode, Rate, TokenBucketRateLimitLayer};
@@ -11,59 +14,13 @@ use courier::transport::{HyperService, ReqwestService};
 use courier::{Courier, CourierLayer, ServiceBuilderExt};
 use courier_faultserver::{FaultServer, Step};
 use http::{Request, Response, StatusCode};
-use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
-use std::future::Future;
 use std::num::NonZeroU32;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
-use tower::util::{BoxCloneSyncService, MapRequestLayer};
+use tower::util::MapRequestLayer;
 use tower::{Service, ServiceBuilder, ServiceExt};
-
-/// The longest any test here may run.
-const BOUND: Duration = Duration::from_secs(10);
-
-async fn bounded<F: Future>(fut: F) -> F::Output {
-    tokio::time::timeout(BOUND, fut)
-        .await
-        .expect("the test finished within its bound")
-}
-
-/// A retry layer with a quick, seeded backoff, so a retried call costs milliseconds.
-fn quick_retry() -> RetryLayer {
-    RetryLayer::new()
-        .base(Duration::from_millis(10))
-        .cap(Duration::from_millis(50))
-        .seed(7)
-}
-
-fn get(url: &str) -> Request<Full<Bytes>> {
-    Request::get(url).body(Full::default()).unwrap()
-}
-
-type Boxed =
-    BoxCloneSyncService<Request<Full<Bytes>>, Response<UnsyncBoxBody<Bytes, BoxError>>, BoxError>;
-
-#[derive(Debug, Clone, Copy)]
-enum Transport {
-    Hyper,
-    Reqwest,
-}
-
-const TRANSPORTS: [Transport; 2] = [Transport::Hyper, Transport::Reqwest];
-
-fn over(transport: Transport, layer: &CourierLayer) -> Boxed {
-    match transport {
-        Transport::Hyper => layer.hyper::<Full<Bytes>>().boxed(),
-        Transport::Reqwest => {
-            let client = courier::transport::reqwest_client_builder()
-                .build()
-                .expect("reqwest builds a plain-HTTP client");
-            layer.reqwest::<Full<Bytes>>(client).boxed()
-        }
-    }
-}
 
 // === types ===
 

@@ -2,6 +2,8 @@
 //! spans read back from the OpenTelemetry SDK's in-memory exporter, metrics from `metrics-util`'s
 //! debugging recorder (installed for the test's thread only).
 
+mod common;
+
 use courier::CourierLayer;
 use courier::breaker::CircuitBreakerLayer;
 use courier::cache::EtagCacheLayer;
@@ -339,6 +341,150 @@ async fn a_call_refused_by_an_open_circuit_reaches_no_server_and_says_why() {
         opentelemetry::trace::Status::Error { .. }
     ));
     server.shutdown().await;
+}
+
+/// A call the outer deadline ends while an attempt waits for its answer (no attempt timeout
+/// below to end it first) ends its call span and that attempt's span saying why: with the
+/// cache's call span (a GET through the preset) and with retry's own (the cache off). A call
+/// its caller drops says it was canceled.
+#[tokio::test]
+async fn a_call_ended_from_outside_says_why_on_its_spans() {
+    let traced = traced();
+    let server = FaultServer::start().await.unwrap();
+    for cache in [true, false] {
+        common::plan_503_then_late(&server, "late");
+        let layer = CourierLayer::new()
+            .retry(quick_retry())
+            .attempt_timeout(None)
+            .deadline(Duration::from_millis(300));
+        let layer = if cache { layer } else { layer.cache(None) };
+        let client = layer.hyper::<Body>();
+        let before = traced.spans().len();
+        let req = http::Request::get(server.url_for("/s/late"))
+            .body(Body::new())
+            .unwrap();
+        let err = client.oneshot(req).await.unwrap_err();
+        assert!(courier::core::is_caused_by::<courier::core::DeadlineExceeded>(&*err));
+
+        let spans = traced.spans();
+        let ended: Vec<_> = spans[before..].iter().collect();
+        assert_eq!(
+            ended.len(),
+            3,
+            "cache {cache}: a call and two attempts: {ended:#?}"
+        );
+        let call = ended.iter().find(|s| s.name == "courier.call").unwrap();
+        assert_eq!(
+            text(call, "error.type").as_deref(),
+            Some("deadline_exceeded"),
+            "cache {cache}"
+        );
+        assert!(
+            matches!(call.status, opentelemetry::trace::Status::Error { .. }),
+            "cache {cache}"
+        );
+        assert_eq!(int(call, "courier.attempts"), Some(2), "cache {cache}");
+        assert_eq!(
+            text(call, "courier.retry.reason").as_deref(),
+            Some("deadline_passed"),
+            "cache {cache}"
+        );
+        let cut = ended
+            .iter()
+            .find(|s| int(s, "courier.attempt") == Some(2))
+            .unwrap();
+        assert_eq!(
+            text(cut, "error.type").as_deref(),
+            Some("deadline_exceeded"),
+            "cache {cache}"
+        );
+        assert_eq!(text(cut, "courier.retry.decision").as_deref(), Some("stop"));
+        assert_eq!(
+            text(cut, "courier.retry.reason").as_deref(),
+            Some("deadline_passed")
+        );
+    }
+
+    server.clear("late");
+    server.set_plan("late", vec![Step::ok().delay(Duration::from_secs(3))]);
+    let client = CourierLayer::new().hyper::<Body>();
+    let before = traced.spans().len();
+    let req = http::Request::get(server.url_for("/s/late"))
+        .body(Body::new())
+        .unwrap();
+    let dropped = tokio::time::timeout(Duration::from_millis(200), client.oneshot(req)).await;
+    assert!(dropped.is_err(), "the caller gave up first");
+    let spans = traced.spans();
+    let call = spans[before..]
+        .iter()
+        .find(|s| s.name == "courier.call")
+        .unwrap();
+    assert_eq!(text(call, "error.type").as_deref(), Some("canceled"));
+    assert_eq!(
+        text(call, "courier.retry.reason").as_deref(),
+        Some("canceled")
+    );
+    server.shutdown().await;
+}
+
+/// A call dropped by its caller while it waits in the cache on another caller's revalidation
+/// (no layer below is at work for it) ends its call span saying so.
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_while_the_cache_waits_on_another_revalidation_says_so() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let traced = traced();
+    let calls = std::sync::Arc::new(AtomicUsize::new(0));
+    let upstream = {
+        let calls = calls.clone();
+        tower::service_fn(move |_req: http::Request<Body>| {
+            let n = calls.fetch_add(1, Ordering::SeqCst);
+            async move {
+                let stored = n == 0;
+                if !stored {
+                    // Every revalidation hangs.
+                    tokio::time::sleep(Duration::from_secs(20)).await;
+                }
+                http::Response::builder()
+                    .status(if stored { 200 } else { 304 })
+                    .header("etag", "\"v1\"")
+                    .header("cache-control", "no-cache")
+                    .body(http_body_util::Full::new(bytes::Bytes::from_static(
+                        b"hello",
+                    )))
+            }
+        })
+    };
+    let client = CourierLayer::new().service(upstream);
+    let get = || {
+        http::Request::get("http://api.example/doc")
+            .body(Body::new())
+            .unwrap()
+    };
+    let first = client.clone().oneshot(get()).await.unwrap();
+    // Stored once its body is read to the end.
+    http_body_util::BodyExt::collect(first.into_body())
+        .await
+        .unwrap();
+    let leader = tokio::spawn(client.clone().oneshot(get()));
+    tokio::task::yield_now().await;
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the leader is upstream");
+    let before = traced.spans().len();
+    let waited = tokio::time::timeout(Duration::from_secs(1), client.oneshot(get())).await;
+    assert!(
+        waited.is_err(),
+        "the caller gave up while its call followed the leader"
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 2, "the follower sent nothing");
+    let spans = traced.spans();
+    let ended: Vec<_> = spans[before..].iter().collect();
+    assert_eq!(ended.len(), 1, "a call span and no attempt: {ended:#?}");
+    assert_eq!(ended[0].name, "courier.call");
+    assert_eq!(text(ended[0], "error.type").as_deref(), Some("canceled"));
+    assert!(matches!(
+        ended[0].status,
+        opentelemetry::trace::Status::Error { .. }
+    ));
+    leader.abort();
 }
 
 #[tokio::test]

@@ -16,6 +16,62 @@
 //! `default-features = false, features = ["full"]` builds courier with no TLS code: both
 //! transports then speak plain HTTP only.
 //!
+//! # Failures
+//!
+//! courier-core classifies what every build has (its refusals, `std::io::Error` kinds, tokio's
+//! `Elapsed`, [`TransportError`]) and never looks at an error's text. [`classify`] knows the
+//! error types of the clients the facade is built with too, by typed downcasts:
+//!
+//! | error | kind |
+//! | --- | --- |
+//! | hyper-util's legacy client error, `is_connect()` | `connect`, or `tls` when a rustls error is in its chain |
+//! | `hyper::Error`: the request's own body failed (`is_user()`, `is_body_write_aborted()`) | `local` |
+//! | `hyper::Error`: `is_timeout()` | `timeout` |
+//! | `hyper::Error`: `is_incomplete_message()`, `is_canceled()`, `is_closed()`, `is_parse()` | `read` |
+//! | `reqwest::Error`: `is_builder()`, or a request body that failed in its chain | `local` |
+//! | `reqwest::Error`: `is_connect()` | `connect`, or `tls` when a rustls error is in its chain |
+//! | `reqwest::Error`: `is_timeout()` | `timeout` |
+//! | `rustls::Error` (feature `rustls`), alone or as an I/O error's payload | `tls` |
+//! | tower's `timeout::error::Elapsed` | `timeout` |
+//!
+//! Any other error of these clients is about a connection they had: the walk goes on to its
+//! causes, where an I/O kind that would mean "nothing was sent" (host unreachable, not
+//! connected) is a read failure, since hyper reports those kinds on a socket that has
+//! already written the request. A tonic channel's errors carry hyper's and the I/O errors
+//! inside them, and are read through to those.
+//!
+//! The transports here ([`HyperService`], [`ReqwestService`], the gRPC channel of
+//! `CourierLayer::channel`) hand every failure up as a [`TransportError`] of the kind
+//! [`classify`] gives it, so that every layer above reads the same kind whatever it was built
+//! with.
+//!
+//! ## Over a client of your own
+//!
+//! A courier layer over a client the facade did not wrap sees the client's errors as they are.
+//! Map them with [`classified`] where they are made:
+//!
+//! ```
+//! # #[cfg(all(feature = "hyper-client", feature = "retry"))] {
+//! use courier::hyper_util::client::legacy::{Client, Error};
+//! use courier::hyper_util::rt::TokioExecutor;
+//! use courier::retry::RetryLayer;
+//! use courier::transport::classified;
+//! use tower::ServiceBuilder;
+//!
+//! let client = Client::builder(TokioExecutor::new())
+//!     .retry_canceled_requests(false)
+//!     .build_http::<http_body_util::Full<bytes::Bytes>>();
+//! let svc = ServiceBuilder::new()
+//!     .layer(RetryLayer::new())
+//!     .map_err(classified::<Error>)
+//!     .service(client);
+//! # fn is_service<S>(_: &S)
+//! # where
+//! #     S: tower::Service<http::Request<http_body_util::Full<bytes::Bytes>>, Error = courier::core::BoxError>,
+//! # {}
+//! # is_service(&svc); }
+//! ```
+//!
 //! # User-Agent
 //!
 //! [`HyperService`] and [`ReqwestService`] send [`DEFAULT_USER_AGENT`] (`courier/<version>`) on
@@ -23,13 +79,17 @@
 //! one. Change it with their `user_agent` setter, or on the preset with
 //! [`CourierLayer::user_agent`](crate::CourierLayer::user_agent); `None` sends none.
 
+mod errors;
 #[cfg(feature = "rustls")]
 pub mod tls;
+
+use courier_core::classify::TransportError;
 #[cfg(feature = "hyper-client")]
 mod via_hyper;
 #[cfg(feature = "reqwest")]
 mod via_reqwest;
 
+pub use self::errors::{classified, classify};
 #[cfg(feature = "rustls")]
 pub use self::via_hyper::hyper_client_with_tls;
 #[cfg(feature = "hyper-client")]
@@ -58,5 +118,41 @@ fn set_user_agent<B>(req: &mut http::Request<B>, user_agent: Option<&http::Heade
         && let http::header::Entry::Vacant(slot) = req.headers_mut().entry(http::header::USER_AGENT)
     {
         slot.insert(value.clone());
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of a transport here ([`HyperService`], the gRPC channel's): the client's, its
+    /// failure handed up as a [`TransportError`] of the kind [`classify`] gives it.
+    #[must_use = "futures do nothing unless polled"]
+    #[derive(Debug)]
+    pub struct Classified<F> {
+        #[pin]
+        inner: F,
+    }
+}
+
+// === impl Classified ===
+
+impl<F> Classified<F> {
+    #[cfg_attr(not(any(feature = "hyper-client", feature = "grpc")), allow(dead_code))]
+    pub(crate) const fn new(inner: F) -> Self {
+        Self { inner }
+    }
+}
+
+impl<F, T, E> std::future::Future for Classified<F>
+where
+    F: std::future::Future<Output = Result<T, E>>,
+    E: Into<courier_core::BoxError>,
+{
+    type Output = Result<T, TransportError>;
+
+    #[inline]
+    fn poll(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Self::Output> {
+        self.project().inner.poll(cx).map_err(classified)
     }
 }

@@ -25,7 +25,8 @@ pub type HyperClient<B> = Client<Connector, B>;
 /// A [`HyperClient`] shared behind an `Arc`: the transport of
 /// [`CourierLayer::hyper`](crate::CourierLayer::hyper). It puts a `User-Agent` on every
 /// request that has none ([`DEFAULT_USER_AGENT`](super::DEFAULT_USER_AGENT) unless set with
-/// [`user_agent`](Self::user_agent)).
+/// [`user_agent`](Self::user_agent)), and fails with a [`TransportError`](courier_core::classify::TransportError)
+/// that says what kind of failure the client's error is ([Failures](super#failures)).
 ///
 /// The retry layer keeps a clone of the stack below it for each call (to drive later
 /// attempts); cloning this is one reference count, where cloning the client itself copies
@@ -90,8 +91,9 @@ where
     B::Error: Into<courier_core::BoxError>,
 {
     type Response = <HyperClient<B> as tower_service::Service<http::Request<B>>>::Response;
-    type Error = <HyperClient<B> as tower_service::Service<http::Request<B>>>::Error;
-    type Future = <HyperClient<B> as tower_service::Service<http::Request<B>>>::Future;
+    type Error = courier_core::classify::TransportError;
+    type Future =
+        super::Classified<<HyperClient<B> as tower_service::Service<http::Request<B>>>::Future>;
 
     /// Always ready, as the client is: the pool makes room (or a connection) per request.
     #[inline]
@@ -102,7 +104,7 @@ where
     #[inline]
     fn call(&mut self, mut req: http::Request<B>) -> Self::Future {
         set_user_agent(&mut req, self.user_agent.as_ref());
-        self.client.request(req)
+        super::Classified::new(self.client.request(req))
     }
 }
 

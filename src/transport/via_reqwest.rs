@@ -10,6 +10,9 @@ use std::task::{Context, Poll};
 /// A `reqwest::Client` as a `tower::Service<http::Request<B>>`, answering
 /// `http::Response<reqwest::Body>`.
 ///
+/// It fails with a [`TransportError`](courier_core::classify::TransportError) (boxed) that says what kind of
+/// failure reqwest's error is ([Failures](super#failures)).
+///
 /// Build the client with [`reqwest_client_builder`] (or switch its retries off yourself with
 /// `.retry(reqwest::retry::never())`) so that courier's retry layer is the only one.
 ///
@@ -126,8 +129,8 @@ where
         let req = req.map(reqwest::Body::wrap);
         ResponseFuture {
             inner: Box::pin(async move {
-                let req = reqwest::Request::try_from(req)?;
-                let resp = client.execute(req).await?;
+                let req = reqwest::Request::try_from(req).map_err(super::classified)?;
+                let resp = client.execute(req).await.map_err(super::classified)?;
                 Ok(http::Response::from(resp))
             }),
         }

@@ -5,6 +5,7 @@ use crate::entry::Entry;
 use crate::response::{Completion, Lookup, Pending};
 use crate::telemetry::observed;
 use bytes::Bytes;
+use courier_core::Deadline;
 use http::header::HeaderMap;
 use http::{Extensions, Method, Request, Response, Uri, Version};
 use http_body::Body;
@@ -34,6 +35,21 @@ pin_project! {
         state: State<S, B, S::Future>,
         // The call span of an active cache; polled inside it.
         span: Span,
+    }
+
+    impl<S, B> PinnedDrop for ResponseFuture<S, B>
+    where
+        S: Service<Request<B>>,
+    {
+        fn drop(this: Pin<&mut Self>) {
+            let this = this.project();
+            if this.span.is_none() {
+                return;
+            }
+            if let Some(deadline) = this.state.as_ref().get_ref().waiting_here() {
+                crate::telemetry::ended_from_outside(this.span, deadline);
+            }
+        }
     }
 }
 
@@ -102,6 +118,28 @@ pub(crate) struct Follower<S, B> {
     pub(crate) request: Option<Request<B>>,
     pub(crate) pending: Option<Lookup>,
     pub(crate) resend: Option<Box<Resend<S, B>>>,
+}
+
+impl<S, B, F> State<S, B, F> {
+    /// Whether the call is unanswered and waits in the cache itself (on another caller's
+    /// revalidation, to send again, or a hit not yet handed out), with the call's deadline
+    /// when it is known: a call dropped then was ended from outside, and no layer below
+    /// can say so. Waiting on the layers below, the retry layer there says it.
+    fn waiting_here(&self) -> Option<Option<Deadline>> {
+        match self {
+            Self::Following { follower } if follower.pending.is_some() => Some(
+                follower
+                    .request
+                    .as_ref()
+                    .and_then(|r| Deadline::get(r.extensions())),
+            ),
+            Self::Resending { resend, .. } => {
+                Some(resend.as_ref().and_then(|r| Deadline::get(&r.extensions)))
+            }
+            Self::Ready { response: Some(_) } => Some(None),
+            _ => None,
+        }
+    }
 }
 
 impl<S, B> ResponseFuture<S, B>

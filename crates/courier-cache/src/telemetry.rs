@@ -9,7 +9,10 @@
 //! call is over `courier.cache.status` (`hit`, `revalidated`, `miss`, `stale`, `bypass`),
 //! `http.response.status_code` of the answer the caller gets (a 304 the cache merged is a 200
 //! to the caller), `error.type` and `otel.status_code` for a 4xx or 5xx; the retry layer adds
-//! `courier.attempts`, `courier.retry.reason` and a failure's `error.type`. A fresh hit is a
+//! `courier.attempts`, `courier.retry.reason` and a failure's `error.type`. A call ended from
+//! outside while it waits in the cache itself (on another caller's revalidation, before it
+//! sends again) gets `error.type` `deadline_exceeded` when its deadline had passed, else
+//! `canceled`; waiting on the layers below, the retry layer there records it. A fresh hit is a
 //! call span with no attempt under it. A pass-through cache makes no span, and neither does
 //! an active one until a `tracing` subscriber has been set; after that a subscriber that does
 //! not want the span has it disabled where it is made: nothing is formatted or allocated.
@@ -93,6 +96,19 @@ pub(crate) fn observed<B, E>(span: &Span, res: Result<Response<B>, E>) -> Result
         }
     }
     res
+}
+
+/// Records on the call span that the call ended from outside while it waited in the cache:
+/// `error.type` `deadline_exceeded` when its deadline had passed, else `canceled`.
+#[cold]
+#[inline(never)]
+pub(crate) fn ended_from_outside(span: &Span, deadline: Option<courier_core::Deadline>) {
+    if span.is_disabled() {
+        return;
+    }
+    let passed = deadline.is_some_and(|d| d.is_expired());
+    span.record("error.type", names::ended_from_outside(passed));
+    span.record("otel.status_code", "ERROR");
 }
 
 #[inline(never)]

@@ -8,18 +8,29 @@
 //! - A **failure**: [`classify_error`] walks the error's `source()` chain and names its
 //!   [`FailureKind`]: connect (nothing was sent, so any method may be retried), timeout or read
 //!   (the request may have run: idempotent methods only), tls or local (never retried), other.
-//!   An I/O error such as "host unreachable" is connect only where no transport error about an
-//!   established connection wraps it: hyper reports the same kinds on a socket that has already
-//!   sent the request.
 //!
-//! It recognises `std::io::Error` kinds, tokio's `Elapsed`, courier's own refusals and
-//! [`TlsError`] always; hyper-util's legacy client error and `hyper::Error` with the `hyper`
-//! feature; `reqwest::Error` with the `reqwest` feature; tower's `Elapsed` with the `tower`
-//! feature. The `courier` facade turns on the features of the transports it is built with, so
-//! that this crate itself carries no HTTP client. Without the feature, a transport's error is
-//! still read through the `std::io::Error` it wraps, where it wraps one.
+//! # Who knows what
+//!
+//! This crate carries no HTTP client and has no features: the same error is classified the
+//! same way in every build. It recognises, by type, [`TransportError`] (a failure its
+//! transport has already classified), [`TlsError`], courier's own refusals, tokio's `Elapsed`
+//! and `std::io::Error` kinds (an `io::Error`'s payload first). A transport's own error types
+//! are the transport's to know: the `courier` facade's transports (hyper-util, reqwest, a tonic
+//! channel) hand up every failure as a [`TransportError`], classified by typed downcasts of
+//! hyper's, hyper-util's, reqwest's and rustls's errors (`courier::transport::classify`).
+//!
+//! A layer put over a client of your own sees that client's errors: an error this crate does
+//! not know is read through the `io::Error` it wraps, where it wraps one, and is `Other`
+//! otherwise. Classify them where they are made: map them into a [`TransportError`]
+//! (`ServiceBuilder::map_err(courier::transport::classified)` with the facade, or
+//! [`TransportError::new`] with a kind of your choosing), or walk them with
+//! [`classify_error_with`] and a function that knows your client's types.
+//!
+//! An I/O error such as "host unreachable" is connect only where no transport error about an
+//! established connection wraps it ([`Recognized::Connection`]): hyper reports the same kinds
+//! on a socket that has already sent the request.
 
-use crate::error::{AttemptTimedOut, CircuitOpen, DeadlineExceeded, RateLimited};
+use crate::error::{AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, RateLimited};
 use http::{HeaderMap, StatusCode};
 use std::error::Error;
 use std::fmt;
@@ -66,9 +77,10 @@ pub enum FailureKind {
     /// The TLS handshake or certificate check failed. Retrying will not help.
     Tls,
     /// A failure on our side: one of our own refusals (open circuit, rate limited, deadline
-    /// spent), or a request hyper reports as the caller's own: its body failing while it was
-    /// written (a body that errs or ends short of its length), whatever the body's own error
-    /// says, or a request hyper cannot send. Never retried, and no mark against the host.
+    /// spent), or a request the transport reports as the caller's own: its body failing while
+    /// it was written (a body that errs or ends short of its length), whatever the body's own
+    /// error says, or a request the transport cannot send. Never retried, and no mark against
+    /// the host.
     Local,
     /// Anything else.
     Other,
@@ -104,7 +116,8 @@ impl fmt::Display for FailureKind {
     }
 }
 
-/// Names the kind of failure by walking `err`'s `source()` chain, outermost first.
+/// Names the kind of failure by walking `err`'s `source()` chain, outermost first, with what
+/// this crate knows (see [Who knows what](self#who-knows-what)).
 ///
 /// ```
 /// use courier_core::classify::{FailureKind, classify_error};
@@ -116,6 +129,50 @@ impl fmt::Display for FailureKind {
 /// assert_eq!(classify_error(&reset), FailureKind::Read);
 /// ```
 pub fn classify_error(err: &(dyn Error + 'static)) -> FailureKind {
+    classify_error_with(err, |_| None)
+}
+
+/// What a transport says of one of its own errors (that error alone, not its causes).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Recognized {
+    /// The error is of this kind, whatever it wraps.
+    Kind(FailureKind),
+    /// The error is the transport's, about a connection it had, and says no kind of its own:
+    /// the walk goes on to its causes, where an I/O kind that would mean "nothing was sent"
+    /// (host unreachable, not connected) came after the request may have been written, and is
+    /// a read failure.
+    Connection,
+}
+
+/// [`classify_error`], asking `recognize` first about each error of the chain: how a
+/// transport teaches the walk its own error types, by typed downcasts. The errors this crate
+/// knows are recognised after `recognize` has said nothing; a [`TransportError`] or a
+/// [`TlsError`] before it.
+///
+/// ```
+/// use courier_core::classify::{FailureKind, Recognized, classify_error_with};
+/// use std::{fmt, io};
+///
+/// #[derive(Debug)]
+/// struct PoolClosed;
+/// impl fmt::Display for PoolClosed {
+///     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+///         f.write_str("pool closed")
+///     }
+/// }
+/// impl std::error::Error for PoolClosed {}
+///
+/// let err = io::Error::other(PoolClosed);
+/// let kind = classify_error_with(&err, |e| {
+///     e.is::<PoolClosed>().then_some(Recognized::Kind(FailureKind::Read))
+/// });
+/// assert_eq!(kind, FailureKind::Read);
+/// ```
+pub fn classify_error_with(
+    err: &(dyn Error + 'static),
+    recognize: impl Fn(&(dyn Error + 'static)) -> Option<Recognized>,
+) -> FailureKind {
     let mut next: Option<&(dyn Error + 'static)> = Some(err);
     // Whether the walk has passed a transport's error about a connection it had: a connect
     // failure reports itself as such first, so below one of these an I/O kind that would mean
@@ -123,176 +180,129 @@ pub fn classify_error(err: &(dyn Error + 'static)) -> FailureKind {
     // been written, as Linux reports on an established socket once its retransmissions fail.
     let mut connected = false;
     while let Some(e) = next {
-        if let Some(kind) = classify_one(e) {
-            return match kind {
-                FailureKind::Connect if connected => FailureKind::Read,
-                kind => kind,
-            };
+        match classify_one(e, &recognize) {
+            Some(Recognized::Kind(kind)) => {
+                return match kind {
+                    FailureKind::Connect if connected => FailureKind::Read,
+                    kind => kind,
+                };
+            }
+            Some(Recognized::Connection) => connected = true,
+            None => {}
         }
-        connected |= is_transport_error(e);
         next = crate::error::next_cause(e);
     }
     FailureKind::Other
 }
 
-/// An error of a transport this module knows, which [`classify_one`] did not take as a connect
-/// failure.
-fn is_transport_error(e: &(dyn Error + 'static)) -> bool {
-    #[cfg(feature = "reqwest")]
-    if e.is::<reqwest::Error>() {
-        return true;
-    }
-    #[cfg(feature = "hyper")]
-    if e.is::<hyper::Error>() || e.is::<hyper_util::client::legacy::Error>() {
-        return true;
-    }
-    let _ = e;
-    false
-}
-
-fn classify_one(e: &(dyn Error + 'static)) -> Option<FailureKind> {
+fn classify_one(
+    e: &(dyn Error + 'static),
+    recognize: &impl Fn(&(dyn Error + 'static)) -> Option<Recognized>,
+) -> Option<Recognized> {
     // A transport's explicit mark wins over whatever it wraps (a refusal from the handshake's
     // connection included): a TLS failure is not retried.
+    if let Some(t) = e.downcast_ref::<TransportError>() {
+        return Some(Recognized::Kind(t.kind));
+    }
     if e.is::<TlsError>() {
-        return Some(FailureKind::Tls);
+        return Some(Recognized::Kind(FailureKind::Tls));
     }
-    if e.is::<DeadlineExceeded>() || e.is::<CircuitOpen>() || e.is::<RateLimited>() {
-        return Some(FailureKind::Local);
+    if let Some(known) = recognize(e) {
+        return Some(known);
     }
-    if e.is::<AttemptTimedOut>() || e.is::<tokio::time::error::Elapsed>() {
-        return Some(FailureKind::Timeout);
-    }
-    #[cfg(feature = "tower")]
-    if e.is::<tower::timeout::error::Elapsed>() {
-        return Some(FailureKind::Timeout);
-    }
-    #[cfg(feature = "hyper")]
-    if let Some(err) = e.downcast_ref::<hyper_util::client::legacy::Error>() {
-        if err.is_connect() {
-            return Some(if chain_has_tls(e) {
-                FailureKind::Tls
-            } else {
-                FailureKind::Connect
-            });
-        }
+    let kind = if e.is::<DeadlineExceeded>() || e.is::<CircuitOpen>() || e.is::<RateLimited>() {
+        FailureKind::Local
+    } else if e.is::<AttemptTimedOut>() || e.is::<tokio::time::error::Elapsed>() {
+        FailureKind::Timeout
+    } else if let Some(err) = e.downcast_ref::<io::Error>() {
+        return classify_io(err, recognize);
+    } else {
         return None;
-    }
-    #[cfg(feature = "hyper")]
-    if let Some(err) = e.downcast_ref::<hyper::Error>() {
-        if is_callers_own(err) {
-            return Some(FailureKind::Local);
-        }
-        if err.is_timeout() {
-            return Some(FailureKind::Timeout);
-        }
-        if err.is_incomplete_message() || err.is_canceled() || err.is_closed() || err.is_parse() {
-            return Some(FailureKind::Read);
-        }
-        return None;
-    }
-    #[cfg(feature = "reqwest")]
-    if let Some(err) = e.downcast_ref::<reqwest::Error>() {
-        // reqwest's `is_timeout` looks through the whole chain, down to the error of a
-        // request body that failed: the body's own failure decides first.
-        if err.is_builder() || chain_has_callers_own(e) {
-            return Some(FailureKind::Local);
-        }
-        if err.is_connect() {
-            return Some(if chain_has_tls(e) {
-                FailureKind::Tls
-            } else {
-                FailureKind::Connect
-            });
-        }
-        if err.is_timeout() {
-            return Some(FailureKind::Timeout);
-        }
-        return None;
-    }
-    if let Some(err) = e.downcast_ref::<io::Error>() {
-        return classify_io(err);
-    }
-    None
+    };
+    Some(Recognized::Kind(kind))
 }
 
-fn classify_io(err: &io::Error) -> Option<FailureKind> {
+fn classify_io(
+    err: &io::Error,
+    recognize: &impl Fn(&(dyn Error + 'static)) -> Option<Recognized>,
+) -> Option<Recognized> {
     use io::ErrorKind::*;
-    // io::Error's own source() skips the payload; look at it directly.
-    if let Some(inner) = err.get_ref() {
-        if let Some(kind) = classify_one(inner) {
-            return Some(kind);
-        }
-        if looks_like_tls(inner) {
-            return Some(FailureKind::Tls);
-        }
+    // io::Error's own source() skips the payload; look at it directly. What the payload is
+    // (a TLS stack's failure, one of our refusals) wins over the kind it was filed under.
+    if let Some(Recognized::Kind(kind)) = err
+        .get_ref()
+        .and_then(|inner| classify_one(inner, recognize))
+    {
+        return Some(Recognized::Kind(kind));
     }
-    match err.kind() {
+    let kind = match err.kind() {
         ConnectionRefused | AddrNotAvailable | HostUnreachable | NetworkUnreachable
-        | NotConnected => Some(FailureKind::Connect),
-        TimedOut => Some(FailureKind::Timeout),
-        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => Some(FailureKind::Read),
-        _ => None,
-    }
+        | NotConnected => FailureKind::Connect,
+        TimedOut => FailureKind::Timeout,
+        ConnectionReset | ConnectionAborted | BrokenPipe | UnexpectedEof => FailureKind::Read,
+        _ => return None,
+    };
+    Some(Recognized::Kind(kind))
 }
 
-/// The caller's side of a request failed, not the host: the request's own body erred
-/// (`User::Body`) or ended short of its length ("body write aborted"), or the request was one
-/// hyper cannot send. Sending it again fails the same way.
-#[cfg(feature = "hyper")]
-fn is_callers_own(err: &hyper::Error) -> bool {
-    err.is_user() || err.is_body_write_aborted()
+/// A transport's failure with the kind the transport gave it: [`classify_error`] takes that
+/// kind as it is, whatever the error wraps.
+///
+/// The `courier` facade's transports hand up every failure as one of these; a transport of
+/// your own can too, with a kind of its choosing. It is transparent: `Display` is the
+/// original error's, `source()` is the original error, and
+/// [`cause_ref`](crate::cause_ref) finds the original's type through it.
+///
+/// ```
+/// use courier_core::classify::{FailureKind, TransportError, classify_error};
+/// use std::io;
+///
+/// // A pool that reports "not connected" for a connection it had: a read failure.
+/// let err = TransportError::new(FailureKind::Read, io::Error::from(io::ErrorKind::NotConnected));
+/// assert_eq!(classify_error(&err), FailureKind::Read);
+/// assert!(courier_core::is_caused_by::<io::Error>(&err));
+/// ```
+#[derive(Debug)]
+pub struct TransportError {
+    kind: FailureKind,
+    source: BoxError,
 }
 
-#[cfg(feature = "reqwest")]
-fn chain_has_callers_own(err: &(dyn Error + 'static)) -> bool {
-    let mut next: Option<&(dyn Error + 'static)> = Some(err);
-    while let Some(e) = next {
-        if e.downcast_ref::<hyper::Error>().is_some_and(is_callers_own) {
-            return true;
+impl TransportError {
+    /// `source`, classified as `kind`.
+    pub fn new(kind: FailureKind, source: impl Into<BoxError>) -> Self {
+        Self {
+            kind,
+            source: source.into(),
         }
-        next = crate::error::next_cause(e);
     }
-    false
+
+    /// The kind the transport gave the failure.
+    pub const fn kind(&self) -> FailureKind {
+        self.kind
+    }
+
+    /// The transport's own error.
+    pub fn get_ref(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.source
+    }
+
+    /// The transport's own error, unwrapped.
+    pub fn into_inner(self) -> BoxError {
+        self.source
+    }
 }
 
-#[cfg(feature = "hyper")]
-fn chain_has_tls(err: &(dyn Error + 'static)) -> bool {
-    let mut next: Option<&(dyn Error + 'static)> = Some(err);
-    while let Some(e) = next {
-        if looks_like_tls(e) {
-            return true;
-        }
-        if let Some(io) = e.downcast_ref::<io::Error>()
-            && io.get_ref().is_some_and(|inner| looks_like_tls(inner))
-        {
-            return true;
-        }
-        next = crate::error::next_cause(e);
+impl fmt::Display for TransportError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.source.fmt(f)
     }
-    false
 }
 
-/// TLS stacks are not dependencies of this crate; their errors are recognised by the type name
-/// they print in `Debug` (`rustls::Error` prints its variants, native-tls its `ssl` errors), or
-/// by [`TlsError`], which adapters can wrap a TLS failure in.
-fn looks_like_tls(e: &(dyn Error + 'static)) -> bool {
-    if e.is::<TlsError>() {
-        return true;
+impl Error for TransportError {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&*self.source)
     }
-    let debug = format!("{e:?}");
-    [
-        "InvalidCertificate",
-        "AlertReceived",
-        "PeerIncompatible",
-        "PeerMisbehaved",
-        "NoCertificatesPresented",
-        "UnsupportedNameType",
-        "HandshakeFailure",
-        "CERTIFICATE_VERIFY_FAILED",
-        "certificate verify failed",
-    ]
-    .iter()
-    .any(|needle| debug.contains(needle))
 }
 
 /// A TLS failure, for transports that want to mark one explicitly (classified as
@@ -412,11 +422,6 @@ mod tests {
         assert_eq!(classify_error(&err), FailureKind::Local);
         let err = Wrap(Box::new(AttemptTimedOut::new(Duration::from_secs(1))));
         assert_eq!(classify_error(&err), FailureKind::Timeout);
-        #[cfg(feature = "tower")]
-        {
-            let err = Wrap(Box::new(tower::timeout::error::Elapsed::new()));
-            assert_eq!(classify_error(&err), FailureKind::Timeout);
-        }
         // A refusal wrapped in an io::Error payload is still ours.
         let err = io::Error::other(RateLimited::new(Duration::from_secs(1)));
         assert_eq!(classify_error(&err), FailureKind::Local);
@@ -471,25 +476,89 @@ mod tests {
         assert_eq!(classify_error(&other), FailureKind::Other);
     }
 
+    /// A failure no type here knows, filed under an I/O kind that means "nothing was sent".
     #[test]
-    fn tls_stack_errors_are_known_by_their_debug_names() {
-        for debug in [
-            "InvalidCertificate(UnknownIssuer)",
-            "AlertReceived(HandshakeFailure)",
-            "PeerIncompatible(Tls12NotOffered)",
-            "PeerMisbehaved(IncorrectBinderValue)",
-            "NoCertificatesPresented",
-            "UnsupportedNameType",
-            "Ssl(HandshakeFailure)",
-            "Ssl(Error { code: 1, reason: CERTIFICATE_VERIFY_FAILED })",
-            "error:0A000086:SSL routines::certificate verify failed",
+    fn an_unknown_payload_is_read_through_its_io_kind_in_every_build() {
+        let err = io::Error::new(
+            io::ErrorKind::ConnectionRefused,
+            StackError("InvalidCertificate(UnknownIssuer)"),
+        );
+        assert_eq!(
+            classify_error(&err),
+            FailureKind::Connect,
+            "no error is classified by its text"
+        );
+    }
+
+    #[test]
+    fn a_transport_error_keeps_the_kind_its_transport_gave_it() {
+        let refused = || io::Error::from(io::ErrorKind::ConnectionRefused);
+        for kind in [
+            FailureKind::Connect,
+            FailureKind::Timeout,
+            FailureKind::Read,
+            FailureKind::Tls,
+            FailureKind::Local,
+            FailureKind::Other,
         ] {
-            let err = io::Error::new(io::ErrorKind::InvalidData, StackError(debug));
-            assert_eq!(classify_error(&err), FailureKind::Tls, "{debug}");
-            // Even under an I/O kind that would otherwise mean "nothing sent".
-            let err = io::Error::new(io::ErrorKind::ConnectionRefused, StackError(debug));
-            assert_eq!(classify_error(&err), FailureKind::Tls, "{debug}");
+            let err = TransportError::new(kind, refused());
+            assert_eq!(classify_error(&err), kind, "{kind:?}");
+            assert_eq!(classify_error(&Wrap(Box::new(err))), kind, "{kind:?}");
         }
+        let err = TransportError::new(FailureKind::Read, refused());
+        assert_eq!(err.kind(), FailureKind::Read);
+        assert_eq!(err.to_string(), refused().to_string(), "transparent");
+        assert!(err.source().is_some_and(|s| s.is::<io::Error>()));
+        assert!(crate::error::is_caused_by::<io::Error>(&err));
+        assert!(err.get_ref().is::<io::Error>());
+        assert!(err.into_inner().is::<io::Error>());
+    }
+
+    /// A transport's own error types, taught to the walk.
+    #[derive(Debug)]
+    enum Client {
+        Connecting,
+        Connected(io::Error),
+    }
+    impl fmt::Display for Client {
+        fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("client error")
+        }
+    }
+    impl Error for Client {
+        fn source(&self) -> Option<&(dyn Error + 'static)> {
+            match self {
+                Self::Connecting => None,
+                Self::Connected(io) => Some(io),
+            }
+        }
+    }
+
+    fn recognize(e: &(dyn Error + 'static)) -> Option<Recognized> {
+        match e.downcast_ref::<Client>()? {
+            Client::Connecting => Some(Recognized::Kind(FailureKind::Connect)),
+            Client::Connected(_) => Some(Recognized::Connection),
+        }
+    }
+
+    #[test]
+    fn a_transport_teaches_the_walk_its_types() {
+        let connecting = Wrap(Box::new(Client::Connecting));
+        assert_eq!(classify_error(&connecting), FailureKind::Other);
+        assert_eq!(
+            classify_error_with(&connecting, recognize),
+            FailureKind::Connect
+        );
+        // Below an error about a connection it had, "unreachable" came after the request.
+        let lost = Client::Connected(io::Error::from(io::ErrorKind::HostUnreachable));
+        assert_eq!(classify_error(&lost), FailureKind::Connect, "core alone");
+        assert_eq!(classify_error_with(&lost, recognize), FailureKind::Read);
+        // An explicit mark wins over what the transport would say.
+        let marked = TransportError::new(FailureKind::Tls, Client::Connecting);
+        assert_eq!(classify_error_with(&marked, recognize), FailureKind::Tls);
+        // In an I/O payload, the transport's kind wins over the kind it was filed under.
+        let filed = io::Error::new(io::ErrorKind::ConnectionReset, Client::Connecting);
+        assert_eq!(classify_error_with(&filed, recognize), FailureKind::Connect);
     }
 
     #[test]

@@ -4,6 +4,7 @@
 //! [`is_caused_by`] or `err.is::<CircuitOpen>()`. An HTTP status is never turned into an error.
 //! A setting that cannot work is refused when it is built, with [`InvalidConfig`].
 
+use crate::extensions::Attempts;
 use std::error::Error;
 use std::fmt;
 use std::time::Duration;
@@ -49,6 +50,93 @@ pub fn next_cause<'a>(err: &'a (dyn Error + 'static)) -> Option<&'a (dyn Error +
 /// Whether an `E` stands anywhere in `err`'s `source()` chain, `err` itself included.
 pub fn is_caused_by<E: Error + 'static>(err: &(dyn Error + 'static)) -> bool {
     cause_ref::<E>(err).is_some()
+}
+
+/// A call that failed, with the record of every attempt it made: the error of the retry layer
+/// (and of the deadline layer above it) whenever the call made attempts.
+///
+/// Transparent: `Display` is the original error's, `source()` is the original error, so
+/// [`cause_ref`] and [`is_caused_by`] find the original's type through it. Test the failure with
+/// those (or [`get_ref`](Self::get_ref)), not with `err.is::<CircuitOpen>()` on the outer
+/// error; reach the records of any error with [`attempts_of`].
+///
+/// ```
+/// use courier_core::{Attempts, BoxError, CallFailed, CircuitOpen, attempts_of, is_caused_by};
+/// use std::time::Duration;
+///
+/// let err: BoxError = Box::new(CallFailed::new(
+///     Box::new(CircuitOpen::new(Duration::from_secs(3))),
+///     Attempts::new(),
+/// ));
+/// assert!(is_caused_by::<CircuitOpen>(&*err));
+/// assert_eq!(attempts_of(&*err).map(Attempts::count), Some(0));
+/// ```
+#[derive(Debug)]
+pub struct CallFailed {
+    source: BoxError,
+    attempts: Attempts,
+}
+
+impl CallFailed {
+    /// The call failed with `source` after `attempts`.
+    pub fn new(source: BoxError, attempts: Attempts) -> Self {
+        Self { source, attempts }
+    }
+
+    /// Every attempt of the call, the first first; the last holds the reason it stopped.
+    pub fn attempts(&self) -> &Attempts {
+        &self.attempts
+    }
+
+    /// The error the call failed with.
+    pub fn get_ref(&self) -> &(dyn Error + Send + Sync + 'static) {
+        &*self.source
+    }
+
+    /// The error the call failed with, unwrapped.
+    pub fn into_inner(self) -> BoxError {
+        self.source
+    }
+
+    /// The error and the records.
+    pub fn into_parts(self) -> (BoxError, Attempts) {
+        (self.source, self.attempts)
+    }
+
+    /// `err` with the records of `from` when `from` carried some: for a layer that replaces
+    /// the error of a call (with its own refusal) and keeps what the call did.
+    pub fn keep_attempts(from: &mut BoxError, err: BoxError) -> BoxError {
+        match from.downcast_mut::<Self>() {
+            Some(failed) => Box::new(Self::new(err, std::mem::take(&mut failed.attempts))),
+            None => err,
+        }
+    }
+
+    /// `err` without its records: the error the call failed with when `err` is a
+    /// `CallFailed`, else `err` itself.
+    pub fn peel<'a>(err: &'a (dyn Error + 'static)) -> &'a (dyn Error + 'static) {
+        match err.downcast_ref::<Self>() {
+            Some(failed) => &*failed.source,
+            None => err,
+        }
+    }
+}
+
+impl fmt::Display for CallFailed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.source.fmt(f)
+    }
+}
+
+impl Error for CallFailed {
+    fn source(&self) -> Option<&(dyn Error + 'static)> {
+        Some(&*self.source)
+    }
+}
+
+/// The attempts of a failed call: those of the first [`CallFailed`] in `err`'s chain.
+pub fn attempts_of<'a>(err: &'a (dyn Error + 'static)) -> Option<&'a Attempts> {
+    cause_ref::<CallFailed>(err).map(CallFailed::attempts)
 }
 
 /// The call's total budget was spent: by waiting, by attempts, or while reading the body.

@@ -196,6 +196,11 @@ pub enum Reason {
     BodyNotReplayable,
     /// A gRPC server's `grpc-retry-pushback-ms` said not to retry (negative or unreadable).
     PushbackRefused,
+    /// The call's deadline passed while this attempt was under way, and a layer outside ended
+    /// the call there.
+    DeadlinePassed,
+    /// The caller dropped the call while this attempt was under way.
+    Canceled,
 }
 
 impl Reason {
@@ -213,6 +218,8 @@ impl Reason {
             Self::BudgetExhausted => "retry_budget_exhausted",
             Self::BodyNotReplayable => "body_not_replayable",
             Self::PushbackRefused => "pushback_refused",
+            Self::DeadlinePassed => "deadline_passed",
+            Self::Canceled => "canceled",
         }
     }
 }
@@ -254,8 +261,9 @@ pub struct AttemptRecord {
 /// this call carries an empty `Attempts` (`count() == 0`, `last() == None`), with its
 /// [`CacheStatus`] saying why: `Hit` (fresh: nothing was sent), `Revalidated` by another
 /// caller's concurrent revalidation (this call sent nothing), or `Stale` because the call
-/// failed with an error (an error carries no records: it may be a refusal that sent nothing,
-/// or the last of several failed attempts). A response the cache builds from an answer from
+/// failed with an error (the records were the error's, in its
+/// [`CallFailed`](crate::CallFailed), and the stored answer replaces it without them). A
+/// response the cache builds from an answer from
 /// below keeps that answer's `Attempts`: `Revalidated` from this call's 304, `Stale` in place
 /// of a 5xx. With a retry layer below the cache, then, every response the cache returns
 /// carries `Attempts`.
@@ -318,6 +326,92 @@ impl Attempts {
     /// The last record, which holds the reason the call stopped.
     pub fn last(&self) -> Option<&AttemptRecord> {
         self.records().last()
+    }
+}
+
+/// The records handed over by a call dropped inside [`Attempts::of_dropped`]: `None` outside
+/// one, `Some(None)` inside one before any hand-over.
+type Handed = std::cell::RefCell<Option<Option<Attempts>>>;
+
+thread_local! {
+    static HANDED: Handed = const { std::cell::RefCell::new(None) };
+}
+
+impl Attempts {
+    /// Runs `drop_call`, which drops a call under way, and returns the records that a layer
+    /// inside it handed over while it was dropped ([`hand_over`](Self::hand_over)).
+    ///
+    /// How a layer that ends a call from outside (the deadline, when its time is up while the
+    /// layers below still wait) learns what the call did: the retry layer's future, dropped
+    /// unfinished, hands its records over, the attempt under way included. The hand-over is
+    /// synchronous, on this thread, inside `drop_call`; where two nested layers hand over, the
+    /// last one dropped, the outer one, is kept. Nothing is allocated unless a record is.
+    ///
+    /// ```
+    /// use courier_core::{AttemptRecord, Attempts};
+    /// use courier_core::extensions::{AttemptOutcome, Decision, Reason};
+    /// use std::time::Duration;
+    ///
+    /// struct Call(Attempts);
+    /// impl Drop for Call {
+    ///     fn drop(&mut self) {
+    ///         std::mem::take(&mut self.0).hand_over();
+    ///     }
+    /// }
+    ///
+    /// let record = AttemptRecord {
+    ///     attempt: 1,
+    ///     outcome: AttemptOutcome::Status(http::StatusCode::SERVICE_UNAVAILABLE),
+    ///     decision: Decision::Stop,
+    ///     reason: Reason::DeadlinePassed,
+    ///     wait: Duration::ZERO,
+    ///     wait_source: None,
+    ///     elapsed: Duration::from_secs(1),
+    /// };
+    /// let call = Call(Attempts::from_iter([record]));
+    /// let handed = Attempts::of_dropped(|| drop(call)).expect("handed over");
+    /// assert_eq!(handed.count(), 1);
+    /// assert!(Attempts::of_dropped(|| ()).is_none(), "nothing dropped, nothing handed");
+    /// ```
+    pub fn of_dropped(drop_call: impl FnOnce()) -> Option<Self> {
+        /// Puts back the slot of an enclosing `of_dropped`, on a panic in `drop_call` too.
+        struct Scope(Option<Option<Option<Attempts>>>);
+        impl Scope {
+            fn restore(&mut self) -> Option<Attempts> {
+                let outer = self.0.take()?;
+                HANDED
+                    .try_with(|h| {
+                        h.try_borrow_mut()
+                            .ok()
+                            .map(|mut s| std::mem::replace(&mut *s, outer))
+                    })
+                    .ok()
+                    .flatten()
+                    .flatten()
+                    .flatten()
+            }
+        }
+        impl Drop for Scope {
+            fn drop(&mut self) {
+                self.restore();
+            }
+        }
+        let mut scope = Scope(Some(HANDED.with(|h| h.replace(Some(None)))));
+        drop_call();
+        scope.restore()
+    }
+
+    /// Hands the records of a call being dropped unfinished to the layer dropping it, when
+    /// that layer asked for them with [`of_dropped`](Self::of_dropped); else drops them.
+    pub fn hand_over(self) {
+        // A record dropped while the slot is borrowed (a record's own drop cannot be) is lost.
+        let _ = HANDED.try_with(|h| {
+            if let Ok(mut slot) = h.try_borrow_mut()
+                && let Some(handed) = slot.as_mut()
+            {
+                *handed = Some(self);
+            }
+        });
     }
 }
 
@@ -392,6 +486,29 @@ impl fmt::Display for CacheStatus {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn records_are_handed_over_only_to_the_drop_that_asks_the_outer_one_kept() {
+        Attempts::from_iter([record(1)]).hand_over();
+        assert!(
+            Attempts::of_dropped(|| ()).is_none(),
+            "nobody asked: dropped"
+        );
+        let handed = Attempts::of_dropped(|| {
+            // A nested drop that asks keeps its own; the enclosing one gets what follows.
+            let inner = Attempts::of_dropped(|| Attempts::from_iter([record(7)]).hand_over());
+            assert_eq!(inner.map(|a| a.count()), Some(1));
+            Attempts::from_iter([record(1), record(2)]).hand_over();
+        });
+        assert_eq!(handed.map(|a| a.count()), Some(2));
+        // A drop that panics leaves no slot open behind it.
+        let panicked = std::panic::catch_unwind(|| {
+            Attempts::of_dropped(|| panic!("a drop that panics"));
+        });
+        assert!(panicked.is_err());
+        Attempts::from_iter([record(1)]).hand_over();
+        assert!(Attempts::of_dropped(|| ()).is_none());
+    }
 
     #[tokio::test(start_paused = true)]
     async fn nested_deadline_only_shrinks() {

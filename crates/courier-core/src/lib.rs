@@ -24,13 +24,13 @@
 //!
 //! Nothing here panics on header input: garbage counts as absent.
 //!
-//! # Features
+//! # No features
 //!
-//! The crate carries no HTTP client. [`classify`] recognises the errors of the clients it is told
-//! about: `hyper` (hyper and hyper-util's legacy client), `reqwest`, and `tower` (tower's timeout
-//! error). The `courier` facade turns on those of the transports it is built with; a layer put
-//! over a hyper or reqwest client without the facade wants the matching feature here, or a
-//! transport failure it does not recognise is classified `Other` and not retried.
+//! The crate carries no HTTP client and has no features: a failure is classified the same way
+//! whatever else is built. A transport's own error types are the transport's to know; the
+//! `courier` facade's transports hand up their failures already classified
+//! ([`TransportError`](classify::TransportError)). [`classify`] says what to do over a client of
+//! your own.
 
 pub mod body;
 pub mod cache_control;
@@ -49,8 +49,8 @@ pub mod telemetry;
 pub use classify::FailureKind;
 pub use clock::{ManualClock, SystemClock, WallClock};
 pub use error::{
-    AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, InvalidConfig, RateLimited,
-    cause_ref, is_caused_by,
+    AttemptTimedOut, BoxError, CallFailed, CircuitOpen, DeadlineExceeded, InvalidConfig,
+    RateLimited, attempts_of, cause_ref, is_caused_by,
 };
 pub use extensions::{AttemptRecord, Attempts, CacheStatus, Deadline, WaitSource};
 pub use hints::{HintConfig, ResetFormat, ServerHint};

@@ -145,6 +145,17 @@ impl fmt::Display for UrlFull<'_> {
     }
 }
 
+/// `error.type` of a call ended from outside before it answered: `deadline_exceeded` when its
+/// deadline had passed (a deadline layer above ended it), else `canceled` (its caller dropped
+/// it).
+pub const fn ended_from_outside(deadline_passed: bool) -> &'static str {
+    if deadline_passed {
+        "deadline_exceeded"
+    } else {
+        "canceled"
+    }
+}
+
 /// `error.type` of a failure: courier's refusals by name, else the failure's kind
 /// (`connect`, `timeout`, `read`, `tls`, `local`, `other`).
 pub fn error_type(err: &(dyn Error + 'static)) -> &'static str {
@@ -153,7 +164,7 @@ pub fn error_type(err: &(dyn Error + 'static)) -> &'static str {
     } else if cause_ref::<RateLimited>(err).is_some() {
         "rate_limited"
     } else if cause_ref::<DeadlineExceeded>(err).is_some() {
-        "deadline_exceeded"
+        ended_from_outside(true)
     } else if cause_ref::<AttemptTimedOut>(err).is_some() {
         "attempt_timeout"
     } else {

@@ -3,7 +3,7 @@
 use crate::body::DeadlineBody;
 use crate::bound::{Bound, Cause};
 use courier_core::classify::{FailureKind, classify_error};
-use courier_core::{BoxError, DeadlineExceeded};
+use courier_core::{Attempts, BoxError, CallFailed, DeadlineExceeded};
 use http::Response;
 use pin_project_lite::pin_project;
 use std::fmt;
@@ -81,8 +81,8 @@ where
     type Output = Result<Response<DeadlineBody<B>>, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.project();
-        let Some(inner) = this.inner.as_pin_mut() else {
+        let mut this = self.project();
+        let Some(inner) = this.inner.as_mut().as_pin_mut() else {
             let bound = this.bound.take().expect("polled after completion");
             return Poll::Ready(Err(bound.error()));
         };
@@ -106,16 +106,17 @@ where
             Poll::Ready(Err(err)) => {
                 return Poll::Ready(Err(match this.bound.take() {
                     Some(mut bound) => {
-                        let err = err.into();
+                        let mut err = err.into();
                         // A failure at or past the bound is the bound's: a transport whose own
                         // timer enforces the same deadline (tonic's channel reads the
                         // `grpc-timeout` sent) must not turn our deadline into its error. A
                         // connect failure stays one: nothing was sent, whenever it is seen.
-                        if !is_bound_error(&*err)
+                        // Either way the call's attempts stay with the error.
+                        if !is_bound_error(CallFailed::peel(&*err))
                             && classify_error(&*err) != FailureKind::Connect
                             && bound.check_passed(cx)
                         {
-                            bound.error()
+                            CallFailed::keep_attempts(&mut err, bound.error())
                         } else {
                             restate(err, &bound)
                         }
@@ -129,7 +130,13 @@ where
         let bound = this.bound.as_mut().expect("polled after completion");
         ready!(bound.poll_passed(cx));
         let bound = this.bound.take().expect("the bound was just polled");
-        Poll::Ready(Err(bound.error()))
+        // The layers below are dropped here, not with this future, so that what they did (the
+        // retry layer's attempts) comes back with the error.
+        let err = match Attempts::of_dropped(|| this.inner.set(None)) {
+            Some(attempts) => Box::new(CallFailed::new(bound.error(), attempts)),
+            None => bound.error(),
+        };
+        Poll::Ready(Err(err))
     }
 }
 
@@ -141,12 +148,12 @@ fn is_bound_error(err: &(dyn std::error::Error + 'static)) -> bool {
 /// An inner layer (an attempt bounded by the time left) reports a spent deadline with what it
 /// knew: the attempt's share. When this call's own deadline has passed too, report the call's
 /// budget instead.
-fn restate(err: BoxError, bound: &Bound) -> BoxError {
+fn restate(mut err: BoxError, bound: &Bound) -> BoxError {
     if bound.cause() == Cause::Deadline
-        && err.is::<DeadlineExceeded>()
+        && CallFailed::peel(&*err).is::<DeadlineExceeded>()
         && Instant::now() >= bound.at()
     {
-        return Box::new(bound.exceeded());
+        return CallFailed::keep_attempts(&mut err, Box::new(bound.exceeded()));
     }
     err
 }

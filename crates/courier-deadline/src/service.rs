@@ -35,7 +35,12 @@ use tower_service::Service;
 /// `Error = BoxError`: the inner service's errors, passed on, or a
 /// [`DeadlineExceeded`](courier_core::DeadlineExceeded) (never retried; `classify_error` calls
 /// it `Local`). An inner `DeadlineExceeded` reported after this call's own deadline passed is
-/// restated with this call's budget.
+/// restated with this call's budget. Either way the attempts of the call stay with the error:
+/// an inner [`CallFailed`](courier_core::CallFailed) keeps its records when its error is
+/// replaced, and when the deadline passes while the layers below still wait, they are dropped
+/// before the error is returned, so that a retry layer below hands its records over
+/// ([`Attempts::of_dropped`](courier_core::Attempts::of_dropped)) and the `DeadlineExceeded`
+/// comes in a `CallFailed` with them.
 ///
 /// # Clone
 ///

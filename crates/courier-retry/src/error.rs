@@ -1,7 +1,8 @@
 //! The one failure this crate adds: a replay of a request body that is no longer whole.
 //!
-//! The retry layer itself adds no failures: an inner error passes through as a
-//! [`BoxError`](courier_core::BoxError), and an HTTP status stays a response.
+//! The retry layer itself adds no failures: an inner error passes through inside a
+//! [`CallFailed`](courier_core::CallFailed) that carries the call's attempts, and an HTTP
+//! status stays a response.
 
 use std::error::Error;
 use std::fmt;

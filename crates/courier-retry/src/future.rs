@@ -18,8 +18,8 @@ use courier_core::classify::{FailureKind, classify_error};
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
 use courier_core::grpc::{self, Pushback};
 use courier_core::{
-    AttemptRecord, Attempts, BoxError, CircuitOpen, Deadline, DeadlineExceeded, HostKey,
-    RateLimited, WaitSource, is_caused_by,
+    AttemptRecord, Attempts, BoxError, CallFailed, CircuitOpen, Deadline, DeadlineExceeded,
+    HostKey, RateLimited, WaitSource, is_caused_by,
 };
 use http::request::Parts;
 use http::{Request, Response, StatusCode};
@@ -88,6 +88,9 @@ pub(crate) struct Ctx<S, B> {
     pub(crate) call_seq: u64,
     /// The call's span and the open attempt's.
     pub(crate) spans: Spans,
+    /// Whether the call has ended with an answer or an error: a context dropped before is a
+    /// call ended from outside (by a deadline above, or by its caller).
+    pub(crate) finished: bool,
 }
 
 /// What follows an attempt.
@@ -483,11 +486,15 @@ impl<S, B: RetryBody> Ctx<S, B> {
         self.log(&record);
         self.spans.finish(&res, &record);
         self.records.push(record);
-        let mut response = res?;
-        response
-            .extensions_mut()
-            .insert(std::mem::take(&mut self.records));
-        Ok(response)
+        self.finished = true;
+        let records = std::mem::take(&mut self.records);
+        match res {
+            Ok(mut response) => {
+                response.extensions_mut().insert(records);
+                Ok(response)
+            }
+            Err(e) => Err(Box::new(CallFailed::new(e, records))),
+        }
     }
 
     /// One event per attempt. The host never shows userinfo, the path never its query.
@@ -516,5 +523,51 @@ impl<S, B: RetryBody> Ctx<S, B> {
         } else {
             attempt_event!(tracing::Level::INFO);
         }
+    }
+}
+
+impl<S, B> Drop for Ctx<S, B> {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.cut();
+        }
+    }
+}
+
+impl<S, B> Ctx<S, B> {
+    /// The call was ended from outside: by the deadline, when a layer above ended it at its
+    /// deadline while this one still waited, or by its caller. The attempt under way gets its
+    /// record, the spans say why the call ended, and the records go to the layer dropping the
+    /// call when it asks for them ([`Attempts::of_dropped`]).
+    #[cold]
+    #[inline(never)]
+    fn cut(&mut self) {
+        let now = Instant::now();
+        let deadline_passed = self.deadline.is_some_and(|d| now >= d.instant());
+        let reason = if deadline_passed {
+            Reason::DeadlinePassed
+        } else {
+            Reason::Canceled
+        };
+        // Between attempts (waiting out a backoff) the last record is the attempt's already.
+        let under_way = self.attempt as usize > self.records.count();
+        let mut records = std::mem::take(&mut self.records);
+        if under_way {
+            let record = AttemptRecord {
+                attempt: self.attempt,
+                outcome: AttemptOutcome::Failure(FailureKind::Local),
+                decision: Decision::Stop,
+                reason,
+                wait: Duration::ZERO,
+                wait_source: None,
+                elapsed: now.saturating_duration_since(self.start),
+            };
+            self.spans.cut(&record, deadline_passed);
+            records.push(record);
+        } else if let Some(last) = records.last().cloned() {
+            self.spans
+                .cut(&AttemptRecord { reason, ..last }, deadline_passed);
+        }
+        records.hand_over();
     }
 }

@@ -142,9 +142,14 @@
 //!
 //! # Errors
 //!
-//! The layer adds no failures of its own: transport errors after the last attempt come back as
-//! that attempt's error (as a [`BoxError`](courier_core::BoxError)), and statuses come back as
-//! responses.
+//! The layer adds no failures of its own: a call that ends with an error comes back as that
+//! attempt's error in a [`CallFailed`](courier_core::CallFailed) with every attempt's record
+//! (transparent: the attempt's error is its `source()` and its text; find it with
+//! [`cause_ref`](courier_core::cause_ref), the records with
+//! [`attempts_of`](courier_core::attempts_of)), and statuses come back as responses. A call
+//! ended from outside (dropped by a deadline layer above at its deadline, or by its caller)
+//! hands its records, the attempt under way included, to whoever drops it and asks
+//! ([`Attempts::of_dropped`](courier_core::Attempts::of_dropped)).
 //!
 //! # Clone
 //!

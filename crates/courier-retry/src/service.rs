@@ -159,6 +159,7 @@ where
                 rng: None,
                 call_seq,
                 spans,
+                finished: false,
             },
         )
     }

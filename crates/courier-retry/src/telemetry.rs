@@ -118,6 +118,33 @@ impl Spans {
     }
 }
 
+impl Spans {
+    /// Closes the spans of a call ended from outside while `record`'s attempt was under way
+    /// (or after it): the call span and the open attempt span say why, with the `error.type`
+    /// of a spent deadline when `deadline_passed`, else `canceled`.
+    pub(crate) fn cut(&mut self, record: &AttemptRecord, deadline_passed: bool) {
+        let Some(s) = self.spans.take() else {
+            return;
+        };
+        let error_type = names::ended_from_outside(deadline_passed);
+        for span in [&s.attempt, &s.call] {
+            if span.is_disabled() {
+                continue;
+            }
+            span.record("error.type", error_type);
+            span.record("otel.status_code", "ERROR");
+            span.record("courier.retry.reason", record.reason.as_str());
+        }
+        if !s.attempt.is_disabled() {
+            s.attempt
+                .record("courier.retry.decision", record.decision.as_str());
+        }
+        if !s.call.is_disabled() {
+            s.call.record("courier.attempts", i64::from(record.attempt));
+        }
+    }
+}
+
 /// Records on the call span the call's answer, its attempts and why it stopped.
 #[inline(never)]
 fn finish_call<RB>(s: &Open, res: &Result<Response<RB>, BoxError>, record: &AttemptRecord) {

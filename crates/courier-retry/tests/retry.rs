@@ -142,7 +142,11 @@ async fn get_connection_reset_is_retried() {
 async fn get_delayed_answer_is_retried_after_the_attempt_timeout() {
     let mock = Mock::new([Answer::Delay(Duration::from_millis(1500), 200)]);
     let timeout = tower::timeout::TimeoutLayer::new(Duration::from_millis(500));
-    let svc = layer().layer(timeout.layer(mock.clone()));
+    // tower's timeout error is tower's to know: marked as a transport marks its failures.
+    let timeout = tower::ServiceBuilder::new()
+        .map_err(courier::transport::classified)
+        .layer(timeout);
+    let svc = layer().layer(timeout.service(mock.clone()));
     let res = svc.oneshot(get(URL)).await.unwrap();
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(mock.count(), 2);
@@ -322,7 +326,9 @@ async fn post_without_key_is_not_sent_again_after_it_was_written() {
                     });
                     let (mut send, conn) = hyper::client::conn::http1::handshake(io).await?;
                     tokio::spawn(conn);
-                    Ok::<_, BoxError>(send.send_request(req).await?)
+                    // hyper's errors are the facade's to know: marked as its transport does.
+                    let res = send.send_request(req).await;
+                    Ok::<_, BoxError>(res.map_err(courier::transport::classified)?)
                 }
             }
         });
@@ -461,7 +467,19 @@ async fn forbidden_counts_as_rate_limit_only_with_a_hint() {
 async fn local_refusals_are_never_retried() {
     let mock = Mock::new([Answer::Local]);
     let err = send(&layer(), &mock, get(URL)).await.unwrap_err();
-    assert!(err.is::<courier_core::CircuitOpen>());
+    let failed = err
+        .downcast_ref::<courier_core::CallFailed>()
+        .expect("the error carries the attempts");
+    assert!(failed.get_ref().is::<courier_core::CircuitOpen>());
+    let records = failed.attempts().records();
+    assert_eq!(records.len(), 1);
+    assert_eq!(
+        (records[0].outcome, records[0].reason),
+        (
+            AttemptOutcome::Failure(FailureKind::Local),
+            Reason::NeverRetried
+        )
+    );
     assert_eq!(mock.count(), 1);
 }
 
@@ -469,11 +487,83 @@ async fn local_refusals_are_never_retried() {
 async fn the_last_transport_error_comes_back() {
     let mock = Mock::always(Answer::Fail(io::ErrorKind::ConnectionReset), 3);
     let err = send(&layer(), &mock, get(URL)).await.unwrap_err();
-    let io = err
+    let failed = err
+        .downcast_ref::<courier_core::CallFailed>()
+        .expect("the error carries the attempts");
+    let io = failed
+        .get_ref()
         .downcast_ref::<io::Error>()
         .expect("the inner error as is");
     assert_eq!(io.kind(), io::ErrorKind::ConnectionReset);
+    assert!(
+        err.source().is_some_and(|s| s.is::<io::Error>()),
+        "source() is the inner error"
+    );
+    assert_eq!(err.to_string(), io.to_string(), "shown as the inner error");
+    let reasons: Vec<_> = failed.attempts().iter().map(|r| r.reason).collect();
+    assert_eq!(
+        reasons,
+        [
+            Reason::RetryableFailure,
+            Reason::RetryableFailure,
+            Reason::AttemptsExhausted
+        ]
+    );
+    assert!(
+        failed
+            .attempts()
+            .iter()
+            .all(|r| r.outcome == AttemptOutcome::Failure(FailureKind::Read))
+    );
     assert_eq!(mock.count(), 3);
+}
+
+/// A call ended from outside hands its records over to the layer that drops it: every
+/// attempt's, and the one under way with why it ended.
+#[tokio::test(start_paused = true)]
+async fn a_call_dropped_under_way_hands_its_attempts_over() {
+    // The deadline passes during the second attempt (the first answer's wait is 2 s at most).
+    let mock = Mock::new([Answer::Status(503), Answer::Delay(secs(60), 200)]);
+    let mut req = get(URL);
+    req.extensions_mut().insert(Deadline::after(secs(5)));
+    let mut call = Box::pin(layer().layer(mock.clone()).oneshot(req));
+    assert!(tokio::time::timeout(secs(5), call.as_mut()).await.is_err());
+    assert_eq!(mock.count(), 2, "the second attempt is under way");
+    let handed = courier_core::Attempts::of_dropped(|| drop(call)).expect("handed over");
+    let seen: Vec<_> = handed
+        .iter()
+        .map(|r| (r.attempt, r.outcome, r.reason))
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                1,
+                AttemptOutcome::Status(StatusCode::SERVICE_UNAVAILABLE),
+                Reason::RetryableStatus
+            ),
+            (
+                2,
+                AttemptOutcome::Failure(FailureKind::Local),
+                Reason::DeadlinePassed
+            ),
+        ]
+    );
+    assert_eq!(handed.last().unwrap().elapsed, secs(5));
+
+    // Dropped by its caller before any deadline: canceled.
+    let mock = Mock::new([Answer::Delay(secs(60), 200)]);
+    let mut call = Box::pin(layer().layer(mock.clone()).oneshot(get(URL)));
+    assert!(tokio::time::timeout(secs(1), call.as_mut()).await.is_err());
+    let handed = courier_core::Attempts::of_dropped(|| drop(call)).expect("handed over");
+    let reasons: Vec<_> = handed.iter().map(|r| r.reason).collect();
+    assert_eq!(reasons, [Reason::Canceled]);
+
+    // A call that ended hands nothing over when its future is dropped.
+    let mock = Mock::new([Answer::Status(200)]);
+    let mut call = Box::pin(layer().layer(mock.clone()).oneshot(get(URL)));
+    assert_eq!(call.as_mut().await.unwrap().status(), StatusCode::OK);
+    assert!(courier_core::Attempts::of_dropped(|| drop(call)).is_none());
 }
 
 // === deadline and waits ===

@@ -1,10 +1,13 @@
 //! Failure classification of real transport errors: hyper's, hyper-util's and (with the
 //! `reqwest` feature) reqwest's, on loopback sockets, on connections that fail on cue, and
-//! behind a connector that fails (with the `tower` feature).
+//! behind a connector that fails. `courier::transport::classify` knows them by type, and the
+//! facade's transports hand them up marked with that kind, which courier-core (every layer)
+//! reads as it is.
 
 use bytes::Bytes;
-use courier_core::FailureKind;
-use courier_core::classify::classify_error;
+use courier::core::FailureKind;
+use courier::core::classify::classify_error as core_classify;
+use courier::transport::classify;
 use courier_testkit::body::ScriptedBody;
 use http_body_util::Empty;
 use hyper_util::client::legacy::Client;
@@ -14,6 +17,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
+
+fn classify_kind(err: &(dyn std::error::Error + 'static)) -> FailureKind {
+    classify(err)
+}
 
 fn client() -> Client<hyper_util::client::legacy::connect::HttpConnector, Empty<Bytes>> {
     Client::builder(TokioExecutor::new())
@@ -34,7 +41,7 @@ async fn refused_connection_is_connect() {
         .await
         .unwrap_err();
     assert!(err.is_connect());
-    assert_eq!(classify_error(&err), FailureKind::Connect);
+    assert_eq!(classify_kind(&err), FailureKind::Connect);
 }
 
 #[tokio::test]
@@ -52,7 +59,7 @@ async fn closed_before_answer_is_read() {
         .get(format!("http://{addr}/").parse().unwrap())
         .await
         .unwrap_err();
-    assert_eq!(classify_error(&err), FailureKind::Read, "{err:?}");
+    assert_eq!(classify_kind(&err), FailureKind::Read, "{err:?}");
     server.await.unwrap();
 }
 
@@ -71,7 +78,7 @@ async fn no_answer_in_time_is_timeout() {
     )
     .await
     .unwrap_err();
-    assert_eq!(classify_error(&err), FailureKind::Timeout);
+    assert_eq!(classify_kind(&err), FailureKind::Timeout);
     server.abort();
 }
 
@@ -91,9 +98,9 @@ async fn an_answer_that_is_no_http_is_read() {
         .get(format!("http://{addr}/").parse().unwrap())
         .await
         .unwrap_err();
-    let hyper_err = courier_core::cause_ref::<hyper::Error>(&err).expect("hyper's error");
+    let hyper_err = courier::core::cause_ref::<hyper::Error>(&err).expect("hyper's error");
     assert!(hyper_err.is_parse(), "{err:?}");
-    assert_eq!(classify_error(&err), FailureKind::Read, "{err:?}");
+    assert_eq!(classify_kind(&err), FailureKind::Read, "{err:?}");
     server.abort();
 }
 
@@ -110,27 +117,25 @@ async fn a_connection_that_is_gone_is_read() {
     drop(conn);
     let closed = send.ready().await.unwrap_err();
     assert!(closed.is_closed(), "{closed:?}");
-    assert_eq!(classify_error(&closed), FailureKind::Read, "{closed:?}");
+    assert_eq!(classify_kind(&closed), FailureKind::Read, "{closed:?}");
     let canceled = send
         .send_request(http::Request::get("/").body(Empty::new()).unwrap())
         .await
         .unwrap_err();
     assert!(canceled.is_canceled(), "{canceled:?}");
-    assert_eq!(classify_error(&canceled), FailureKind::Read, "{canceled:?}");
+    assert_eq!(classify_kind(&canceled), FailureKind::Read, "{canceled:?}");
 }
 
 /// A connector that fails every connect with the error `make` builds, as a TLS connector
 /// reports a failed handshake.
-#[cfg(feature = "tower")]
 #[derive(Clone)]
 struct FailingConnector {
-    make: fn() -> courier_core::BoxError,
+    make: fn() -> courier::core::BoxError,
 }
 
-#[cfg(feature = "tower")]
 impl tower::Service<http::Uri> for FailingConnector {
     type Response = hyper_util::rt::TokioIo<tokio::net::TcpStream>;
-    type Error = courier_core::BoxError;
+    type Error = courier::core::BoxError;
     type Future = std::future::Ready<Result<Self::Response, Self::Error>>;
 
     fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
@@ -142,45 +147,28 @@ impl tower::Service<http::Uri> for FailingConnector {
     }
 }
 
-/// The shape of `rustls::Error`, whose `Debug` names what went wrong.
-#[cfg(feature = "tower")]
-#[derive(Debug)]
-enum RustlsLike {
-    InvalidCertificate(CertificateError),
-}
-
-#[cfg(feature = "tower")]
-#[derive(Debug)]
-enum CertificateError {
-    UnknownIssuer,
-}
-
-#[cfg(feature = "tower")]
-impl std::fmt::Display for RustlsLike {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("invalid peer certificate")
-    }
-}
-
-#[cfg(feature = "tower")]
-impl std::error::Error for RustlsLike {}
-
 /// A connect that fails in its TLS handshake is tls (never retried), not connect, whether the
 /// connector marks it with `TlsError` or passes the TLS stack's error on inside an I/O error.
-#[cfg(feature = "tower")]
 #[tokio::test]
 async fn a_connect_that_fails_its_tls_handshake_is_tls() {
-    use courier_core::classify::TlsError;
-    let cases: [(fn() -> courier_core::BoxError, FailureKind); 4] = [
+    use courier::core::classify::TlsError;
+    let cases: [(fn() -> courier::core::BoxError, FailureKind); 4] = [
         (
             || Box::new(TlsError("unknown issuer".into())),
             FailureKind::Tls,
         ),
         (
             || {
+                #[cfg(feature = "rustls")]
+                let failure = courier::rustls::Error::InvalidCertificate(
+                    courier::rustls::CertificateError::UnknownIssuer,
+                );
+                // Without rustls, the failure a connector marks itself.
+                #[cfg(not(feature = "rustls"))]
+                let failure = TlsError("unknown issuer".into());
                 Box::new(std::io::Error::new(
                     std::io::ErrorKind::InvalidData,
-                    RustlsLike::InvalidCertificate(CertificateError::UnknownIssuer),
+                    failure,
                 ))
             },
             FailureKind::Tls,
@@ -203,7 +191,7 @@ async fn a_connect_that_fails_its_tls_handshake_is_tls() {
             .await
             .unwrap_err();
         assert!(err.is_connect(), "{err:?}");
-        assert_eq!(classify_error(&err), want, "{err:?}");
+        assert_eq!(classify_kind(&err), want, "{err:?}");
     }
 }
 
@@ -261,11 +249,7 @@ async fn request_body_that_errs_is_local() {
             .await
             .expect("the client reports the body's failure")
             .unwrap_err();
-        assert_eq!(
-            classify_error(&err),
-            FailureKind::Local,
-            "{kind:?}: {err:?}"
-        );
+        assert_eq!(classify_kind(&err), FailureKind::Local, "{kind:?}: {err:?}");
     }
     server.abort();
 }
@@ -346,8 +330,8 @@ async fn unreachable_host_after_the_request_was_sent_is_read() {
             .unwrap_err();
         // The same kind with no transport error around it is a connect failure.
         let bare = std::io::Error::from(kind);
-        assert_eq!(classify_error(&bare), FailureKind::Connect, "{kind:?}");
-        assert_eq!(classify_error(&err), FailureKind::Read, "{kind:?}: {err:?}");
+        assert_eq!(classify_kind(&bare), FailureKind::Connect, "{kind:?}");
+        assert_eq!(classify_kind(&err), FailureKind::Read, "{kind:?}: {err:?}");
         let _ = conn.await;
     }
 }
@@ -369,7 +353,7 @@ mod reqwest_errors {
             .await
             .unwrap_err();
         assert!(err.is_connect(), "{err:?}");
-        assert_eq!(classify_error(&err), FailureKind::Connect, "{err:?}");
+        assert_eq!(classify_kind(&err), FailureKind::Connect, "{err:?}");
     }
 
     /// A request reqwest cannot build is the caller's own: sending it again fails the same way.
@@ -381,7 +365,7 @@ mod reqwest_errors {
             .await
             .unwrap_err();
         assert!(err.is_builder(), "{err:?}");
-        assert_eq!(classify_error(&err), FailureKind::Local, "{err:?}");
+        assert_eq!(classify_kind(&err), FailureKind::Local, "{err:?}");
     }
 
     /// reqwest's `is_timeout` looks down to the request body's own error: a body that fails
@@ -403,12 +387,64 @@ mod reqwest_errors {
             .await
             .expect("the client reports the body's failure")
             .unwrap_err();
-            assert_eq!(
-                classify_error(&err),
-                FailureKind::Local,
-                "{kind:?}: {err:?}"
-            );
+            assert_eq!(classify_kind(&err), FailureKind::Local, "{kind:?}: {err:?}");
         }
         server.abort();
     }
+}
+
+/// A server on loopback that reads each request head and closes without answering, up to
+/// `connections` times.
+async fn closing_server(connections: usize) -> (std::net::SocketAddr, tokio::task::JoinHandle<()>) {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let server = tokio::spawn(async move {
+        for _ in 0..connections {
+            let Ok((mut sock, _)) = listener.accept().await else {
+                return;
+            };
+            let mut buf = [0u8; 1024];
+            let _ = sock.read(&mut buf).await;
+        }
+    });
+    (addr, server)
+}
+
+/// The facade's transports hand up each failure marked with its kind: courier-core alone,
+/// with no transport's types, reads the kind the typed downcasts gave. Bare, a hyper error
+/// about a closed connection says nothing courier-core knows.
+#[tokio::test]
+async fn the_transports_hand_up_failures_marked_with_their_kind() {
+    use courier::transport::HyperService;
+    use tower::ServiceExt;
+    let closed = TcpListener::bind("127.0.0.1:0")
+        .await
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let (closing, server) = closing_server(4).await;
+    let get = |addr| {
+        http::Request::get(format!("http://{addr}/"))
+            .body(http_body_util::Full::<Bytes>::default())
+            .unwrap()
+    };
+    let hyper = HyperService::new(courier::transport::hyper_client());
+    let err = hyper.clone().oneshot(get(closed)).await.unwrap_err();
+    assert_eq!(err.kind(), FailureKind::Connect, "{err:?}");
+    assert_eq!(core_classify(&err), FailureKind::Connect, "{err:?}");
+    let err = hyper.clone().oneshot(get(closing)).await.unwrap_err();
+    assert_eq!(core_classify(&err), FailureKind::Read, "{err:?}");
+    let bare = err.into_inner();
+    assert_eq!(classify(&*bare), FailureKind::Read, "{bare:?}");
+    #[cfg(feature = "reqwest")]
+    {
+        let reqwest =
+            courier::transport::ReqwestService::<http_body_util::Full<Bytes>>::with_defaults()
+                .unwrap();
+        let err = reqwest.clone().oneshot(get(closed)).await.unwrap_err();
+        assert_eq!(core_classify(&*err), FailureKind::Connect, "{err:?}");
+        let err = reqwest.clone().oneshot(get(closing)).await.unwrap_err();
+        assert_eq!(core_classify(&*err), FailureKind::Read, "{err:?}");
+    }
+    server.abort();
 }
