@@ -220,10 +220,15 @@ impl fmt::Display for Error {
             Self::CircuitOpen(e) => e.fmt(f),
             Self::RateLimited(e) => e.fmt(f),
             Self::Transport { kind, source, .. } => {
-                write!(f, "{kind} failure: {source}")?;
+                // Each part quoted as an excerpt: a client's message may hold the URL or a
+                // header it was given, whole, control characters and all.
+                let quoted = |e: &dyn StdError| {
+                    courier_core::excerpt::Excerpt::new(&e.to_string()).to_string()
+                };
+                write!(f, "{kind} failure: {}", quoted(&**source))?;
                 let mut next = source.source();
                 while let Some(cause) = next {
-                    write!(f, ": {cause}")?;
+                    write!(f, ": {}", quoted(cause))?;
                     next = cause.source();
                 }
                 Ok(())
@@ -252,6 +257,22 @@ impl StdError for Error {
 mod tests {
     use super::*;
     use std::io;
+
+    #[test]
+    fn a_transport_failure_quotes_its_causes_bounded_and_escaped() {
+        let long = format!(
+            "error sending request for url (http://h/{}\r\nX: 1)",
+            "a".repeat(5000)
+        );
+        let e = Error::from(BoxError::from(io::Error::new(
+            io::ErrorKind::ConnectionReset,
+            long,
+        )));
+        let text = e.to_string();
+        assert!(text.len() < 600, "{} bytes", text.len());
+        assert!(!text.contains('\r') && !text.contains('\n'), "{text}");
+        assert!(text.contains("bytes)"), "{text}");
+    }
 
     #[test]
     fn classifies_refusals_and_transport_failures() {
