@@ -2,7 +2,9 @@
 
 use crate::config::Config;
 use crate::state::{Admission, Machine, Phase, Reason, Ticket, Transition};
-use courier_core::CircuitOpen;
+use courier_core::classify::FailureKind;
+use courier_core::extensions::AttemptOutcome;
+use courier_core::{Attempts, CircuitOpen};
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -14,12 +16,113 @@ use tokio::time::Instant;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Outcome {
     Success,
-    /// A transport failure: the host did not answer.
+    /// The host is not there: the connection was refused or never made, the name does not
+    /// resolve, the network is out of reach ([`FailureKind::Connect`]). Nothing was sent.
+    Unreachable,
+    /// A failure after the request went out (a reset, a timeout, an answer cut short, a slow
+    /// call): the host may well be up; this call failed.
     Failure,
     /// An answer with a failure status: the host is up, this call failed.
     FailingAnswer,
     /// Cancelled, or refused by our own layers below: says nothing about the host.
     Neither,
+}
+
+impl Outcome {
+    /// What a failure of `kind` means: our own refusals and a failed certificate check say
+    /// nothing about the host (a certificate no wait mends: opening the circuit would only
+    /// hide the TLS error behind `CircuitOpen`).
+    pub(crate) const fn of_failure(kind: FailureKind) -> Self {
+        match kind {
+            FailureKind::Local | FailureKind::Tls => Self::Neither,
+            FailureKind::Connect => Self::Unreachable,
+            _ => Self::Failure,
+        }
+    }
+}
+
+// === impl Role ===
+
+/// Where an attempt stands in its call, read from the retry layer's records on the request
+/// (courier's retry puts the records of the attempts so far on every attempt after the
+/// first): a call's failures count once, however many attempts it takes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Role(u8);
+
+impl Role {
+    /// A call's first attempt (or a request from no retry layer).
+    pub(crate) const FIRST: Self = Self(0);
+    /// A later attempt of a call.
+    const RETRY: u8 = 1;
+    /// An earlier attempt of the call failed, and was counted.
+    const COUNTED: u8 = 2;
+    /// An earlier attempt's failure is the call's failure in the failure-rate window.
+    const IN_WINDOW: u8 = 4;
+
+    /// The role of a request with `ext`. A request with no extensions costs one branch.
+    #[inline]
+    pub(crate) fn of(ext: &http::Extensions, config: &Config) -> Self {
+        if ext.is_empty() {
+            return Self::FIRST;
+        }
+        match ext.get::<Attempts>() {
+            Some(records) if records.count() > 0 => Self::of_retry(records, config),
+            _ => Self::FIRST,
+        }
+    }
+
+    #[cold]
+    fn of_retry(records: &Attempts, config: &Config) -> Self {
+        let mut bits = Self::RETRY;
+        for record in records {
+            bits |= match config.judge(record.outcome) {
+                Outcome::FailingAnswer if config.answers_for_ms > 0 => Self::COUNTED,
+                Outcome::FailingAnswer | Outcome::Unreachable | Outcome::Failure => {
+                    Self::COUNTED | Self::IN_WINDOW
+                }
+                Outcome::Success | Outcome::Neither => 0,
+            };
+        }
+        Self(bits)
+    }
+
+    pub(crate) const fn is_first(self) -> bool {
+        self.0 & Self::RETRY == 0
+    }
+
+    const fn counted(self) -> bool {
+        self.0 & Self::COUNTED != 0
+    }
+
+    const fn in_window(self) -> bool {
+        self.0 & Self::IN_WINDOW != 0
+    }
+
+    /// The role in three bits, and back.
+    pub(crate) const fn bits(self) -> u32 {
+        self.0 as u32
+    }
+
+    pub(crate) const fn from_bits(bits: u32) -> Self {
+        Self((bits & 7) as u8)
+    }
+}
+
+impl Config {
+    /// What an attempt that ended with `outcome` meant to this breaker (the slow-call
+    /// threshold aside, which no record shows).
+    fn judge(&self, outcome: AttemptOutcome) -> Outcome {
+        match outcome {
+            AttemptOutcome::Status(s) if self.failure_statuses.contains(s) => {
+                Outcome::FailingAnswer
+            }
+            AttemptOutcome::Grpc(code) if self.grpc_failure_codes.contains(&code) => {
+                Outcome::FailingAnswer
+            }
+            AttemptOutcome::Failure(kind) => Outcome::of_failure(kind),
+            _ => Outcome::Success,
+        }
+    }
 }
 
 // === impl Core ===
@@ -72,15 +175,25 @@ const IDX_BITS: u32 = 24;
 const COUNT_BITS: u32 = 20;
 const IDX_MASK: u64 = (1 << IDX_BITS) - 1;
 const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
+/// Successes are counted into a bucket this many at a time: the clock is read once for them.
+const FLUSH_EVERY: u64 = 64;
 
 /// Calls and failures over a sliding window, in ten buckets of one atomic word each:
 /// bucket index (24 bits), calls (20 bits), failures (20 bits).
+///
+/// A call counts once: its first attempt adds it (failed or not), and a later attempt only
+/// changes its verdict (a retry that fails makes a call counted as answered a failed one; one
+/// that succeeds forgives the call's failure). Successes wait in `pending` and reach a bucket
+/// [`FLUSH_EVERY`] at a time, or when a failure or a verdict reads the window: a success costs
+/// one atomic add and no clock read. Up to `FLUSH_EVERY - 1` of them may so land in a bucket
+/// later than they came.
 #[derive(Debug)]
 struct Window {
     buckets: Box<[AtomicU64]>,
     bucket_ms: u64,
     threshold: f64,
     min_calls: u64,
+    pending: AtomicU64,
 }
 
 impl Window {
@@ -91,15 +204,34 @@ impl Window {
             bucket_ms: (window_ms / WINDOW_BUCKETS).max(1),
             threshold: rate.threshold(),
             min_calls: u64::from(rate.min_calls().get()),
+            pending: AtomicU64::new(0),
         }
     }
 
-    fn record(&self, now_ms: u64, failed: bool) {
+    /// A call succeeded; `now_ms` is read only when a batch of successes goes to its bucket.
+    #[inline]
+    fn count_success(&self, now_ms: impl FnOnce() -> u64) {
+        let n = self.pending.fetch_add(1, Ordering::Relaxed) + 1;
+        if n % FLUSH_EVERY == 0 {
+            self.flush(now_ms());
+        }
+    }
+
+    #[cold]
+    fn flush(&self, now_ms: u64) {
+        let n = self.pending.swap(0, Ordering::Relaxed);
+        if n > 0 {
+            self.add(now_ms, n, 0);
+        }
+    }
+
+    /// Adds `calls` calls and `fails` failures to the current bucket.
+    fn add(&self, now_ms: u64, calls: u64, fails: u64) {
         let idx = (now_ms / self.bucket_ms) & IDX_MASK;
         let slot = &self.buckets[((now_ms / self.bucket_ms) % WINDOW_BUCKETS) as usize];
         let mut cur = slot.load(Ordering::Relaxed);
         loop {
-            let (calls, fails) = if cur & IDX_MASK == idx {
+            let (c, f) = if cur & IDX_MASK == idx {
                 (
                     (cur >> IDX_BITS) & COUNT_MASK,
                     cur >> (IDX_BITS + COUNT_BITS),
@@ -107,9 +239,9 @@ impl Window {
             } else {
                 (0, 0)
             };
-            let calls = (calls + 1).min(COUNT_MASK);
-            let fails = (fails + u64::from(failed)).min(calls);
-            let new = idx | (calls << IDX_BITS) | (fails << (IDX_BITS + COUNT_BITS));
+            let c = (c + calls).min(COUNT_MASK);
+            let f = (f + fails).min(COUNT_MASK);
+            let new = idx | (c << IDX_BITS) | (f << (IDX_BITS + COUNT_BITS));
             match slot.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
                 Ok(_) => return,
                 Err(actual) => cur = actual,
@@ -117,7 +249,30 @@ impl Window {
         }
     }
 
+    /// A call counted as failed succeeded after all: the newest failure within the window
+    /// becomes a success.
+    fn forgive(&self, now_ms: u64) {
+        let now = now_ms / self.bucket_ms;
+        for back in 0..WINDOW_BUCKETS.min(now + 1) {
+            let idx = (now - back) & IDX_MASK;
+            let slot = &self.buckets[((now - back) % WINDOW_BUCKETS) as usize];
+            let mut w = slot.load(Ordering::Relaxed);
+            while w & IDX_MASK == idx && w >> (IDX_BITS + COUNT_BITS) > 0 {
+                match slot.compare_exchange_weak(
+                    w,
+                    w - (1 << (IDX_BITS + COUNT_BITS)),
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                ) {
+                    Ok(_) => return,
+                    Err(actual) => w = actual,
+                }
+            }
+        }
+    }
+
     fn tripped(&self, now_ms: u64) -> bool {
+        self.flush(now_ms);
         let cur = (now_ms / self.bucket_ms) & IDX_MASK;
         let (mut calls, mut fails) = (0u64, 0u64);
         for slot in self.buckets.iter() {
@@ -128,10 +283,11 @@ impl Window {
                 fails += w >> (IDX_BITS + COUNT_BITS);
             }
         }
-        calls >= self.min_calls && fails as f64 >= self.threshold * calls as f64
+        calls >= self.min_calls && fails.min(calls) as f64 >= self.threshold * calls as f64
     }
 
     fn clear(&self) {
+        self.pending.store(0, Ordering::Relaxed);
         for slot in self.buckets.iter() {
             slot.store(0, Ordering::Relaxed);
         }
@@ -147,7 +303,8 @@ pub(crate) struct Breaker<K> {
     pub(crate) core: Arc<Core>,
     pub(crate) machine: Machine,
     window: Option<Window>,
-    /// No slow-call threshold and no window: a success while closed is only a state read.
+    /// No slow-call threshold: a success while closed is a state read (and, with a window,
+    /// one counted success).
     pub(crate) plain: bool,
     /// When the current run of failures began (ms since the base instant): written by the
     /// failure that makes the count 1, read when failing answers reach the count; `u64::MAX`
@@ -165,9 +322,9 @@ impl<K: crate::BreakerKey> Breaker<K> {
         Self {
             key,
             window: core.config.failure_rate.map(Window::new),
-            plain: core.config.slow_call.is_none() && core.config.failure_rate.is_none(),
+            plain: core.config.slow_call.is_none(),
+            machine: Machine::judging(core.config.half_open_trials.get()),
             core,
-            machine: Machine::new(),
             run_start_ms: AtomicU64::new(u64::MAX),
             last_used: AtomicU64::new(epoch),
             seq,
@@ -205,46 +362,48 @@ impl<K: crate::BreakerKey> Breaker<K> {
         }
     }
 
-    /// Whether a call admitted closed in `generation` that answered `status` changes
-    /// nothing: the status is no failure, the breaker is still closed in that generation with
-    /// no failure counted, and there is no slow-call threshold or window to feed.
+    /// Takes a success in passing, when it changes no state: a call's first attempt,
+    /// admitted closed in `generation`, answered `status`, which is no failure; the breaker is
+    /// still closed in that generation with no failure counted, and there is no slow-call
+    /// threshold. A window counts it (one atomic add). Else `false`, and the caller records it.
     #[inline]
-    pub(crate) fn untouched_by_success(&self, generation: u16, status: http::StatusCode) -> bool {
-        self.plain
+    pub(crate) fn success_in_passing(
+        &self,
+        generation: u16,
+        status: http::StatusCode,
+        role: Role,
+    ) -> bool {
+        if !(self.plain
+            && role.is_first()
             && !self.core.config.failure_statuses.contains(status)
-            && self.machine.closed_clean(generation)
+            && self.machine.closed_clean(generation))
+        {
+            return false;
+        }
+        if let Some(window) = &self.window {
+            window.count_success(|| self.core.now_ms());
+        }
+        true
     }
 
-    /// Applies a call's outcome.
+    /// Applies the outcome of an attempt in `role`.
     #[inline]
-    pub(crate) fn record(&self, ticket: Ticket, outcome: Outcome) {
+    pub(crate) fn record(&self, ticket: Ticket, outcome: Outcome, role: Role) {
         let transition = match (outcome, ticket) {
             (_, Ticket::Unchecked) => None,
             (Outcome::Neither, _) => {
                 self.machine.release(ticket);
                 None
             }
-            (Outcome::Success, _) => {
-                // The run of failures is over; until the next one writes its start, a run's
-                // start is unknown, which counts as "just now".
-                if self.core.config.answers_for_ms > 0 {
-                    self.run_start_ms.store(u64::MAX, Ordering::Relaxed);
-                }
-                // Only a call of the current closed generation feeds the window: one admitted
-                // before a transition belongs to a window that is gone.
-                if let (Some(window), Ticket::Closed(g)) = (&self.window, ticket)
-                    && self.machine.closed() == Some(g)
-                {
-                    window.record(self.core.now_ms(), false);
-                }
-                self.machine.on_success(ticket)
+            // Trials are samples of the host, each judged whatever call it belongs to.
+            (Outcome::Success, Ticket::Trial(_)) => self.machine.on_success(ticket),
+            (_, Ticket::Trial(_)) => {
+                let now = self.core.now_ms();
+                self.machine
+                    .on_failure(ticket, None, now, |trips| self.core.open_ms(trips))
             }
-            (Outcome::Failure | Outcome::FailingAnswer, Ticket::Closed(generation))
-                if self.core.config.answers_for_ms > 0 && self.window.is_none() =>
-            {
-                self.record_run(generation, outcome == Outcome::FailingAnswer)
-            }
-            (Outcome::Failure | Outcome::FailingAnswer, _) => self.record_failure(ticket),
+            (Outcome::Success, Ticket::Closed(generation)) => self.record_success(generation, role),
+            (_, Ticket::Closed(generation)) => self.record_failure(generation, outcome, role),
         };
         if let Some(t) = transition {
             self.changed(t);
@@ -252,56 +411,84 @@ impl<K: crate::BreakerKey> Breaker<K> {
     }
 
     #[cold]
-    fn record_failure(&self, ticket: Ticket) -> Option<Transition> {
-        let now = self.core.now_ms();
-        let open_ms = |trips| self.core.open_ms(trips);
-        match (&self.window, ticket) {
-            // A stale closed ticket goes to the arm below, which drops it.
-            (Some(window), Ticket::Closed(generation))
-                if self.machine.closed() == Some(generation) =>
-            {
-                window.record(now, true);
-                let counted = self.machine.on_failure(ticket, None, now, open_ms);
-                if counted.is_some() {
-                    return counted;
-                }
-                if window.tripped(now) {
-                    return self
-                        .machine
-                        .trip(generation, Reason::FailureRate, now, open_ms);
-                }
-                None
-            }
-            _ => {
-                let threshold = Some(self.core.config.consecutive_failures.get());
-                self.machine.on_failure(ticket, threshold, now, open_ms)
+    fn record_success(&self, generation: u16, role: Role) -> Option<Transition> {
+        // The run of failures is over; until the next one writes its start, a run's start is
+        // unknown, which counts as "just now".
+        if self.core.config.answers_for_ms > 0 {
+            self.run_start_ms.store(u64::MAX, Ordering::Relaxed);
+        }
+        // Only a call of the current closed generation feeds the window: one admitted before
+        // a transition belongs to a window that is gone.
+        if let Some(window) = &self.window
+            && self.machine.closed() == Some(generation)
+        {
+            if role.in_window() {
+                window.forgive(self.core.now_ms());
+            } else if role.is_first() {
+                window.count_success(|| self.core.now_ms());
             }
         }
+        self.machine.on_success(Ticket::Closed(generation))
     }
 
-    /// A failure while closed, when failing answers must last before they open the circuit:
-    /// a transport failure opens it at the count; a failing answer at the count once the run
-    /// has lasted `answers_for`.
+    /// A failure while closed. The call counts once: in the window (where the rate judges
+    /// failures after the request went out, and failing answers too unless they must last),
+    /// and in the run of calls without a success, which opens the circuit at the count when
+    /// the host is not there, on failing answers once they have lasted `failing_answers_for`,
+    /// and, with no window, on any failure.
     #[cold]
-    fn record_run(&self, generation: u16, answer: bool) -> Option<Transition> {
+    fn record_failure(&self, generation: u16, outcome: Outcome, role: Role) -> Option<Transition> {
+        let config = &self.core.config;
         let now = self.core.now_ms();
+        let open_ms = |trips| self.core.open_ms(trips);
+        let rated = match outcome {
+            Outcome::FailingAnswer => config.answers_for_ms == 0,
+            _ => true,
+        };
+        if let Some(window) = &self.window
+            && self.machine.closed() == Some(generation)
+        {
+            match (rated, role.is_first()) {
+                // A failure the rate weighs: the call is a failed one (its first attempt added
+                // it already, when this is a retry).
+                (true, first) if !role.in_window() => {
+                    window.add(now, u64::from(first), 1);
+                    if window.tripped(now) {
+                        return self
+                            .machine
+                            .trip(generation, Reason::FailureRate, now, open_ms);
+                    }
+                }
+                // A failing answer the rate leaves to the run: a call the host answered.
+                (false, true) => window.add(now, 1, 0),
+                _ => {}
+            }
+        }
+        if role.counted() {
+            return None; // the call is in the run already
+        }
         let count = self.machine.count_failure(generation)?;
-        if count == 1 {
+        if count == 1 && config.answers_for_ms > 0 {
             self.run_start_ms.store(now, Ordering::Relaxed);
         }
-        if count < u64::from(self.core.config.consecutive_failures.get()) {
+        if count < u64::from(config.consecutive_failures.get()) {
             return None;
         }
-        let lasted = now.saturating_sub(self.run_start_ms.load(Ordering::Relaxed));
-        let reason = if !answer {
-            Reason::ConsecutiveFailures
-        } else if lasted >= self.core.config.answers_for_ms {
-            Reason::FailingAnswers
-        } else {
-            return None;
+        let reason = match outcome {
+            Outcome::Unreachable => Reason::ConsecutiveFailures,
+            Outcome::FailingAnswer if config.answers_for_ms > 0 => {
+                let lasted = now.saturating_sub(self.run_start_ms.load(Ordering::Relaxed));
+                if lasted < config.answers_for_ms {
+                    return None;
+                }
+                Reason::FailingAnswers
+            }
+            // With a window, the rate judges failures after the request went out (and failing
+            // answers that need not last); without one, the count judges every failure.
+            _ if self.window.is_some() => return None,
+            _ => Reason::ConsecutiveFailures,
         };
-        self.machine
-            .trip(generation, reason, now, |trips| self.core.open_ms(trips))
+        self.machine.trip(generation, reason, now, open_ms)
     }
 
     pub(crate) fn force(&self, to: Phase) {

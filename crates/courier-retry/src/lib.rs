@@ -37,7 +37,10 @@
 //!
 //! The returned response carries [`Attempts`](courier_core::Attempts), one
 //! [`AttemptRecord`](courier_core::AttemptRecord) per attempt, the last with the reason the
-//! call stopped. Each attempt is also one `tracing` event, target `courier::retry`, with the
+//! call stopped. Every attempt after the first carries the records of the attempts before it
+//! as a request extension (the same [`Attempts`](courier_core::Attempts)): the layers below
+//! tell a retry from a new call by it, as the circuit breaker does to count a call's failures
+//! once. Each attempt is also one `tracing` event, target `courier::retry`, with the
 //! fields `attempt`, `method`, `host` (scheme and authority, never userinfo), `path` (never
 //! the query), `outcome` (status or failure kind), `decision`, `reason`, `wait_ms`,
 //! `wait_source`, `elapsed_ms`; a first attempt that ends the call with a final status logs at
