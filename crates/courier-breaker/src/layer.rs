@@ -91,7 +91,9 @@ impl<K: KeyFn> CircuitBreakerLayer<K> {
     }
 
     /// Opens after this many calls in a row failed. Calls, not attempts: under courier's
-    /// retry layer, the retries of one call count with it. Which failure opens at the count:
+    /// retry layer, the retries of one call count with it, except that every attempt that
+    /// finds nothing listening counts (nothing was sent, and the host was absent anew). Which
+    /// failure opens at the count:
     /// any, with no [`failure_rate`](Self::failure_rate); with one, only a host that is not
     /// there (a connect failure: refused, unresolvable, unreachable, nothing sent), the rate
     /// judging failures after the request went out. Failing answers open at the count once

@@ -22,8 +22,9 @@
 //! - **Calls, not attempts**: courier's retry layer, above this one, puts the records of a
 //!   call's earlier attempts on each retry ([`Attempts`](courier_core::Attempts) as a request
 //!   extension). The breaker counts a call's failures once: its retries add nothing to the run
-//!   of failures, and in the failure-rate window a retry only changes its call's verdict. A
-//!   request without the records is a call of its own.
+//!   of failures (but a connect failure, which sent nothing, counts at every attempt), and in
+//!   the failure-rate window a retry only changes its call's verdict. A request without the
+//!   records is a call of its own.
 //! - **Transport faults told apart**: a connect failure (refused, a name that does not resolve,
 //!   a network out of reach: nothing was sent) says the host is not there and counts towards
 //!   [`consecutive_failures`](CircuitBreakerLayer::consecutive_failures) always; a failure after

@@ -433,9 +433,10 @@ impl<K: crate::BreakerKey> Breaker<K> {
 
     /// A failure while closed. The call counts once: in the window (where the rate judges
     /// failures after the request went out, and failing answers too unless they must last),
-    /// and in the run of calls without a success, which opens the circuit at the count when
-    /// the host is not there, on failing answers once they have lasted `failing_answers_for`,
-    /// and, with no window, on any failure.
+    /// and in the run of failures without a success, which opens the circuit at the count when
+    /// the host is not there (every attempt that finds nothing listening counts), on failing
+    /// answers once they have lasted `failing_answers_for`, and, with no window, on any
+    /// failure.
     #[cold]
     fn record_failure(&self, generation: u16, outcome: Outcome, role: Role) -> Option<Transition> {
         let config = &self.core.config;
@@ -464,8 +465,10 @@ impl<K: crate::BreakerKey> Breaker<K> {
                 _ => {}
             }
         }
-        if role.counted() {
-            return None; // the call is in the run already
+        // A call counts once in the run; a connect failure counts at every attempt: each one
+        // found nothing listening anew, and nothing was sent.
+        if role.counted() && outcome != Outcome::Unreachable {
+            return None;
         }
         let count = self.machine.count_failure(generation)?;
         if count == 1 && config.answers_for_ms > 0 {

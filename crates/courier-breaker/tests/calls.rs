@@ -1,7 +1,8 @@
 //! The breaker judges calls, not attempts: a retry (an attempt carrying the records of the
 //! ones before it, as courier's retry layer sends it) counts with its call, and transport
-//! faults are told apart: a host that is not there opens at the count, a failure after the
-//! request went out is weighed by the rate.
+//! faults are told apart: a host that is not there opens at the count (every attempt that
+//! finds nothing listening counts), a failure after the request went out is weighed by the
+//! rate.
 
 use courier_breaker::{CircuitBreakerLayer, CircuitState, FailureRate, HostKey};
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
@@ -88,9 +89,9 @@ impl Run {
         for n in 0..steps.len() {
             self.script.lock().unwrap().push_back(steps[n]);
             let script = self.script.clone();
-            let svc = self.layer.layer(service_fn(move |_req: Request<()>| {
-                answer(script.clone())
-            }));
+            let svc = self
+                .layer
+                .layer(service_fn(move |_req: Request<()>| answer(script.clone())));
             let _ = svc.oneshot(attempt(&steps[..n])).await;
         }
     }
@@ -128,20 +129,39 @@ async fn a_calls_retries_count_once() {
     for _ in 0..19 {
         run.call(&[Step::Answer(429), Step::Reset]).await;
     }
-    assert_eq!(run.state(), CircuitState::Closed, "19 calls, under the minimum");
+    assert_eq!(
+        run.state(),
+        CircuitState::Closed,
+        "19 calls, under the minimum"
+    );
     run.call(&[Step::Answer(429), Step::Reset]).await;
-    assert_eq!(run.state(), CircuitState::Open, "20 calls, every one failed");
+    assert_eq!(
+        run.state(),
+        CircuitState::Open,
+        "20 calls, every one failed"
+    );
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_host_that_is_not_there_opens_at_the_count_even_with_a_rate() {
+    // Every attempt that finds nothing listening counts, a retry's too: nothing was sent.
     let run = Run::new(by_calls());
-    for _ in 0..4 {
-        run.call(&[Step::Refused, Step::Refused, Step::Refused]).await;
-    }
+    run.call(&[Step::Refused, Step::Refused, Step::Refused])
+        .await;
     assert_eq!(run.state(), CircuitState::Closed);
     run.call(&[Step::Refused]).await;
-    assert_eq!(run.state(), CircuitState::Open, "5 calls refused in a row");
+    assert_eq!(run.state(), CircuitState::Closed);
+    run.call(&[Step::Refused]).await;
+    assert_eq!(
+        run.state(),
+        CircuitState::Open,
+        "5 refused connections in a row"
+    );
+    // A reset before them is the call's failure, counted once; the refusals still count.
+    let run = Run::new(by_calls());
+    run.call(&[Step::Reset, Step::Refused, Step::Refused]).await;
+    run.call(&[Step::Refused, Step::Refused]).await;
+    assert_eq!(run.state(), CircuitState::Open);
 }
 
 #[tokio::test(start_paused = true)]

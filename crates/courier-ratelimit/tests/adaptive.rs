@@ -446,11 +446,7 @@ fn a_minimum_above_the_maximum_is_refused() {
         .min_rate(Rate::per_second(20.0).unwrap())
         .unwrap_err();
     assert!(err.to_string().contains("min_rate"), "{err}");
-    assert!(
-        eager()
-            .max_rate(Rate::per_second(0.5).unwrap())
-            .is_err()
-    );
+    assert!(eager().max_rate(Rate::per_second(0.5).unwrap()).is_err());
 }
 
 #[tokio::test(start_paused = true)]
@@ -472,12 +468,7 @@ async fn calls_the_instance_that_was_made_ready() {
     let upstream = tower::service_fn(|_: Request<()>| {
         std::future::ready(Ok::<_, Infallible>(Response::new(())))
     });
-    let checked = contract::check(
-        upstream,
-        |inner| eager().layer(inner),
-        get,
-    )
-    .await;
+    let checked = contract::check(upstream, |inner| eager().layer(inner), get).await;
     assert_eq!(checked.calls, contract::CALLS);
 }
 

@@ -67,7 +67,11 @@ async fn three_refusals_in_a_quiet_second_pace_nothing() {
     for path in ["/a", "/b", "/c"] {
         svc.clone().oneshot(get(path)).await.unwrap();
     }
-    assert_eq!(start.elapsed(), Duration::ZERO, "no wait for the other paths");
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "no wait for the other paths"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -98,7 +102,11 @@ async fn a_path_that_always_refuses_never_paces_the_others() {
     for _ in 0..5 {
         svc.clone().oneshot(get("/fine")).await.unwrap();
     }
-    assert_eq!(start.elapsed(), Duration::ZERO, "the fine path is never paced");
+    assert_eq!(
+        start.elapsed(),
+        Duration::ZERO,
+        "the fine path is never paced"
+    );
 }
 
 #[tokio::test(start_paused = true)]
@@ -108,13 +116,21 @@ async fn a_crowd_on_one_path_paces_that_path() {
     // Ten at once, five served: the tenth answer is the evidence.
     let calls = (0..10).map(|_| svc.clone().oneshot(get("/search")));
     futures_util::future::join_all(calls).await;
-    assert_eq!(layer.learned_rate(&key()), Some(5.0), "paced at what it served");
+    assert_eq!(
+        layer.learned_rate(&key()),
+        Some(5.0),
+        "paced at what it served"
+    );
     // The crowd's path waits for its slots; another path goes at once.
     let start = Instant::now();
     for _ in 0..3 {
         svc.clone().oneshot(get("/search")).await.unwrap();
     }
-    assert!(start.elapsed() >= Duration::from_millis(400), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        start.elapsed()
+    );
     let start = Instant::now();
     svc.clone().oneshot(get("/other")).await.unwrap();
     assert_eq!(start.elapsed(), Duration::ZERO);
@@ -131,5 +147,9 @@ async fn a_crowd_over_many_paths_paces_the_whole_host() {
     for path in ["/a", "/b", "/c"] {
         svc.clone().oneshot(get(path)).await.unwrap();
     }
-    assert!(start.elapsed() >= Duration::from_millis(400), "{:?}", start.elapsed());
+    assert!(
+        start.elapsed() >= Duration::from_millis(400),
+        "{:?}",
+        start.elapsed()
+    );
 }

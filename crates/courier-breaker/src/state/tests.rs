@@ -395,7 +395,10 @@ fn trials_judged_together_close_on_a_majority_and_reopen_on_half() {
 
 #[test]
 fn one_trial_is_decided_by_its_verdict_and_two_reopen_on_a_tie() {
-    assert_eq!((Machine::new().close_at(), Machine::new().reopen_at()), (1, 1));
+    assert_eq!(
+        (Machine::new().close_at(), Machine::new().reopen_at()),
+        (1, 1)
+    );
     let two = Machine::judging(2);
     assert_eq!((two.close_at(), two.reopen_at()), (2, 1));
     let ten = Machine::judging(10);

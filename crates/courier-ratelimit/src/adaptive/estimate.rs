@@ -419,7 +419,11 @@ mod tests {
             assert_eq!(Signal::Ignored, e.overloaded(S, PATH, &r));
         }
         assert!(!e.is_paced());
-        assert_eq!(Signal::Paced, e.overloaded(S, PATH, &r), "the 25th makes 20 %");
+        assert_eq!(
+            Signal::Paced,
+            e.overloaded(S, PATH, &r),
+            "the 25th makes 20 %"
+        );
         assert_eq!(e.base(), Some(100.0));
     }
 
@@ -550,7 +554,10 @@ mod tests {
         assert!(e.paces(PATH));
         assert!(!e.paces(PATH + 2), "another path is not paced");
         e.overloaded(S, PATH + 2, &r);
-        assert!(e.paces(PATH) && e.paces(PATH + 2) && e.paces(PATH + 4), "the whole host");
+        assert!(
+            e.paces(PATH) && e.paces(PATH + 2) && e.paces(PATH + 4),
+            "the whole host"
+        );
     }
 
     #[test]
