@@ -58,19 +58,35 @@ pub fn describe() {
     );
 }
 
-/// A call waits `wait` for its slot.
+/// A call waits `wait` for its slot of the token bucket.
 #[cold]
 pub(crate) fn waiting<K: fmt::Debug + 'static>(key: &K, wait: Duration) {
-    let ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
-    tracing::Span::current().record("courier.ratelimit.wait_ms", ms);
-    #[cfg(feature = "metrics")]
-    metrics::histogram!(WAIT_DURATION, "host" => courier_core::telemetry::key_label(key))
-        .record(wait.as_secs_f64());
-    #[cfg(not(feature = "metrics"))]
-    let _ = key;
+    wait_on("courier.ratelimit.wait_ms", WAIT_DURATION, key, wait);
 }
 
-/// A call was refused.
+/// A call waits `wait` for a slot of adaptive pacing.
+#[cold]
+pub(crate) fn pacing_wait<K: fmt::Debug + 'static>(key: &K, wait: Duration) {
+    wait_on("courier.pacing.wait_ms", PACING_WAIT_DURATION, key, wait);
+}
+
+/// Records a wait on the current span's `field` and in the histogram `metric`.
+fn wait_on<K: fmt::Debug + 'static>(
+    field: &'static str,
+    metric: &'static str,
+    key: &K,
+    wait: Duration,
+) {
+    let ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
+    tracing::Span::current().record(field, ms);
+    #[cfg(feature = "metrics")]
+    metrics::histogram!(metric, "host" => courier_core::telemetry::key_label(key))
+        .record(wait.as_secs_f64());
+    #[cfg(not(feature = "metrics"))]
+    let _ = (metric, key);
+}
+
+/// A call was refused by the token bucket.
 #[cold]
 pub(crate) fn refused<K: fmt::Debug + 'static>(key: &K, parked: bool) {
     #[cfg(feature = "metrics")]
@@ -82,18 +98,6 @@ pub(crate) fn refused<K: fmt::Debug + 'static>(key: &K, parked: bool) {
     .increment(1);
     #[cfg(not(feature = "metrics"))]
     let _ = (key, parked);
-}
-
-/// A call waits `wait` for a slot of adaptive pacing.
-#[cold]
-pub(crate) fn pacing_wait<K: fmt::Debug + 'static>(key: &K, wait: Duration) {
-    let ms = i64::try_from(wait.as_millis()).unwrap_or(i64::MAX);
-    tracing::Span::current().record("courier.pacing.wait_ms", ms);
-    #[cfg(feature = "metrics")]
-    metrics::histogram!(PACING_WAIT_DURATION, "host" => courier_core::telemetry::key_label(key))
-        .record(wait.as_secs_f64());
-    #[cfg(not(feature = "metrics"))]
-    let _ = key;
 }
 
 /// Adaptive pacing refused a call.

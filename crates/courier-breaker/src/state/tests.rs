@@ -235,6 +235,52 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Applies `ops` to `m` (admitting up to `max` trials, failing at `threshold`), and after each
+/// hands `check` the word, the trials of its generation still out, and the clock.
+fn drive(
+    m: &Machine,
+    max: u32,
+    threshold: u32,
+    ops: Vec<Op>,
+    mut check: impl FnMut(Word, u64, u64) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let mut now = 0u64;
+    let mut out: Vec<Ticket> = Vec::new();
+    for op in ops {
+        match op {
+            Op::Admit => {
+                if let (Admission::Go(t), _) = m.admit(max, || now) {
+                    out.push(t);
+                }
+            }
+            Op::Succeed(i) if !out.is_empty() => {
+                let t = out.swap_remove(i % out.len());
+                m.on_success(t);
+            }
+            Op::Fail(i) if !out.is_empty() => {
+                let t = out.swap_remove(i % out.len());
+                m.on_failure(t, Some(threshold), now, |_| 10);
+            }
+            Op::Release(i) if !out.is_empty() => {
+                let t = out.swap_remove(i % out.len());
+                m.release(t);
+            }
+            Op::Tick(ms) => now += ms,
+            Op::Force(p) => {
+                m.force([Phase::ForcedOpen, Phase::ForcedClosed, Phase::Closed][p as usize]);
+            }
+            _ => {}
+        }
+        let w = m.load();
+        let live = out
+            .iter()
+            .filter(|t| **t == Ticket::Trial(w.generation()))
+            .count() as u64;
+        check(w, live, now)?;
+    }
+    Ok(())
+}
+
 proptest! {
     /// Whatever the order of admissions, verdicts, cancellations and forced changes, the
     /// half-open permit count equals the trials of the current generation still out, it
@@ -246,46 +292,16 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..200),
     ) {
         let m = Machine::new();
-        let mut now = 0u64;
-        let mut out: Vec<Ticket> = Vec::new();
-        for op in ops {
-            match op {
-                Op::Admit => {
-                    if let (Admission::Go(t), _) = m.admit(max, || now) {
-                        out.push(t);
-                    }
-                }
-                Op::Succeed(i) if !out.is_empty() => {
-                    let t = out.swap_remove(i % out.len());
-                    m.on_success(t);
-                }
-                Op::Fail(i) if !out.is_empty() => {
-                    let t = out.swap_remove(i % out.len());
-                    m.on_failure(t, Some(threshold), now, |_| 10);
-                }
-                Op::Release(i) if !out.is_empty() => {
-                    let t = out.swap_remove(i % out.len());
-                    m.release(t);
-                }
-                Op::Tick(ms) => now += ms,
-                Op::Force(p) => {
-                    m.force([Phase::ForcedOpen, Phase::ForcedClosed, Phase::Closed][p as usize]);
-                }
-                _ => {}
-            }
-            let w = m.load();
+        drive(&m, max, threshold, ops, |w, live, now| {
             if w.phase() == Phase::HalfOpen {
-                let live = out
-                    .iter()
-                    .filter(|t| **t == Ticket::Trial(w.generation()))
-                    .count() as u64;
                 prop_assert_eq!(w.payload(), live);
                 prop_assert!(w.payload() <= u64::from(max));
             }
             if w.phase() == Phase::Open {
                 prop_assert!(w.payload() <= now + 10, "an open breaker becomes due");
             }
-        }
+            Ok(())
+        })?;
     }
 }
 
@@ -415,39 +431,8 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..200),
     ) {
         let m = Machine::judging(max);
-        let mut now = 0u64;
-        let mut out: Vec<Ticket> = Vec::new();
-        for op in ops {
-            match op {
-                Op::Admit => {
-                    if let (Admission::Go(t), _) = m.admit(max, || now) {
-                        out.push(t);
-                    }
-                }
-                Op::Succeed(i) if !out.is_empty() => {
-                    let t = out.swap_remove(i % out.len());
-                    m.on_success(t);
-                }
-                Op::Fail(i) if !out.is_empty() => {
-                    let t = out.swap_remove(i % out.len());
-                    m.on_failure(t, Some(3), now, |_| 10);
-                }
-                Op::Release(i) if !out.is_empty() => {
-                    let t = out.swap_remove(i % out.len());
-                    m.release(t);
-                }
-                Op::Tick(ms) => now += ms,
-                Op::Force(p) => {
-                    m.force([Phase::ForcedOpen, Phase::ForcedClosed, Phase::Closed][p as usize]);
-                }
-                _ => {}
-            }
-            let w = m.load();
+        drive(&m, max, 3, ops, |w, live, _| {
             if w.phase() == Phase::HalfOpen {
-                let live = out
-                    .iter()
-                    .filter(|t| **t == Ticket::Trial(w.generation()))
-                    .count() as u64;
                 prop_assert_eq!(w.admitted() - w.succeeded() - w.failed(), live);
                 prop_assert!(w.admitted() <= u64::from(max));
                 prop_assert!(w.succeeded() < m.close_at() && w.failed() < m.reopen_at());
@@ -455,6 +440,7 @@ proptest! {
                     prop_assert!(w.admitted() < u64::from(max), "stuck half-open: {w:?}");
                 }
             }
-        }
+            Ok(())
+        })?;
     }
 }
