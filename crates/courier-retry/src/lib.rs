@@ -94,7 +94,7 @@
 //! `courier.attempt`, `courier.retry.decision`, `courier.retry.reason`, `courier.retry.wait_ms`,
 //! `courier.retry.wait_source`. The layers below record on the attempt span they run in: the
 //! breaker `courier.breaker.state` when it refused, the rate limiter `courier.ratelimit.wait_ms`
-//! when it held the attempt for a slot. The call span ends with the call's
+//! and adaptive pacing `courier.pacing.wait_ms` when they held the attempt for a slot. The call span ends with the call's
 //! `http.response.status_code` or `error.type`, `courier.attempts` and the reason it stopped.
 //!
 //! Waits are no spans: an attempt span ends once its answer's head has come and the next step
