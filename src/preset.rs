@@ -19,6 +19,10 @@
 //! - The breaker is outside the limiter so that an open circuit spends no token.
 //! - Adaptive pacing is inside retry and the breaker, beside the limiter: every attempt of every
 //!   caller is paced together, and it learns from each attempt's own answer.
+//! - The limiter is inside retry so that a retry costs a token like a first try: a retry costs
+//!   the server exactly as much.
+//! - The attempt timeout is innermost so that it bounds one attempt, never the waits between.
+//! - Retry happens in one place: the transports built here have their own retries off.
 //!
 //! # How the preset judges a host
 //!
@@ -71,15 +75,9 @@
 //! rate at half refuses none of them (0 of 8 974 and 0 of 9 238, RELIABILITY.md); a fifth
 //! refuses none either, but sits three points above the share the broken paths fail, where
 //! half leaves room and still opens a host where 60 % of the calls fail, after about 100
-//! calls. Half of the trials judged
-//! together reopens such a host with a chance of 3.5 % (one trial: 17 %). The growing open
-//! time is Envoy's outlier ejection (30 s times the ejections, up to 300 s). courier-bench's
-//! `overload` simulations check the rule through the whole preset.
-//!
-//! - The limiter is inside retry so that a retry costs a token like a first try: a retry costs
-//!   the server exactly as much.
-//! - The attempt timeout is innermost so that it bounds one attempt, never the waits between.
-//! - Retry happens in one place: the transports built here have their own retries off.
+//! calls. Five trials judged together reopen such a host with a chance of 3.5 % (one trial:
+//! 17 %). The growing open time is Envoy's outlier ejection (30 s times the ejections, up to
+//! 300 s). courier-bench's `overload` simulations check the rule through the whole preset.
 //!
 //! Each layer can be switched off, or replaced by one configured by hand. A layer switched off
 //! is its service's pass-through mode (`Retry::pass_through(inner)` and so on): the stack keeps
