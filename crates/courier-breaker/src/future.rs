@@ -1,7 +1,8 @@
 //! The response future of [`CircuitBreaker`](crate::CircuitBreaker).
 
 use crate::key::BreakerKey;
-use crate::registry::{Breaker, Outcome, Role};
+use crate::outcome::{Outcome, Role};
+use crate::registry::Breaker;
 use crate::state::Ticket;
 use courier_core::classify::classify_error;
 use courier_core::grpc;

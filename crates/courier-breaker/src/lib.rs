@@ -117,10 +117,12 @@ pub mod future;
 mod handle;
 mod key;
 mod layer;
+mod outcome;
 mod registry;
 mod service;
 mod state;
 pub mod telemetry;
+mod window;
 
 pub use config::{FailureRate, OpenBackoff};
 pub use courier_core::{BoxError, CircuitOpen, HostKey};

@@ -3,7 +3,8 @@
 use crate::future::{Guard, ResponseFuture};
 use crate::handle::BreakerHandle;
 use crate::layer::CircuitBreakerLayer;
-use crate::registry::{Breaker, Role, Shared};
+use crate::outcome::Role;
+use crate::registry::{Breaker, Shared};
 use courier_core::{BoxError, KeyFn, PerHost, RequestHead};
 use std::fmt;
 use std::sync::Arc;
