@@ -29,11 +29,14 @@ fn status(s: StatusCode) -> Result<Resp, BoxError> {
     Ok(Response::builder().status(s).body(Full::default()).unwrap())
 }
 
+/// What a scripted host answers a request for a path.
+type Answer = Arc<dyn Fn(&str) -> Result<Resp, BoxError> + Send + Sync>;
+
 /// A transport whose answers `answer` decides from the path; it counts what reaches it.
 #[derive(Clone)]
 struct Scripted {
     reached: Arc<AtomicUsize>,
-    answer: Arc<dyn Fn(&str) -> Result<Resp, BoxError> + Send + Sync>,
+    answer: Answer,
 }
 
 impl Scripted {
@@ -176,7 +179,7 @@ async fn a_host_with_one_broken_path_among_fine_ones_stays_closed() {
     // One path in six resets on every attempt, 32 callers: no call to the others is refused.
     let host = Scripted::new(|path| {
         let n: u32 = path.trim_start_matches("/p").parse().unwrap_or(0);
-        if n % 6 == 0 {
+        if n.is_multiple_of(6) {
             reset()
         } else {
             status(StatusCode::OK)

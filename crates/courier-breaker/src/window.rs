@@ -46,7 +46,7 @@ impl Window {
     #[inline]
     pub(crate) fn count_success(&self, now_ms: impl FnOnce() -> u64) {
         let n = self.pending.fetch_add(1, Ordering::Relaxed) + 1;
-        if n % FLUSH_EVERY == 0 {
+        if n.is_multiple_of(FLUSH_EVERY) {
             self.flush(now_ms());
         }
     }
@@ -181,7 +181,10 @@ mod tests {
         assert!(!w.tripped(3_000), "the failure of 3 s ago became a success");
         w.add(3_000, 0, 1);
         w.forgive(20_000);
-        assert!(!w.tripped(20_000), "nothing left in the window to forgive or count");
+        assert!(
+            !w.tripped(20_000),
+            "nothing left in the window to forgive or count"
+        );
         w.clear();
         assert!(!w.tripped(0));
     }
