@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The chaos soak of the preset (crates/courier-chaos): random fault plans against fault servers
-# on loopback, one shared preset per transport, invariants checked from the servers' records.
-# About a minute on each transport, the two side by side (a soak keeps a core less than a
-# quarter busy); fails on any broken invariant.
+# on loopback, one shared preset per transport, invariants checked from the servers' records;
+# then the broken-paths mix (the preset's defaults, one host, one path in six resetting or
+# stalling), which fails when the breaker refuses over 1 % of the calls to answering paths.
+# About a minute per mix on each transport, the two transports side by side (a soak keeps a
+# core less than a quarter busy); fails on any broken invariant.
 #
 #   .ci/chaos.sh                       # 60 s per transport, a random seed (printed)
 #   CHAOS_SECONDS=600 .ci/chaos.sh     # longer

@@ -5,7 +5,7 @@
 //!  └ Deadline            total budget for the whole call, response body included
 //!    └ EtagCache         fresh hit: answer at once; else add validators; 304: stored body
 //!      └ Retry           the attempt loop; every attempt goes through everything below
-//!        └ CircuitBreaker    per host: fail fast while open, one trial while half-open
+//!        └ CircuitBreaker    per host: fail fast while open, trials judged together while half-open
 //!          └ RateLimit       per host: pace every attempt, retries included
 //!            └ AdaptivePacing   per host: pace an overloaded host at what it accepts
 //!              └ AttemptTimeout   bound one attempt; never longer than the deadline's rest
@@ -19,30 +19,65 @@
 //! - The breaker is outside the limiter so that an open circuit spends no token.
 //! - Adaptive pacing is inside retry and the breaker, beside the limiter: every attempt of every
 //!   caller is paced together, and it learns from each attempt's own answer.
-//!
-//! # Overloaded is not down
-//!
-//! A host that refuses part of its load (a bare 503 or 429 to a crowd), or has one broken path
-//! among working ones, is up: cutting every caller off would turn a slow service into a dead
-//! one. So in the preset:
-//!
-//! - **Adaptive pacing** slows every caller to the rate the host accepts once half of its
-//!   answers are overload signals, and lets it grow back when the signals stop
-//!   ([`AdaptivePacingLayer`]).
-//! - **The breaker** ([`preset_breaker`]) opens at once on 5 transport failures in a row
-//!   (refused connections, timeouts: the host is unreachable), but on failing answers (500,
-//!   502, 503, 504) only once they have come for 30 s with no success in between: a host that
-//!   serves anyone keeps its circuit closed; one that answers nothing but 5xx for 30 s is down.
-//!   Its state is per host, as the pacing's is. One broken path among working ones never opens
-//!   it; to isolate a broken route instead, key a breaker by route
-//!   (`CircuitBreakerLayer::new().key_by(|head| (head.host(), head.uri().path().to_owned()))`).
-//! - **Retry** backs off from 2 s after a bare 503 or 429 (0.5 s after a glitch), so that a
-//!   crowd of strangers, each with a client of its own, spreads its retries over the time the
-//!   host needs, and obeys a server's hint exactly over either.
 //! - The limiter is inside retry so that a retry costs a token like a first try: a retry costs
 //!   the server exactly as much.
 //! - The attempt timeout is innermost so that it bounds one attempt, never the waits between.
 //! - Retry happens in one place: the transports built here have their own retries off.
+//!
+//! # How the preset judges a host
+//!
+//! One rule, for every layer that judges: **a host is judged by its calls, not by attempts,
+//! and by what a failure says about the host.** Retry, the breaker and pacing read the same
+//! outcome of each attempt (courier-core's classification: a connect failure means nothing
+//! was sent and the host is not there; a timeout or a read failure came after the request
+//! went out; tls and local failures are ours and say nothing about the host; a 503 or 429
+//! without a hint is an overload signal; 500, 502, 503, 504 are failing answers). Overloaded
+//! is not down: a host that refuses part of its load, or has a broken path among working
+//! ones, is up, and cutting every caller off would turn a slow service into a dead one.
+//!
+//! - **Retry** ([`RetryLayer`]) tries each call up to 3 times, and puts the records of the
+//!   attempts so far on each retry, so that the layers below tell a retry from a new call. It
+//!   backs off from 2 s after a bare 503 or 429 (0.5 s after a glitch), so that a crowd of
+//!   strangers, each with a client of its own, spreads its retries over the time the host
+//!   needs; a server's hint is obeyed exactly; the retry budget caps an outage's extra load.
+//! - **The breaker** ([`preset_breaker`]) counts each call once, however many attempts it
+//!   takes, and opens a host's circuit for one of three reasons:
+//!   - the host is not there: 5 connections in a row found nothing listening (refused, a
+//!     name that does not resolve, a network out of reach). Here every attempt counts, a
+//!     retry's too: nothing was sent, and each one found the host absent anew;
+//!   - it fails most calls that reach it: at least half of its calls over the last 30 s
+//!     (and at least 100 calls) failed after the request went out (a reset, a timeout). Such a
+//!     failure is that call's, weighed into the rate: by itself it never opens a host that
+//!     answers other calls; a retry that succeeds makes its call a success;
+//!   - it answers nothing but failing answers: 5xx with no success in between for 30 s.
+//!
+//!   Open, it refuses calls at once (`CircuitOpen`) for 30 s, doubling on each trip in a row
+//!   up to 5 minutes, less a random share of up to half (so that many clients do not probe
+//!   together); then half-open lets 5 trials through and judges them together: 3 successes
+//!   close the circuit, 3 failures open it again. One trial that meets a broken path does not
+//!   keep a serving host out. The state is per host; to isolate a broken route, key a breaker
+//!   by route (`CircuitBreakerLayer::new().key_by(|head| (head.host(), head.uri().path().to_owned()))`).
+//! - **Adaptive pacing** ([`AdaptivePacingLayer`]) slows every caller to the rate the host
+//!   accepts once half of at least 10 answers in a second are overload signals: only the path
+//!   they come from while they all come from one path (a path that always answers 503 slows
+//!   at most itself), the whole host once they come from more than one. It lets the rate grow
+//!   back when the signals stop, and stops pacing where pacing does not help. Its waits are
+//!   named pacing (`courier.pacing.wait_ms`), not the rate limiter's.
+//! - **Concurrency**: the preset bounds no number of calls in flight. A limit put below retry
+//!   (tower's `ConcurrencyLimit`, as in the a-la-carte example) is judged by none of the
+//!   above: a call waiting for room is not a failure of the host.
+//!
+//! Why these numbers: the soak's broken-paths mix (courier-chaos: one shared preset with
+//! these defaults, 32 callers, one host, every call its own path, one in six resetting or
+//! stalling past the attempt timeout on every attempt) fails 17 % of the host's calls. Counting
+//! failed calls in a row instead of the rate (5, retries once) opens the circuit in the first
+//! seconds: 99.8 % of the calls to answering paths refused over hyper, 99.8 % over reqwest. The
+//! rate at half refuses none of them (0 of 8 974 and 0 of 9 238, RELIABILITY.md); a fifth
+//! refuses none either, but sits three points above the share the broken paths fail, where
+//! half leaves room and still opens a host where 60 % of the calls fail, after about 100
+//! calls. Five trials judged together reopen such a host with a chance of 3.5 % (one trial:
+//! 17 %). The growing open time is Envoy's outlier ejection (30 s times the ejections, up to
+//! 300 s). courier-bench's `overload` simulations check the rule through the whole preset.
 //!
 //! Each layer can be switched off, or replaced by one configured by hand. A layer switched off
 //! is its service's pass-through mode (`Retry::pass_through(inner)` and so on): the stack keeps
@@ -66,7 +101,7 @@
 //! # Ok(()) }
 //! ```
 
-use courier_breaker::{CircuitBreaker, CircuitBreakerLayer};
+use courier_breaker::{CircuitBreaker, CircuitBreakerLayer, FailureRate, OpenBackoff};
 use courier_cache::{CacheBody, EtagCache, EtagCacheLayer};
 use courier_core::{BoxError, HostKey, PerHost};
 use courier_deadline::{
@@ -78,6 +113,7 @@ use courier_ratelimit::{
 #[cfg(feature = "redis")]
 use courier_redis::{LocalOrRedis, RedisStore};
 use courier_retry::{Retry, RetryLayer};
+use std::num::NonZeroU32;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_layer::Layer;
@@ -99,20 +135,46 @@ pub type PresetStore = LocalOrRedis<HostKey>;
 #[cfg(not(feature = "redis"))]
 pub type PresetStore = courier_ratelimit::InMemoryStore<HostKey>;
 
-/// The breaker the preset starts with: [`CircuitBreakerLayer::new`], with failing answers
-/// opening the circuit only after 30 s without a success
-/// ([`failing_answers_for`](CircuitBreakerLayer::failing_answers_for)).
+/// The breaker the preset starts with: [`CircuitBreakerLayer::new`] (5 failures in a row,
+/// 30 s open), with failing answers opening the circuit only after 30 s without a success
+/// ([`failing_answers_for`](CircuitBreakerLayer::failing_answers_for)), failures after the
+/// request went out weighed by their rate (half of at least 100 calls over 30 s,
+/// [`failure_rate`](CircuitBreakerLayer::failure_rate)), 5 half-open trials judged together,
+/// and an open time that doubles up to 5 minutes ([`open_backoff`](CircuitBreakerLayer::open_backoff)).
 ///
-/// Overloaded is not down, and one broken path is not a down host: a host that serves some
-/// calls and refuses or fails others keeps its circuit closed, and the adaptive pacing below
-/// slows every caller to what it serves. A host that refuses connections or times out opens
-/// the circuit after 5 failures in a row, as one that answers nothing but 5xx for 30 s does.
+/// The [module docs](self) give the rule and the measurements behind each number.
 pub fn preset_breaker() -> CircuitBreakerLayer {
-    CircuitBreakerLayer::new().failing_answers_for(DEFAULT_FAILING_ANSWERS_FOR)
+    let rate = FailureRate::new(
+        DEFAULT_FAILURE_THRESHOLD,
+        DEFAULT_FAILURE_WINDOW,
+        DEFAULT_FAILURE_MIN_CALLS,
+    )
+    .expect("the preset's failure rate is valid");
+    CircuitBreakerLayer::new()
+        .failing_answers_for(DEFAULT_FAILING_ANSWERS_FOR)
+        .failure_rate(rate)
+        .half_open_trials(DEFAULT_HALF_OPEN_TRIALS)
+        .open_backoff(OpenBackoff::new(DEFAULT_OPEN_BACKOFF_CAP))
 }
 
 /// How long failing answers must come, with no success, before the preset's breaker opens.
 pub const DEFAULT_FAILING_ANSWERS_FOR: Duration = Duration::from_secs(30);
+
+/// The share of a host's calls that failed after the request went out which opens the
+/// preset's breaker.
+pub const DEFAULT_FAILURE_THRESHOLD: f64 = 0.5;
+
+/// The window the preset's breaker weighs that share over.
+pub const DEFAULT_FAILURE_WINDOW: Duration = Duration::from_secs(30);
+
+/// The fewest calls in the window before the share counts.
+pub const DEFAULT_FAILURE_MIN_CALLS: NonZeroU32 = NonZeroU32::new(100).expect("100 > 0");
+
+/// The trials the preset's half-open breaker judges together.
+pub const DEFAULT_HALF_OPEN_TRIALS: NonZeroU32 = NonZeroU32::new(5).expect("5 > 0");
+
+/// The longest the preset's breaker stays open after trips in a row (doubling from 30 s).
+pub const DEFAULT_OPEN_BACKOFF_CAP: Duration = Duration::from_secs(300);
 
 /// The preset's stack over the transport `S`, outermost first: each layer once, each one on or
 /// passing through as [`CourierLayer`] says.
@@ -135,8 +197,7 @@ pub type PresetBody<B> = DeadlineBody<CacheBody<DeadlineBody<B>>>;
 ///
 /// Defaults: a 90 s total deadline, a 30 s attempt timeout, the ETag cache (64 MiB), retry
 /// (3 attempts, full jitter from 0.5 s, or 2 s after a bare 503 or 429, 60 s max wait, 10 %
-/// budget), the circuit breaker ([`preset_breaker`]: 5 failures, failing answers only after 30
-/// s without a success, 30 s open), adaptive pacing per host. The rate limiter is off until
+/// budget), the circuit breaker ([`preset_breaker`]), adaptive pacing per host. The rate limiter is off until
 /// [`rate_limit`](Self::rate_limit) gives it the host's quota; its buckets live in process, or
 /// in Redis, shared by every replica, with `shared_rate_limit` (feature `redis`). See the
 /// [module docs](self) for how the breaker, retry and pacing share the work under overload.
@@ -239,9 +300,7 @@ impl CourierLayer {
     }
 
     /// The circuit breaker, or `None` for none. Defaults to [`preset_breaker`]: a layer you
-    /// give here is used as it is, so add
-    /// [`failing_answers_for`](CircuitBreakerLayer::failing_answers_for) to yours to keep that
-    /// rule.
+    /// give here is used as it is, so start from `preset_breaker()` to keep its rule.
     pub fn circuit_breaker(mut self, layer: impl Into<Option<CircuitBreakerLayer>>) -> Self {
         self.breaker = layer.into();
         self

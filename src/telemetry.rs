@@ -25,7 +25,8 @@
 //! is handed on, and the gap between them is the wait. The attempt span before a gap says how
 //! long and why (`courier.retry.wait_ms`, `courier.retry.wait_source`). A pacing wait of the
 //! rate limiter happens inside an attempt (the attempt is paced, not the call), so it is part
-//! of the attempt span and recorded on it (`courier.ratelimit.wait_ms`).
+//! of the attempt span and recorded on it (`courier.ratelimit.wait_ms`), and so is a wait of
+//! adaptive pacing, under its own name (`courier.pacing.wait_ms`).
 //!
 //! The attempt span, `courier.attempt`, exported under the method's name:
 //!
@@ -44,7 +45,8 @@
 //! | `courier.retry.decision`, `courier.retry.reason` | `retry` or `stop`, and why (the names of [`Reason`](crate::core::extensions::Reason)) |
 //! | `courier.retry.wait_ms`, `courier.retry.wait_source` | before a retry: the wait and where it came from (`backoff`, `retry_after`, ...) |
 //! | `courier.breaker.state` | the breaker's state when it refused the attempt (`open`, `half_open`, `forced_open`) |
-//! | `courier.ratelimit.wait_ms` | how long the rate limiter held the attempt for its slot |
+//! | `courier.ratelimit.wait_ms` | how long the rate limiter (the token bucket) held the attempt for its slot |
+//! | `courier.pacing.wait_ms` | how long adaptive pacing held the attempt for its slot |
 //!
 //! The call span, `courier.call` (kind internal, a child of the caller's current span), has
 //! `http.request.method`, `server.address`, `server.port`, `url.full`, and once the call is
@@ -91,6 +93,8 @@
 //! | `courier.breaker.refusals` | counter | {call} | `host`, `state` | each call refused by an open or full half-open circuit |
 //! | `courier.ratelimit.wait.duration` | histogram | s | `host` | each call that waited for its slot |
 //! | `courier.ratelimit.refusals` | counter | {call} | `host`, `parked` | each call refused (no slot soon enough) |
+//! | `courier.pacing.wait.duration` | histogram | s | `host` | each call that waited for a slot of adaptive pacing |
+//! | `courier.pacing.refusals` | counter | {call} | `host` | each call adaptive pacing refused (no slot soon enough) |
 //! | `courier.cache.lookups` | counter | {lookup} | `status`: `hit`, `revalidated`, `miss`, `stale` | each answer of the cache (bypasses are no lookups) |
 //! | `courier.deadline.expiries` | counter | {expiry} | `kind`: `deadline`, `attempt_timeout` | each call failed by a spent deadline or an attempt timeout |
 //!

@@ -517,16 +517,17 @@ async fn a_paced_attempt_says_how_long_the_rate_limiter_held_it() {
     server.shutdown().await;
 }
 
-/// Adaptive pacing's wait is the rate limiter's too: a host that refused half its answers with
-/// a bare 503 is paced, and the paced attempt's span says how long it waited.
+/// Adaptive pacing's wait is named as pacing's: a host that refused half of ten answers with a
+/// bare 503 is paced, and the paced attempt's span says how long it waited, under
+/// `courier.pacing.wait_ms` (never the rate limiter's field: no rate limiter is set).
 #[tokio::test]
 async fn an_attempt_held_by_adaptive_pacing_says_how_long() {
     let traced = traced();
     let server = FaultServer::start().await.unwrap();
-    // Two answered, two refused: paced at what it accepted, 2 per second.
+    // Five answered, five refused: paced at what it accepted, 5 per second.
     server.set_plan(
         "busy",
-        vec![Step::ok().times(2), Step::status(503).times(2)],
+        vec![Step::ok().times(5), Step::status(503).times(5)],
     );
     let client = CourierLayer::new()
         .retry(courier::retry::RetryLayer::new().attempts(1))
@@ -536,17 +537,23 @@ async fn an_attempt_held_by_adaptive_pacing_says_how_long() {
             .body(Body::new())
             .unwrap()
     };
-    let calls = (0..4).map(|_| client.clone().oneshot(get()));
+    let calls = (0..10).map(|_| client.clone().oneshot(get()));
     futures_util::future::join_all(calls).await;
     for _ in 0..2 {
         assert_eq!(client.clone().oneshot(get()).await.unwrap().status(), 200);
     }
     let spans = traced.spans();
     let attempts: Vec<_> = spans.iter().filter(|s| s.name == "GET").collect();
-    assert_eq!(attempts.len(), 6, "{spans:#?}");
-    let waited = int(attempts[5], "courier.ratelimit.wait_ms").expect("the last one waited");
-    // Paced at about 2 per second (two accepted over the second and its part the rates cover).
-    assert!((300..=600).contains(&waited), "{waited}");
+    assert_eq!(attempts.len(), 12, "{spans:#?}");
+    let waited = int(attempts[11], "courier.pacing.wait_ms").expect("the last one waited");
+    // Paced at about 5 per second (five accepted over the second and its part the rates cover).
+    assert!((120..=300).contains(&waited), "{waited}");
+    assert!(
+        attempts
+            .iter()
+            .all(|a| int(a, "courier.ratelimit.wait_ms").is_none()),
+        "no rate limiter wait"
+    );
     server.shutdown().await;
 }
 

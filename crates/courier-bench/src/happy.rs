@@ -211,7 +211,7 @@ pub fn best_peer(variant: &str) -> Option<&'static str> {
     Some(match variant {
         "courier deadline" | "courier attempt_timeout" => "tower timeout",
         "courier retry" => "tower retry (peer policy)",
-        "courier breaker" => "failsafe per host",
+        "courier breaker" | "courier breaker (the preset's rule)" => "failsafe per host",
         "courier breaker (global)" => "failsafe circuit breaker",
         "courier ratelimit" => "governor per host",
         "courier ratelimit (global)" => "tower rate_limit",
@@ -233,7 +233,7 @@ pub fn floor_of(variant: &str) -> Option<&'static str> {
         "courier deadline" => "floor deadline (extension only)",
         "courier attempt_timeout" => "tower timeout",
         "courier retry" => "floor retry (head kept, one record)",
-        "courier breaker" => "floor breaker (per host)",
+        "courier breaker" | "courier breaker (the preset's rule)" => "floor breaker (per host)",
         "courier breaker (global)" => "floor breaker (shared state)",
         "courier ratelimit" | "courier adaptive pacing (healthy host)" => "floor bucket (per host)",
         "courier cache (miss)" => "floor cache (lookup, status)",
@@ -328,6 +328,10 @@ pub fn variants() -> Vec<Variant> {
         variant(
             "courier breaker",
             CircuitBreakerLayer::new().layer(service_fn(ok)),
+        ),
+        variant(
+            "courier breaker (the preset's rule)",
+            courier::preset::preset_breaker().layer(service_fn(ok)),
         ),
         variant("courier ratelimit", unlimited().layer(service_fn(ok))),
         variant(
@@ -541,7 +545,7 @@ mod tests {
         let _rt = rt.enter();
         let mut variants = variants();
         assert_eq!(variants[0].name, BARE);
-        assert_eq!(variants.len(), 37);
+        assert_eq!(variants.len(), 38);
         for v in &mut variants {
             for _ in 0..1000 {
                 assert!((v.call)(), "{} left the happy path", v.name);

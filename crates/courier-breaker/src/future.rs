@@ -1,9 +1,10 @@
 //! The response future of [`CircuitBreaker`](crate::CircuitBreaker).
 
 use crate::key::BreakerKey;
-use crate::registry::{Breaker, Outcome};
+use crate::outcome::{Outcome, Role};
+use crate::registry::Breaker;
 use crate::state::Ticket;
-use courier_core::classify::{FailureKind, classify_error};
+use courier_core::classify::classify_error;
 use courier_core::grpc;
 use courier_core::{BoxError, CircuitOpen};
 use pin_project_lite::pin_project;
@@ -118,7 +119,8 @@ impl<F, K: BreakerKey> fmt::Debug for ResponseFuture<F, K> {
 /// nothing and gives a trial permit back.
 pub(crate) struct Guard<K: BreakerKey> {
     breaker: Arc<Breaker<K>>,
-    /// [`Ticket::pack`]ed, [`Ticket::SPENT`] once the outcome is reported.
+    /// [`Ticket::pack`]ed (18 bits) with the attempt's [`Role`] above [`ROLE_SHIFT`];
+    /// [`Ticket::SPENT`] once the outcome is reported.
     ticket: u32,
     /// When the call started, in milliseconds since the breaker's base instant, wrapping;
     /// taken only when a slow-call threshold is set. Four bytes keep the guard at two words,
@@ -126,31 +128,41 @@ pub(crate) struct Guard<K: BreakerKey> {
     start_ms: u32,
 }
 
+/// Where a guard keeps the attempt's role, above the packed ticket.
+const ROLE_SHIFT: u32 = 24;
+const TICKET_MASK: u32 = (1 << ROLE_SHIFT) - 1;
+
 impl<K: BreakerKey> Guard<K> {
-    /// `ticket` is [`Ticket::pack`]ed.
+    /// `ticket` is [`Ticket::pack`]ed; `role` says whether the attempt is a retry.
     #[inline]
-    pub(crate) fn new(breaker: Arc<Breaker<K>>, ticket: u32) -> Self {
+    pub(crate) fn new(breaker: Arc<Breaker<K>>, ticket: u32, role: Role) -> Self {
         // Truncating wraps: a call shorter than 49 days still measures right.
-        let start_ms = if !breaker.plain && breaker.core.config.slow_call.is_some() {
+        let start_ms = if !breaker.plain {
             breaker.core.now_ms() as u32
         } else {
             0
         };
         Self {
             breaker,
-            ticket,
+            ticket: ticket | role.bits() << ROLE_SHIFT,
             start_ms,
         }
     }
 
+    fn role(&self) -> Role {
+        Role::from_bits(self.ticket >> ROLE_SHIFT)
+    }
+
     #[inline]
     fn finish<B>(&mut self, result: &Result<http::Response<B>, BoxError>) {
-        // The usual case inline: a success while closed with nothing counted, and nothing
-        // else to record (no slow-call threshold, no window). It changes no state.
-        if let Some(generation) = Ticket::packed_closed(self.ticket)
+        // The usual case inline: a first attempt's success while closed with nothing counted,
+        // and no slow-call threshold. It changes no state (a window counts it).
+        if let Some(generation) = Ticket::packed_closed(self.ticket & TICKET_MASK)
             && let Ok(res) = result
             && !may_carry_grpc_status(res)
-            && self.breaker.untouched_by_success(generation, res.status())
+            && self
+                .breaker
+                .success_in_passing(generation, res.status(), self.role())
         {
             self.ticket = Ticket::SPENT;
             return;
@@ -161,6 +173,7 @@ impl<K: BreakerKey> Guard<K> {
     #[cold]
     #[inline(never)]
     fn finish_slow<B>(&mut self, result: &Result<http::Response<B>, BoxError>) {
+        let role = self.role();
         let Some(ticket) = self.take_ticket() else {
             return;
         };
@@ -179,20 +192,17 @@ impl<K: BreakerKey> Guard<K> {
                 Some(limit) if self.is_slow(limit) => Outcome::Failure,
                 _ => Outcome::Success,
             },
-            Err(e) => match classify_error(&**e) {
-                // Our own refusals from below say nothing about the host; a certificate that
-                // fails our check is our trust settings or its certificate, which no waiting
-                // mends: opening the circuit would only hide the TLS error behind CircuitOpen.
-                FailureKind::Local | FailureKind::Tls => Outcome::Neither,
-                _ => Outcome::Failure,
-            },
+            Err(e) => Outcome::of_failure(classify_error(&**e)),
         };
-        self.breaker.record(ticket, outcome);
+        self.breaker.record(ticket, outcome, role);
     }
 
     /// The ticket, once: `None` when the outcome is reported already.
     fn take_ticket(&mut self) -> Option<Ticket> {
-        Ticket::unpack(mem::replace(&mut self.ticket, Ticket::SPENT))
+        match mem::replace(&mut self.ticket, Ticket::SPENT) {
+            Ticket::SPENT => None,
+            packed => Ticket::unpack(packed & TICKET_MASK),
+        }
     }
 
     /// Dropped before the outcome: reports nothing, gives a trial permit back.
@@ -200,7 +210,7 @@ impl<K: BreakerKey> Guard<K> {
     #[inline(never)]
     fn abandon(&mut self) {
         if let Some(ticket) = self.take_ticket() {
-            self.breaker.record(ticket, Outcome::Neither);
+            self.breaker.record(ticket, Outcome::Neither, Role::FIRST);
         }
     }
 

@@ -17,7 +17,8 @@ pub enum CircuitState {
     /// Calls fail at once with `CircuitOpen`. Once the open duration has passed, the next call
     /// moves it to half-open.
     Open,
-    /// A bounded number of trial calls pass; the first verdict closes or reopens it.
+    /// A bounded number of trial calls pass, judged together: most succeeded closes it, half
+    /// failed reopens it.
     HalfOpen,
     /// Held open by [`BreakerHandle::force_open`] until closed or reset by hand.
     ForcedOpen,

@@ -90,15 +90,26 @@ impl<K: KeyFn> CircuitBreakerLayer<K> {
         CircuitBreakerLayer::with(self.config, KeyBy(f))
     }
 
-    /// Opens after this many failures in a row (ignored when
-    /// [`failure_rate`](Self::failure_rate) is set).
+    /// Opens after this many calls in a row failed. Calls, not attempts: under courier's
+    /// retry layer, the retries of one call count with it, except that every attempt that
+    /// finds nothing listening counts (nothing was sent, and the host was absent anew). Which
+    /// failure opens at the count:
+    /// any, with no [`failure_rate`](Self::failure_rate); with one, only a host that is not
+    /// there (a connect failure: refused, unresolvable, unreachable, nothing sent), the rate
+    /// judging failures after the request went out. Failing answers open at the count once
+    /// they have lasted [`failing_answers_for`](Self::failing_answers_for).
     ///
     /// Defaults to 5.
     pub fn consecutive_failures(self, n: NonZeroU32) -> Self {
         self.set(|c| c.consecutive_failures = n)
     }
 
-    /// Opens on the failure rate over a sliding window instead of on consecutive failures.
+    /// Opens on the share of failed calls over a sliding window: failures after the request
+    /// went out (a reset, a timeout, a slow call) and, unless they must last
+    /// ([`failing_answers_for`](Self::failing_answers_for)), failing answers. A call counts
+    /// once: a retry that fails makes its call a failed one, a retry that succeeds makes it a
+    /// successful one. A host that is not there still opens at
+    /// [`consecutive_failures`](Self::consecutive_failures).
     ///
     /// Defaults to off.
     pub fn failure_rate(self, rate: FailureRate) -> Self {
@@ -119,9 +130,13 @@ impl<K: KeyFn> CircuitBreakerLayer<K> {
         self.set(|c| c.open_backoff = Some(backoff))
     }
 
-    /// How many trial calls may be in flight while half-open; the rest fail fast.
+    /// How many trial calls half-open lets through (the rest fail fast), judged together: the
+    /// circuit closes once more than half of them succeeded, and opens again once half of
+    /// them failed, so that one trial that meets a broken path does not keep a serving host
+    /// out. A trial that is cancelled or refused below gives its place to the next call. At
+    /// most 8191.
     ///
-    /// Defaults to 1.
+    /// Defaults to 1: the first verdict decides.
     pub fn half_open_trials(self, n: NonZeroU32) -> Self {
         self.set(|c| c.half_open_trials = n)
     }
@@ -140,14 +155,16 @@ impl<K: KeyFn> CircuitBreakerLayer<K> {
 
     /// Lets failing answers (the [`failure_statuses`](Self::failure_statuses)) open the
     /// circuit only once they have come for `d` with no success in between; transport
-    /// failures (connection refused, timeouts, resets) still open it at the count alone, and
-    /// so does a transport failure that ends a run of failing answers.
+    /// failures still open it at the count alone (with a
+    /// [`failure_rate`](Self::failure_rate), only a host that is not there), and so does such
+    /// a failure that ends a run of failing answers.
     ///
     /// A host that answers is up: a few broken paths among working ones, or an overloaded
     /// host that serves some and refuses the rest, never goes this long without a success, so
     /// its calls are not cut off. A host that answers nothing but 5xx for `d` is down, and
-    /// opens at the next failure. Only with consecutive failures; with a
-    /// [`failure_rate`](Self::failure_rate) the rate decides. Whole milliseconds.
+    /// opens at the next failure. With a [`failure_rate`](Self::failure_rate) the rate leaves
+    /// failing answers to this rule and counts them as calls the host answered. Whole
+    /// milliseconds.
     ///
     /// Defaults to zero: the count alone decides. The `courier` preset sets 30 s.
     pub fn failing_answers_for(self, d: Duration) -> Self {

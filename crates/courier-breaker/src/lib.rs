@@ -3,15 +3,15 @@
 //! After repeated failures a host's circuit opens and calls to it fail at once with
 //! [`CircuitOpen`], without calling the inner service, so a dead host costs nothing below
 //! this layer (no rate-limit token, no connection, no timeout). When the open duration has
-//! passed, a bounded number of trial calls go through (half-open); the first verdict closes
-//! the circuit or opens it again at once.
+//! passed, a bounded number of trial calls go through (half-open), judged together: a
+//! majority of successes closes the circuit, half of them failed opens it again.
 //!
 //! ```text
-//!            N failures in a row               open duration passed
+//!         N calls in a row failed              open duration passed
 //!   Closed ─────────────────────────▶ Open ──────────────────────────▶ HalfOpen
 //!     ▲      (or failure rate ≥ x)     ▲                                  │
-//!     │                                └──────── trial failed ────────────┤
-//!     └──────────────────────────────────────── trial succeeded ─────────┘
+//!     │                                └──── half the trials failed ──────┤
+//!     └────────────────────────────────────── most trials succeeded ─────┘
 //! ```
 //!
 //! - **Keys**: one breaker per host (scheme and authority, [`HostKey`]) by default
@@ -19,6 +19,17 @@
 //!   [`CircuitBreakerLayer::global`]; or a key of your own with
 //!   [`CircuitBreakerLayer::key_by`]. The keys are courier-core's [`KeyFn`]s ([`PerHost`],
 //!   [`Global`], [`KeyBy`]), as the rate limiter's are.
+//! - **Calls, not attempts**: courier's retry layer, above this one, puts the records of a
+//!   call's earlier attempts on each retry ([`Attempts`](courier_core::Attempts) as a request
+//!   extension). The breaker counts a call's failures once: its retries add nothing to the run
+//!   of failures (but a connect failure, which sent nothing, counts at every attempt), and in
+//!   the failure-rate window a retry only changes its call's verdict. A request without the
+//!   records is a call of its own.
+//! - **Transport faults told apart**: a connect failure (refused, a name that does not resolve,
+//!   a network out of reach: nothing was sent) says the host is not there and counts towards
+//!   [`consecutive_failures`](CircuitBreakerLayer::consecutive_failures) always; a failure after
+//!   the request went out (a reset, a timeout) is this call's, and with a
+//!   [`failure_rate`](CircuitBreakerLayer::failure_rate) only the rate weighs it.
 //! - **What counts as a failure**: any error from the inner service (a transport failure),
 //!   and a response whose status is in [`failure_statuses`](CircuitBreakerLayer::failure_statuses)
 //!   (500, 502, 503, 504 by default). A 429 or any other 4xx is a healthy server answering on
@@ -81,9 +92,11 @@
 //! # Hot path
 //!
 //! A breaker's whole state is one `AtomicU64` (phase, generation, trip count, and the
-//! failure count or the reopening deadline). While closed, admitting a call is one load and a
-//! success is one load; no lock is taken and the clock is read only on a failure or while
-//! open (and on every call when the failure rate or the slow-call threshold is on). Breakers
+//! failure count, the reopening deadline or the trials' counts). While closed, admitting a
+//! call is one load and a success is one load (and one atomic add with a failure-rate window,
+//! which reads the clock once per 64 successes); no lock is taken and the clock is read only
+//! on a failure or while open (and on every call with the slow-call threshold on). A request
+//! with extensions costs one look for the retry's records. Breakers
 //! live in a concurrent map (`papaya`), bounded by
 //! [`max_hosts`](CircuitBreakerLayer::max_hosts).
 //!
@@ -104,10 +117,12 @@ pub mod future;
 mod handle;
 mod key;
 mod layer;
+mod outcome;
 mod registry;
 mod service;
 mod state;
 pub mod telemetry;
+mod window;
 
 pub use config::{FailureRate, OpenBackoff};
 pub use courier_core::{BoxError, CircuitOpen, HostKey};

@@ -1,7 +1,9 @@
 //! The state shared by the layer, every service it makes, their clones and the handle.
 
 use crate::config::Config;
+use crate::outcome::{Outcome, Role};
 use crate::state::{Admission, Machine, Phase, Reason, Ticket, Transition};
+use crate::window::Window;
 use courier_core::CircuitOpen;
 use rand::rngs::SmallRng;
 use rand::{Rng, SeedableRng};
@@ -9,18 +11,6 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
-
-/// What a call's outcome means to the breaker.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Outcome {
-    Success,
-    /// A transport failure: the host did not answer.
-    Failure,
-    /// An answer with a failure status: the host is up, this call failed.
-    FailingAnswer,
-    /// Cancelled, or refused by our own layers below: says nothing about the host.
-    Neither,
-}
 
 // === impl Core ===
 
@@ -65,79 +55,6 @@ impl Core {
     }
 }
 
-// === impl Window ===
-
-const WINDOW_BUCKETS: u64 = 10;
-const IDX_BITS: u32 = 24;
-const COUNT_BITS: u32 = 20;
-const IDX_MASK: u64 = (1 << IDX_BITS) - 1;
-const COUNT_MASK: u64 = (1 << COUNT_BITS) - 1;
-
-/// Calls and failures over a sliding window, in ten buckets of one atomic word each:
-/// bucket index (24 bits), calls (20 bits), failures (20 bits).
-#[derive(Debug)]
-struct Window {
-    buckets: Box<[AtomicU64]>,
-    bucket_ms: u64,
-    threshold: f64,
-    min_calls: u64,
-}
-
-impl Window {
-    fn new(rate: crate::FailureRate) -> Self {
-        let window_ms = rate.window().as_millis().min(u128::from(u64::MAX)) as u64;
-        Self {
-            buckets: (0..WINDOW_BUCKETS).map(|_| AtomicU64::new(0)).collect(),
-            bucket_ms: (window_ms / WINDOW_BUCKETS).max(1),
-            threshold: rate.threshold(),
-            min_calls: u64::from(rate.min_calls().get()),
-        }
-    }
-
-    fn record(&self, now_ms: u64, failed: bool) {
-        let idx = (now_ms / self.bucket_ms) & IDX_MASK;
-        let slot = &self.buckets[((now_ms / self.bucket_ms) % WINDOW_BUCKETS) as usize];
-        let mut cur = slot.load(Ordering::Relaxed);
-        loop {
-            let (calls, fails) = if cur & IDX_MASK == idx {
-                (
-                    (cur >> IDX_BITS) & COUNT_MASK,
-                    cur >> (IDX_BITS + COUNT_BITS),
-                )
-            } else {
-                (0, 0)
-            };
-            let calls = (calls + 1).min(COUNT_MASK);
-            let fails = (fails + u64::from(failed)).min(calls);
-            let new = idx | (calls << IDX_BITS) | (fails << (IDX_BITS + COUNT_BITS));
-            match slot.compare_exchange_weak(cur, new, Ordering::Relaxed, Ordering::Relaxed) {
-                Ok(_) => return,
-                Err(actual) => cur = actual,
-            }
-        }
-    }
-
-    fn tripped(&self, now_ms: u64) -> bool {
-        let cur = (now_ms / self.bucket_ms) & IDX_MASK;
-        let (mut calls, mut fails) = (0u64, 0u64);
-        for slot in self.buckets.iter() {
-            let w = slot.load(Ordering::Relaxed);
-            let age = cur.wrapping_sub(w & IDX_MASK) & IDX_MASK;
-            if age < WINDOW_BUCKETS {
-                calls += (w >> IDX_BITS) & COUNT_MASK;
-                fails += w >> (IDX_BITS + COUNT_BITS);
-            }
-        }
-        calls >= self.min_calls && fails as f64 >= self.threshold * calls as f64
-    }
-
-    fn clear(&self) {
-        for slot in self.buckets.iter() {
-            slot.store(0, Ordering::Relaxed);
-        }
-    }
-}
-
 // === impl Breaker ===
 
 /// The breaker of one key.
@@ -147,7 +64,8 @@ pub(crate) struct Breaker<K> {
     pub(crate) core: Arc<Core>,
     pub(crate) machine: Machine,
     window: Option<Window>,
-    /// No slow-call threshold and no window: a success while closed is only a state read.
+    /// No slow-call threshold: a success while closed is a state read (and, with a window,
+    /// one counted success).
     pub(crate) plain: bool,
     /// When the current run of failures began (ms since the base instant): written by the
     /// failure that makes the count 1, read when failing answers reach the count; `u64::MAX`
@@ -165,9 +83,9 @@ impl<K: crate::BreakerKey> Breaker<K> {
         Self {
             key,
             window: core.config.failure_rate.map(Window::new),
-            plain: core.config.slow_call.is_none() && core.config.failure_rate.is_none(),
+            plain: core.config.slow_call.is_none(),
+            machine: Machine::judging(core.config.half_open_trials.get()),
             core,
-            machine: Machine::new(),
             run_start_ms: AtomicU64::new(u64::MAX),
             last_used: AtomicU64::new(epoch),
             seq,
@@ -205,46 +123,48 @@ impl<K: crate::BreakerKey> Breaker<K> {
         }
     }
 
-    /// Whether a call admitted closed in `generation` that answered `status` changes
-    /// nothing: the status is no failure, the breaker is still closed in that generation with
-    /// no failure counted, and there is no slow-call threshold or window to feed.
+    /// Takes a success in passing, when it changes no state: a call's first attempt,
+    /// admitted closed in `generation`, answered `status`, which is no failure; the breaker is
+    /// still closed in that generation with no failure counted, and there is no slow-call
+    /// threshold. A window counts it (one atomic add). Else `false`, and the caller records it.
     #[inline]
-    pub(crate) fn untouched_by_success(&self, generation: u16, status: http::StatusCode) -> bool {
-        self.plain
+    pub(crate) fn success_in_passing(
+        &self,
+        generation: u16,
+        status: http::StatusCode,
+        role: Role,
+    ) -> bool {
+        if !(self.plain
+            && role.is_first()
             && !self.core.config.failure_statuses.contains(status)
-            && self.machine.closed_clean(generation)
+            && self.machine.closed_clean(generation))
+        {
+            return false;
+        }
+        if let Some(window) = &self.window {
+            window.count_success(|| self.core.now_ms());
+        }
+        true
     }
 
-    /// Applies a call's outcome.
+    /// Applies the outcome of an attempt in `role`.
     #[inline]
-    pub(crate) fn record(&self, ticket: Ticket, outcome: Outcome) {
+    pub(crate) fn record(&self, ticket: Ticket, outcome: Outcome, role: Role) {
         let transition = match (outcome, ticket) {
             (_, Ticket::Unchecked) => None,
             (Outcome::Neither, _) => {
                 self.machine.release(ticket);
                 None
             }
-            (Outcome::Success, _) => {
-                // The run of failures is over; until the next one writes its start, a run's
-                // start is unknown, which counts as "just now".
-                if self.core.config.answers_for_ms > 0 {
-                    self.run_start_ms.store(u64::MAX, Ordering::Relaxed);
-                }
-                // Only a call of the current closed generation feeds the window: one admitted
-                // before a transition belongs to a window that is gone.
-                if let (Some(window), Ticket::Closed(g)) = (&self.window, ticket)
-                    && self.machine.closed() == Some(g)
-                {
-                    window.record(self.core.now_ms(), false);
-                }
-                self.machine.on_success(ticket)
+            // Trials are samples of the host, each judged whatever call it belongs to.
+            (Outcome::Success, Ticket::Trial(_)) => self.machine.on_success(ticket),
+            (_, Ticket::Trial(_)) => {
+                let now = self.core.now_ms();
+                self.machine
+                    .on_failure(ticket, None, now, |trips| self.core.open_ms(trips))
             }
-            (Outcome::Failure | Outcome::FailingAnswer, Ticket::Closed(generation))
-                if self.core.config.answers_for_ms > 0 && self.window.is_none() =>
-            {
-                self.record_run(generation, outcome == Outcome::FailingAnswer)
-            }
-            (Outcome::Failure | Outcome::FailingAnswer, _) => self.record_failure(ticket),
+            (Outcome::Success, Ticket::Closed(generation)) => self.record_success(generation, role),
+            (_, Ticket::Closed(generation)) => self.record_failure(generation, outcome, role),
         };
         if let Some(t) = transition {
             self.changed(t);
@@ -252,56 +172,87 @@ impl<K: crate::BreakerKey> Breaker<K> {
     }
 
     #[cold]
-    fn record_failure(&self, ticket: Ticket) -> Option<Transition> {
-        let now = self.core.now_ms();
-        let open_ms = |trips| self.core.open_ms(trips);
-        match (&self.window, ticket) {
-            // A stale closed ticket goes to the arm below, which drops it.
-            (Some(window), Ticket::Closed(generation))
-                if self.machine.closed() == Some(generation) =>
-            {
-                window.record(now, true);
-                let counted = self.machine.on_failure(ticket, None, now, open_ms);
-                if counted.is_some() {
-                    return counted;
-                }
-                if window.tripped(now) {
-                    return self
-                        .machine
-                        .trip(generation, Reason::FailureRate, now, open_ms);
-                }
-                None
-            }
-            _ => {
-                let threshold = Some(self.core.config.consecutive_failures.get());
-                self.machine.on_failure(ticket, threshold, now, open_ms)
+    fn record_success(&self, generation: u16, role: Role) -> Option<Transition> {
+        // The run of failures is over; until the next one writes its start, a run's start is
+        // unknown, which counts as "just now".
+        if self.core.config.answers_for_ms > 0 {
+            self.run_start_ms.store(u64::MAX, Ordering::Relaxed);
+        }
+        // Only a call of the current closed generation feeds the window: one admitted before
+        // a transition belongs to a window that is gone.
+        if let Some(window) = &self.window
+            && self.machine.closed() == Some(generation)
+        {
+            if role.in_window() {
+                window.forgive(self.core.now_ms());
+            } else if role.is_first() {
+                window.count_success(|| self.core.now_ms());
             }
         }
+        self.machine.on_success(Ticket::Closed(generation))
     }
 
-    /// A failure while closed, when failing answers must last before they open the circuit:
-    /// a transport failure opens it at the count; a failing answer at the count once the run
-    /// has lasted `answers_for`.
+    /// A failure while closed. The call counts once: in the window (where the rate judges
+    /// failures after the request went out, and failing answers too unless they must last),
+    /// and in the run of failures without a success, which opens the circuit at the count when
+    /// the host is not there (every attempt that finds nothing listening counts), on failing
+    /// answers once they have lasted `failing_answers_for`, and, with no window, on any
+    /// failure.
     #[cold]
-    fn record_run(&self, generation: u16, answer: bool) -> Option<Transition> {
+    fn record_failure(&self, generation: u16, outcome: Outcome, role: Role) -> Option<Transition> {
+        let config = &self.core.config;
         let now = self.core.now_ms();
+        let open_ms = |trips| self.core.open_ms(trips);
+        let rated = match outcome {
+            Outcome::FailingAnswer => config.answers_for_ms == 0,
+            _ => true,
+        };
+        if let Some(window) = &self.window
+            && self.machine.closed() == Some(generation)
+        {
+            match (rated, role.is_first()) {
+                // A failure the rate weighs: the call is a failed one (its first attempt added
+                // it already, when this is a retry).
+                (true, first) if !role.in_window() => {
+                    window.add(now, u64::from(first), 1);
+                    if window.tripped(now) {
+                        return self
+                            .machine
+                            .trip(generation, Reason::FailureRate, now, open_ms);
+                    }
+                }
+                // A failing answer the rate leaves to the run: a call the host answered.
+                (false, true) => window.add(now, 1, 0),
+                _ => {}
+            }
+        }
+        // A call counts once in the run; a connect failure counts at every attempt: each one
+        // found nothing listening anew, and nothing was sent.
+        if role.counted() && outcome != Outcome::Unreachable {
+            return None;
+        }
         let count = self.machine.count_failure(generation)?;
-        if count == 1 {
+        if count == 1 && config.answers_for_ms > 0 {
             self.run_start_ms.store(now, Ordering::Relaxed);
         }
-        if count < u64::from(self.core.config.consecutive_failures.get()) {
+        if count < u64::from(config.consecutive_failures.get()) {
             return None;
         }
-        let lasted = now.saturating_sub(self.run_start_ms.load(Ordering::Relaxed));
-        let reason = if !answer {
-            Reason::ConsecutiveFailures
-        } else if lasted >= self.core.config.answers_for_ms {
-            Reason::FailingAnswers
-        } else {
-            return None;
+        let reason = match outcome {
+            Outcome::Unreachable => Reason::ConsecutiveFailures,
+            Outcome::FailingAnswer if config.answers_for_ms > 0 => {
+                let lasted = now.saturating_sub(self.run_start_ms.load(Ordering::Relaxed));
+                if lasted < config.answers_for_ms {
+                    return None;
+                }
+                Reason::FailingAnswers
+            }
+            // With a window, the rate judges failures after the request went out (and failing
+            // answers that need not last); without one, the count judges every failure.
+            _ if self.window.is_some() => return None,
+            _ => Reason::ConsecutiveFailures,
         };
-        self.machine
-            .trip(generation, reason, now, |trips| self.core.open_ms(trips))
+        self.machine.trip(generation, reason, now, open_ms)
     }
 
     pub(crate) fn force(&self, to: Phase) {

@@ -3,6 +3,7 @@
 use crate::future::{Guard, ResponseFuture};
 use crate::handle::BreakerHandle;
 use crate::layer::CircuitBreakerLayer;
+use crate::outcome::Role;
 use crate::registry::{Breaker, Shared};
 use courier_core::{BoxError, KeyFn, PerHost, RequestHead};
 use std::fmt;
@@ -194,9 +195,10 @@ where
         let breaker = Self::breaker_for(active, &mut self.last, &RequestHead::new(&req));
         match breaker.admit() {
             Ok(ticket) => {
+                let role = Role::of(req.extensions(), &breaker.core.config);
                 // The guard exists before the call, so even a panicking inner service gives a
                 // trial permit back.
-                let guard = Guard::new(breaker, ticket);
+                let guard = Guard::new(breaker, ticket, role);
                 let fut = self.inner.call(req);
                 ResponseFuture::called(fut, guard)
             }

@@ -12,9 +12,11 @@
 //! +--------------------------+-------+-----------+-----+
 //! ```
 //!
-//! The payload is the consecutive-failure count while closed, the number of trials in flight
-//! while half-open, and the reopening deadline (milliseconds since the breaker's base instant)
-//! while open.
+//! The payload is the consecutive-failure count while closed, the reopening deadline
+//! (milliseconds since the breaker's base instant) while open, and while half-open three
+//! counts of [`TRIAL_BITS`] each: trials admitted (and not given back), trials that succeeded,
+//! trials that failed. The trials are judged together: the circuit closes once a majority of
+//! them succeeded and opens again once half of them failed ([`Machine::judging`]).
 //!
 //! This module knows nothing of time or randomness: callers pass `now` in milliseconds and the
 //! open duration for a given trip count. That keeps it small enough for a loom model:
@@ -38,6 +40,11 @@ const TRIPS_MASK: u64 = (1 << TRIPS_BITS) - 1;
 pub(crate) const PAYLOAD_MAX: u64 = (1 << (64 - PAYLOAD_SHIFT)) - 1;
 /// Trip counts saturate here; the open duration's growth is capped long before.
 pub(crate) const TRIPS_MAX: u32 = TRIPS_MASK as u32;
+/// Bits of each half-open count (admitted, succeeded, failed).
+pub(crate) const TRIAL_BITS: u32 = 13;
+const TRIAL_MASK: u64 = (1 << TRIAL_BITS) - 1;
+/// The most trials a half-open breaker judges together.
+pub(crate) const TRIALS_MAX: u32 = TRIAL_MASK as u32;
 
 /// Where a breaker stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,7 +53,7 @@ pub(crate) enum Phase {
     Closed,
     /// Calls fail at once until the deadline.
     Open,
-    /// A bounded number of trial calls pass; the first outcome decides.
+    /// A bounded number of trial calls pass, judged together.
     HalfOpen,
     /// Held open by hand until released.
     ForcedOpen,
@@ -132,6 +139,30 @@ impl Word {
     const fn with_payload(self, payload: u64) -> Self {
         Self::new(self.phase(), self.generation(), self.trips(), payload)
     }
+
+    /// Half-open: trials admitted and not given back.
+    pub(crate) const fn admitted(self) -> u64 {
+        self.payload() & TRIAL_MASK
+    }
+
+    /// Half-open: trials that succeeded.
+    pub(crate) const fn succeeded(self) -> u64 {
+        (self.payload() >> TRIAL_BITS) & TRIAL_MASK
+    }
+
+    /// Half-open: trials that failed.
+    pub(crate) const fn failed(self) -> u64 {
+        (self.payload() >> (2 * TRIAL_BITS)) & TRIAL_MASK
+    }
+
+    /// Half-open with these counts.
+    const fn with_trials(self, admitted: u64, succeeded: u64, failed: u64) -> Self {
+        self.with_payload(
+            (admitted & TRIAL_MASK)
+                | (succeeded & TRIAL_MASK) << TRIAL_BITS
+                | (failed & TRIAL_MASK) << (2 * TRIAL_BITS),
+        )
+    }
 }
 
 /// Why a breaker changed state.
@@ -145,9 +176,9 @@ pub(crate) enum Reason {
     FailingAnswers,
     /// Open: the open duration has passed; a trial may go.
     OpenElapsed,
-    /// Half-open: a trial succeeded.
+    /// Half-open: a majority of the trials succeeded.
     TrialSucceeded,
-    /// Half-open: a trial failed.
+    /// Half-open: half of the trials failed.
     TrialFailed,
     /// The handle forced it open.
     ForcedOpen,
@@ -249,6 +280,10 @@ pub(crate) enum Admission {
 #[derive(Debug)]
 pub(crate) struct Machine {
     word: AtomicU64,
+    /// Half-open judges this many trials together: it closes at `trials / 2 + 1` successes
+    /// and opens again at `(trials + 1) / 2` failures (a tie opens), so once every trial has
+    /// answered exactly one of the two has happened.
+    trials: u32,
 }
 
 impl Default for Machine {
@@ -258,11 +293,28 @@ impl Default for Machine {
 }
 
 impl Machine {
-    /// A closed breaker.
+    /// A closed breaker whose half-open is decided by its first trial.
     pub(crate) fn new() -> Self {
+        Self::judging(1)
+    }
+
+    /// A closed breaker whose half-open judges `trials` trials together (1 to
+    /// [`TRIALS_MAX`]; clamped).
+    pub(crate) fn judging(trials: u32) -> Self {
         Self {
             word: AtomicU64::new(Word::new(Phase::Closed, 0, 0, 0).0),
+            trials: trials.clamp(1, TRIALS_MAX),
         }
+    }
+
+    /// Successful trials that close the circuit.
+    const fn close_at(&self) -> u64 {
+        self.trials as u64 / 2 + 1
+    }
+
+    /// Failed trials that open it again.
+    const fn reopen_at(&self) -> u64 {
+        (self.trials as u64).div_ceil(2)
     }
 
     /// The current word.
@@ -281,7 +333,8 @@ impl Machine {
     /// Decides whether a call may go. `now_ms` is read only while open.
     ///
     /// Open => HalfOpen once the deadline has passed; the caller that moves it is the first
-    /// trial. HalfOpen admits at most `max_trials` trials in flight.
+    /// trial. HalfOpen admits at most `max_trials` trials (in flight or answered) before it
+    /// decides.
     #[inline]
     pub(crate) fn admit(
         &self,
@@ -324,7 +377,7 @@ impl Machine {
                             None,
                         );
                     }
-                    let new = w.next(Phase::HalfOpen, w.trips(), 1);
+                    let new = w.next(Phase::HalfOpen, w.trips(), 0).with_trials(1, 0, 0);
                     match self.cas(w, new) {
                         Ok(()) => {
                             let t = Transition {
@@ -339,7 +392,7 @@ impl Machine {
                     }
                 }
                 Phase::HalfOpen => {
-                    if w.payload() >= u64::from(max_trials) {
+                    if w.admitted() >= u64::from(max_trials.min(TRIALS_MAX)) {
                         return (
                             Admission::Reject {
                                 retry_in_ms: Some(0),
@@ -347,7 +400,7 @@ impl Machine {
                             None,
                         );
                     }
-                    let new = w.with_payload(w.payload() + 1);
+                    let new = w.with_trials(w.admitted() + 1, w.succeeded(), w.failed());
                     match self.cas(w, new) {
                         Ok(()) => return (Admission::Go(Ticket::Trial(w.generation())), None),
                         Err(actual) => w = actual,
@@ -360,7 +413,7 @@ impl Machine {
     /// A call succeeded.
     ///
     /// Closed: the failure count goes back to zero (no write when it already is).
-    /// HalfOpen => Closed on a trial of the current generation.
+    /// HalfOpen => Closed once a majority of the trials of the current generation succeeded.
     #[inline]
     pub(crate) fn on_success(&self, ticket: Ticket) -> Option<Transition> {
         let w = self.load();
@@ -395,18 +448,24 @@ impl Machine {
                     w.with_payload(0)
                 }
                 (Ticket::Trial(g), Phase::HalfOpen) if g == w.generation() => {
-                    w.next(Phase::Closed, 0, 0)
+                    let succeeded = w.succeeded() + 1;
+                    if succeeded >= self.close_at() {
+                        w.next(Phase::Closed, 0, 0)
+                    } else {
+                        w.with_trials(w.admitted(), succeeded, w.failed())
+                    }
                 }
                 _ => return None,
             };
             match self.cas(w, new) {
                 Ok(()) => {
-                    return (w.phase() == Phase::HalfOpen).then_some(Transition {
-                        from: Phase::HalfOpen,
-                        to: Phase::Closed,
-                        reason: Reason::TrialSucceeded,
-                        open_ms: 0,
-                    });
+                    return (w.phase() == Phase::HalfOpen && new.phase() == Phase::Closed)
+                        .then_some(Transition {
+                            from: Phase::HalfOpen,
+                            to: Phase::Closed,
+                            reason: Reason::TrialSucceeded,
+                            open_ms: 0,
+                        });
                 }
                 Err(actual) => w = actual,
             }
@@ -416,8 +475,9 @@ impl Machine {
     /// A call failed.
     ///
     /// Closed => Open when the count reaches `threshold` (`None`: count only, the caller
-    /// decides by rate and calls [`Machine::trip`]). HalfOpen => Open on a trial of the current
-    /// generation. `open_ms(trips)` gives the open duration for the `trips`-th trip in a row.
+    /// decides by rate and calls [`Machine::trip`]). HalfOpen => Open once half the trials of
+    /// the current generation failed. `open_ms(trips)` gives the open duration for the
+    /// `trips`-th trip in a row.
     pub(crate) fn on_failure(
         &self,
         ticket: Ticket,
@@ -441,10 +501,15 @@ impl Machine {
                     }
                 }
                 (Ticket::Trial(g), Phase::HalfOpen) if g == w.generation() => {
-                    let trips = w.trips().saturating_add(1);
-                    let d = open_ms(trips);
-                    let new = w.next(Phase::Open, trips, now_ms.saturating_add(d));
-                    (new, Some((Reason::TrialFailed, d)))
+                    let failed = w.failed() + 1;
+                    if failed < self.reopen_at() {
+                        (w.with_trials(w.admitted(), w.succeeded(), failed), None)
+                    } else {
+                        let trips = w.trips().saturating_add(1);
+                        let d = open_ms(trips);
+                        let new = w.next(Phase::Open, trips, now_ms.saturating_add(d));
+                        (new, Some((Reason::TrialFailed, d)))
+                    }
                 }
                 _ => return None,
             };
@@ -514,8 +579,12 @@ impl Machine {
     pub(crate) fn release(&self, ticket: Ticket) {
         let Ticket::Trial(g) = ticket else { return };
         let mut w = self.load();
-        while w.phase() == Phase::HalfOpen && w.generation() == g && w.payload() > 0 {
-            match self.cas(w, w.with_payload(w.payload() - 1)) {
+        while w.phase() == Phase::HalfOpen
+            && w.generation() == g
+            && w.admitted() > w.succeeded() + w.failed()
+        {
+            let new = w.with_trials(w.admitted() - 1, w.succeeded(), w.failed());
+            match self.cas(w, new) {
                 Ok(()) => return,
                 Err(actual) => w = actual,
             }

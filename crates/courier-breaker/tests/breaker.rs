@@ -344,11 +344,20 @@ async fn race_into_half_open(trials: u32) {
     assert_eq!(refused, 50 - trials as usize);
     assert_eq!(pending.len(), trials as usize);
     assert_eq!(handle.state(&key("a")), Some(CircuitState::HalfOpen));
-    // Dropping every trial gives every permit back.
+    // Dropping every trial gives every permit back; the trials are judged together, and a
+    // majority of them closes the circuit.
     drop(pending);
-    up.push(Step::Status(200), 1);
-    assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
-    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    let majority = trials / 2 + 1;
+    up.push(Step::Status(200), majority as usize);
+    for n in 1..=majority {
+        assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
+        let expected = if n < majority {
+            CircuitState::HalfOpen
+        } else {
+            CircuitState::Closed
+        };
+        assert_eq!(handle.state(&key("a")), Some(expected), "{n} of {trials}");
+    }
 }
 
 #[tokio::test(start_paused = true)]

@@ -190,3 +190,40 @@ fn stale_outcomes_are_ignored() {
         assert_eq!((w.phase(), w.trips()), (Phase::Open, 1));
     });
 }
+
+/// Three trials judged together answer at once, two successes and a failure: whatever the
+/// order, exactly one verdict decides, and it closes the circuit.
+#[test]
+fn trials_judged_together_decide_once() {
+    loom::model(|| {
+        let m = Arc::new(Machine::judging(3));
+        m.trip(0, Reason::ConsecutiveFailures, 0, |_| NOW)
+            .expect("a fresh breaker trips");
+        let tickets: Vec<Ticket> = (0..3)
+            .map(|_| match m.admit(3, || NOW).0 {
+                Admission::Go(t) => t,
+                other => panic!("three trials are admitted: {other:?}"),
+            })
+            .collect();
+        let handles: Vec<_> = [(tickets[0], true), (tickets[1], true), (tickets[2], false)]
+            .into_iter()
+            .map(|(t, ok)| {
+                let m = m.clone();
+                thread::spawn(move || {
+                    if ok {
+                        m.on_success(t)
+                    } else {
+                        m.on_failure(t, None, NOW, open_ms)
+                    }
+                })
+            })
+            .collect();
+        let decided = handles
+            .into_iter()
+            .filter_map(|h| h.join().unwrap())
+            .collect::<Vec<_>>();
+        assert_eq!(decided.len(), 1, "one decision: {decided:?}");
+        assert_eq!(decided[0].to, Phase::Closed);
+        assert_eq!(m.load().phase(), Phase::Closed);
+    });
+}

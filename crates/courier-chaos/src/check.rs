@@ -40,12 +40,15 @@ pub(crate) enum Invariant {
     Budget,
     /// (h) no attempt reaches the server after its call returned or was dropped.
     NoLateAttempt,
+    /// (i) in the broken-paths mix, the breaker refuses under 1 % of the calls to paths
+    /// that answer.
+    HealthyServed,
     /// The soak itself: a plan the server refused, a worker that failed.
     Harness,
 }
 
 impl Invariant {
-    pub(crate) const ALL: [Invariant; 9] = [
+    pub(crate) const ALL: [Invariant; 10] = [
         Invariant::SentOnce,
         Invariant::SameKey,
         Invariant::Deadline,
@@ -54,6 +57,7 @@ impl Invariant {
         Invariant::Recovers,
         Invariant::Budget,
         Invariant::NoLateAttempt,
+        Invariant::HealthyServed,
         Invariant::Harness,
     ];
 
@@ -67,6 +71,7 @@ impl Invariant {
             Invariant::Recovers => "(f) healthy again within open duration + 5 s",
             Invariant::Budget => "(g) retries within the retry budget",
             Invariant::NoLateAttempt => "(h) no attempt after its call ended",
+            Invariant::HealthyServed => "(i) breaker refuses < 1 % of answering paths' calls",
             Invariant::Harness => "    the soak ran as planned",
         }
     }
@@ -130,6 +135,9 @@ pub(crate) struct Tally {
     /// When the first calls that missed their deadline ended (since the start).
     pub(crate) late_calls_at: Vec<Duration>,
     pub(crate) late_attempts: u64,
+    /// Calls to paths that answer, and how many of them the breaker refused.
+    pub(crate) answering_calls: u64,
+    pub(crate) answering_refused: u64,
     violations: BTreeMap<Invariant, (u64, Vec<String>)>,
 }
 
@@ -153,6 +161,21 @@ impl Tally {
     /// Whether every invariant held.
     pub(crate) fn passed(&self) -> bool {
         self.violations.is_empty()
+    }
+
+    /// Counts a call to a path that answers, and whether the breaker refused it.
+    pub(crate) fn answering(&mut self, refused: bool) {
+        self.answering_calls += 1;
+        self.answering_refused += u64::from(refused);
+    }
+
+    /// The share of the calls to answering paths the breaker refused.
+    pub(crate) fn refused_share(&self) -> f64 {
+        if self.answering_calls == 0 {
+            0.0
+        } else {
+            self.answering_refused as f64 / self.answering_calls as f64
+        }
     }
 
     /// Records how a call ended, `at` this long after the start, and checks its duration

@@ -16,7 +16,17 @@
 //!   plus 5 s;
 //! - (g) the retries the server sees stay within the retry budget (the load per call is
 //!   reported overall and for plans that answer only 5xx);
-//! - (h) no attempt reaches the server after its call returned or was dropped.
+//! - (h) no attempt reaches the server after its call returned or was dropped;
+//! - (i) in the broken-paths mix, the breaker refuses under 1 % of the calls to paths that
+//!   answer.
+//!
+//! Two mixes run one after the other. The chaos mix: the faults above, and every host down
+//! now and then, through a preset with a breaker scaled to those short outages. The
+//! broken-paths mix: the preset's defaults (only the deadline, attempt timeout and cache
+//! scaled), one host, every call its own path; one path in six resets or stalls past the
+//! attempt timeout on every attempt, the others answer. The host is up all along, so a call
+//! to an answering path that the breaker refuses was refused for nothing. Both report the
+//! share of those refusals; the broken-paths mix fails over 1 %.
 //!
 //! It prints a summary table per transport and exits with status 1 when any invariant broke.
 //!
@@ -40,6 +50,7 @@ use std::time::{Duration, SystemTime};
 use clap::{Parser, ValueEnum};
 
 use crate::check::Invariant;
+use crate::scenario::Mix;
 use crate::soak::{Config, Transport};
 
 /// A soak of the courier preset under random faults, checked from the server's records.
@@ -61,9 +72,20 @@ struct Args {
     /// Seeds the plans (and the retry jitter); a random one when absent, printed either way.
     #[arg(long)]
     seed: Option<u64>,
-    /// How many fault servers, each its own host to the preset.
+    /// How many fault servers, each its own host to the preset (the chaos mix; the
+    /// broken-paths mix calls one).
     #[arg(long, default_value_t = 4)]
     hosts: usize,
+    /// Which faults: the chaos mix, the broken-paths mix, or both, one after the other.
+    #[arg(long, value_enum, default_value_t = Mixes::Both)]
+    mix: Mixes,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mixes {
+    Chaos,
+    BrokenPaths,
+    Both,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -118,24 +140,38 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let mixes = match args.mix {
+        Mixes::Chaos => vec![Mix::Chaos],
+        Mixes::BrokenPaths => vec![Mix::BrokenPaths],
+        Mixes::Both => vec![Mix::Chaos, Mix::BrokenPaths],
+    };
     let mut passed = true;
-    for transport in transports {
+    for (transport, mix) in transports
+        .iter()
+        .flat_map(|t| mixes.iter().map(move |m| (*t, *m)))
+    {
+        let (hosts, layer) = match mix {
+            Mix::Chaos => (args.hosts, soak::preset(seed)),
+            Mix::BrokenPaths => (1, soak::defaults(seed)),
+        };
         let config = Config {
             transport,
+            mix,
             duration: Duration::from_secs(args.seconds),
             max_calls: args.calls,
             concurrency: args.concurrency,
             seed,
-            hosts: args.hosts,
+            hosts,
         };
         eprintln!(
-            "chaos: {} for {} s, {} callers, seed {seed}",
+            "chaos: {} mix over {} for {} s, {} callers, seed {seed}",
+            mix.name(),
             transport.name(),
             args.seconds,
             args.concurrency
         );
         let panics_before = PANICS.load(Ordering::SeqCst);
-        let mut report = match runtime.block_on(soak::run(config, &soak::preset(seed))) {
+        let mut report = match runtime.block_on(soak::run(config, &layer)) {
             Ok(report) => report,
             Err(e) => {
                 eprintln!(

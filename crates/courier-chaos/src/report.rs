@@ -5,7 +5,7 @@ use std::fmt::Write as _;
 use std::time::Duration;
 
 use crate::check::{DEADLINE_SLACK, Invariant, LATE_SLACK};
-use crate::scenario::{DROP_SHARE, Kind};
+use crate::scenario::{DROP_SHARE, Kind, Mix};
 use crate::soak::{
     ATTEMPT_TIMEOUT, ATTEMPTS, BACKOFF_BASE, BACKOFF_CAP, BREAKER_FAILURES, BUDGET_FLOOR,
     BUDGET_RATIO, BUDGET_WINDOW, CACHE_BYTES, DEADLINE, FAILING_ANSWERS_FOR, MAX_GROWTH_KIB,
@@ -19,30 +19,46 @@ pub(crate) fn render(report: &Report) -> String {
     let t = &report.tally;
     let _ = writeln!(
         out,
-        "chaos soak over {}: {:.1} s of calls, {} callers, {} hosts, seed {}",
+        "chaos soak ({}) over {}: {:.1} s of calls, {} callers, {} hosts, seed {}",
+        c.mix.name(),
         c.transport.name(),
         report.chaos.as_secs_f64(),
         c.concurrency,
         c.hosts,
         c.seed
     );
-    let _ = writeln!(
-        out,
-        "preset: deadline {DEADLINE:?}, attempt timeout {ATTEMPT_TIMEOUT:?}, retry {ATTEMPTS} \
+    if c.mix == Mix::BrokenPaths {
+        let _ = writeln!(
+            out,
+            "preset: the defaults (breaker, adaptive pacing, retry and its budget), with deadline \
+             {DEADLINE:?}, attempt timeout {ATTEMPT_TIMEOUT:?}, cache {} MiB",
+            CACHE_BYTES / (1024 * 1024)
+        );
+        let _ = writeln!(
+            out,
+            "faults: every call its own path with a random plan; one in six resets or stalls \
+             past the attempt timeout on every attempt, the rest answer (200; 5xx then 200; 429 \
+             or 503 with a hint; an unasked 304)"
+        );
+    } else {
+        let _ = writeln!(
+            out,
+            "preset: deadline {DEADLINE:?}, attempt timeout {ATTEMPT_TIMEOUT:?}, retry {ATTEMPTS} \
          attempts (backoff {BACKOFF_BASE:?} ({OVERLOAD_BASE:?} after a bare 503 or 429) to \
          {BACKOFF_CAP:?}, budget {:.0} % + {BUDGET_FLOOR} per {BUDGET_WINDOW:?} per host), breaker \
          {BREAKER_FAILURES} failures ({FAILING_ANSWERS_FOR:?} of failing answers) / \
          {OPEN_DURATION:?} open, adaptive pacing, cache {} MiB",
-        BUDGET_RATIO * 100.0,
-        CACHE_BYTES / (1024 * 1024)
-    );
-    let _ = writeln!(
-        out,
-        "faults: a random plan per call; each host down {} every {}, and all down for the last {}",
-        secs(crate::soak::OUTAGE),
-        secs(crate::soak::OUTAGE_EVERY),
-        secs(crate::soak::OUTAGE)
-    );
+            BUDGET_RATIO * 100.0,
+            CACHE_BYTES / (1024 * 1024)
+        );
+        let _ = writeln!(
+            out,
+            "faults: a random plan per call; each host down {} every {}, and all down for the last {}",
+            secs(crate::soak::OUTAGE),
+            secs(crate::soak::OUTAGE_EVERY),
+            secs(crate::soak::OUTAGE)
+        );
+    }
     let _ = writeln!(
         out,
         "calls: {} ({:.0}/s), {} dropped by their caller at a random moment ({:.0} % planned)",
@@ -126,6 +142,9 @@ pub(crate) fn render(report: &Report) -> String {
         let (count, examples) = t.violations(invariant);
         let verdict = match (count, invariant) {
             (0, Invariant::FlatMemory) if report.memory.is_none() => "n/a",
+            // Hosts go down on purpose in the chaos mix: calls just after an outage are the
+            // breaker's to refuse. Reported, judged in the broken-paths mix.
+            (0, Invariant::HealthyServed) if c.mix == Mix::Chaos => "n/a",
             (0, _) => "ok",
             _ => "FAILED",
         };
@@ -216,7 +235,7 @@ fn measured(report: &Report, invariant: Invariant, count: u64) -> String {
             format!(
                 "slowest host healthy after {} (bound {})",
                 worst.map_or("never".to_owned(), secs),
-                secs(OPEN_DURATION + Duration::from_secs(5))
+                secs(crate::soak::recovery_bound(report.config.mix))
             )
         }
         Invariant::Budget => format!(
@@ -227,6 +246,13 @@ fn measured(report: &Report, invariant: Invariant, count: u64) -> String {
             "{} attempts more than {} after their call ended",
             t.late_attempts,
             secs(LATE_SLACK)
+        ),
+        Invariant::HealthyServed => format!(
+            "{} of {} calls to answering paths refused by the breaker ({:.3} %, bound {:.0} %)",
+            t.answering_refused,
+            t.answering_calls,
+            t.refused_share() * 100.0,
+            crate::soak::MAX_REFUSED_SHARE * 100.0
         ),
         Invariant::Harness => format!("{count} problems"),
     }

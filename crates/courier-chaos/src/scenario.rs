@@ -44,10 +44,14 @@ pub(crate) enum Kind {
     Mixed,
     /// The host is down: 503 on every attempt, for every call while the outage lasts.
     Outage,
+    /// A broken path: the connection reset on every attempt.
+    BrokenReset,
+    /// A broken path: headers later than the attempt timeout on every attempt.
+    Stall,
 }
 
 impl Kind {
-    pub(crate) const ALL: [Kind; 12] = [
+    pub(crate) const ALL: [Kind; 14] = [
         Kind::Healthy,
         Kind::ServerErrors,
         Kind::ServerErrorsThenOk,
@@ -60,6 +64,8 @@ impl Kind {
         Kind::CutShort,
         Kind::Mixed,
         Kind::Outage,
+        Kind::BrokenReset,
+        Kind::Stall,
     ];
 
     pub(crate) const fn name(self) -> &'static str {
@@ -76,6 +82,28 @@ impl Kind {
             Kind::CutShort => "body cut short",
             Kind::Mixed => "mixed",
             Kind::Outage => "host outage",
+            Kind::BrokenReset => "always reset",
+            Kind::Stall => "always stalls",
+        }
+    }
+
+    /// Whether the path answers (every kind the broken-paths mix picks but the two broken
+    /// ones): a call to it that the breaker refuses is one refused for nothing.
+    pub(crate) const fn answers(self) -> bool {
+        !matches!(self, Kind::BrokenReset | Kind::Stall | Kind::Outage)
+    }
+
+    /// Picks a kind of the broken-paths mix: one path in six resets or stalls on every
+    /// attempt, the others answer (200; 5xx then 200; 429 or 503 with a hint, then 200; an
+    /// unasked 304, then 200).
+    fn pick_broken_paths(rng: &mut SmallRng) -> Self {
+        match rng.random_range(0..12) {
+            0 => Kind::BrokenReset,
+            1 => Kind::Stall,
+            2 | 3 => Kind::ServerErrorsThenOk,
+            4 => Kind::RetryAfter,
+            5 => Kind::NotModified,
+            _ => Kind::Healthy,
         }
     }
 
@@ -138,11 +166,32 @@ pub(crate) fn name(index: u64) -> String {
     format!("c{index}")
 }
 
+/// Which faults a run's calls meet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mix {
+    /// Every kind of fault, and every host down for a while now and then.
+    Chaos,
+    /// Many paths of one host, each call its own: one in six resets or stalls on every
+    /// attempt, the others answer. The host is up all along.
+    BrokenPaths,
+}
+
+impl Mix {
+    pub(crate) const fn name(self) -> &'static str {
+        match self {
+            Mix::Chaos => "chaos",
+            Mix::BrokenPaths => "broken paths",
+        }
+    }
+}
+
 /// What the generator needs to know of the preset.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Bounds {
     /// The preset's total budget per call.
     pub(crate) deadline: Duration,
+    /// The preset's bound on one attempt.
+    pub(crate) attempt_timeout: Duration,
     /// How many fault servers there are.
     pub(crate) hosts: usize,
 }
@@ -153,8 +202,15 @@ pub(crate) fn host(index: u64, hosts: usize) -> usize {
 }
 
 /// Call `index` of the run seeded with `seed`. `now` dates the HTTP-dates in its plan; during
-/// an `outage` of its host the plan is the outage's.
-pub(crate) fn call(seed: u64, index: u64, now: SystemTime, bounds: Bounds, outage: bool) -> Call {
+/// an `outage` of its host the plan is the outage's; `mix` picks the kinds.
+pub(crate) fn call(
+    seed: u64,
+    index: u64,
+    now: SystemTime,
+    bounds: Bounds,
+    outage: bool,
+    mix: Mix,
+) -> Call {
     // A distinct stream per call: the golden-ratio step spreads neighbouring indexes apart.
     let mut rng = SmallRng::seed_from_u64(seed ^ index.wrapping_mul(0x9e37_79b9_7f4a_7c15));
     let method = match rng.random_range(0..100) {
@@ -173,12 +229,12 @@ pub(crate) fn call(seed: u64, index: u64, now: SystemTime, bounds: Bounds, outag
     } else {
         Bytes::new()
     };
-    let kind = if outage {
-        Kind::Outage
-    } else {
-        Kind::pick(&mut rng)
+    let kind = match (outage, mix) {
+        (true, _) => Kind::Outage,
+        (false, Mix::Chaos) => Kind::pick(&mut rng),
+        (false, Mix::BrokenPaths) => Kind::pick_broken_paths(&mut rng),
     };
-    let plan = plan(kind, &mut rng, now, bounds.deadline);
+    let plan = plan(kind, &mut rng, now, bounds);
     let drop_after = rng.random_bool(DROP_SHARE).then(|| {
         let latest = bounds.deadline + Duration::from_millis(200);
         Duration::from_micros(rng.random_range(0..latest.as_micros() as u64))
@@ -197,7 +253,8 @@ pub(crate) fn call(seed: u64, index: u64, now: SystemTime, bounds: Bounds, outag
     }
 }
 
-fn plan(kind: Kind, rng: &mut SmallRng, now: SystemTime, deadline: Duration) -> Vec<Step> {
+fn plan(kind: Kind, rng: &mut SmallRng, now: SystemTime, bounds: Bounds) -> Vec<Step> {
+    let deadline = bounds.deadline;
     match kind {
         Kind::Healthy => vec![healthy(rng)],
         Kind::ServerErrors => vec![server_error(rng).times(rng.random_range(3..=6))],
@@ -229,6 +286,11 @@ fn plan(kind: Kind, rng: &mut SmallRng, now: SystemTime, deadline: Duration) -> 
         }
         Kind::CutShort => vec![cut_short(rng), healthy(rng)],
         Kind::Outage => vec![Step::status(503).body("down").times(10)],
+        Kind::BrokenReset => vec![Step::reset().times(10)],
+        Kind::Stall => {
+            let late = bounds.attempt_timeout + millis(rng, 100, 1_000);
+            vec![healthy(rng).delay(late).times(10)]
+        }
         Kind::Mixed => {
             let steps = rng.random_range(2..=5);
             (0..steps)
@@ -406,21 +468,24 @@ mod tests {
 
     const BOUNDS: Bounds = Bounds {
         deadline: Duration::from_millis(1500),
+        attempt_timeout: Duration::from_millis(500),
         hosts: 4,
     };
 
     #[test]
     fn a_call_is_a_function_of_seed_and_index() {
         let now = SystemTime::UNIX_EPOCH + Duration::from_secs(1_700_000_000);
-        let a = call(7, 42, now, BOUNDS, false);
-        let b = call(7, 42, now, BOUNDS, false);
+        let a = call(7, 42, now, BOUNDS, false, Mix::Chaos);
+        let b = call(7, 42, now, BOUNDS, false, Mix::Chaos);
         assert_eq!(
             (a.method.clone(), a.key.clone(), a.kind),
             (b.method, b.key, b.kind)
         );
         assert_eq!((a.plan.clone(), a.drop_after), (b.plan, b.drop_after));
-        let other = (0..50)
-            .any(|i| call(8, i, now, BOUNDS, false).plan != call(7, i, now, BOUNDS, false).plan);
+        let other = (0..50).any(|i| {
+            call(8, i, now, BOUNDS, false, Mix::Chaos).plan
+                != call(7, i, now, BOUNDS, false, Mix::Chaos).plan
+        });
         assert!(other, "another seed gives other plans");
     }
 
@@ -430,7 +495,12 @@ mod tests {
         let mut kinds = BTreeSet::new();
         let (mut keyed, mut once, mut dropped) = (0, 0, 0);
         for index in 0..5_000 {
-            let call = call(1, index, now, BOUNDS, index % 100 == 0);
+            let mix = if index % 2 == 0 {
+                Mix::Chaos
+            } else {
+                Mix::BrokenPaths
+            };
+            let call = call(1, index, now, BOUNDS, index % 100 == 0, mix);
             let json = serde_json::to_vec(&serde_json::json!({ "plan": call.plan })).unwrap();
             if let Err(e) = courier_faultserver::parse_plan(&json) {
                 panic!("call {index}: {:?} is refused: {e}", call.plan);
@@ -462,5 +532,15 @@ mod tests {
         assert_eq!(asctime(imf), "Sun Nov  6 08:49:37 1994");
         assert_eq!(httpdate::parse_http_date(&rfc850(imf)).unwrap(), at);
         assert_eq!(httpdate::parse_http_date(&asctime(imf)).unwrap(), at);
+    }
+
+    #[test]
+    fn one_path_in_six_is_broken_in_the_broken_paths_mix() {
+        let now = SystemTime::now();
+        let broken = (0..6_000)
+            .map(|i| call(3, i, now, BOUNDS, false, Mix::BrokenPaths))
+            .filter(|c| !c.kind.answers())
+            .count();
+        assert!((850..1150).contains(&broken), "{broken} of 6000");
     }
 }

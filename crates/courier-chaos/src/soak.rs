@@ -25,7 +25,7 @@ use tower::util::BoxCloneSyncService;
 use crate::check::{DROPPED, Finished, Invariant, Tally};
 use crate::lag::{self, Lag};
 use crate::memory::{self, Sample, Trend};
-use crate::scenario::{self, Bounds};
+use crate::scenario::{self, Bounds, Mix};
 
 // The shared preset: the defaults, with a deadline and an open duration short enough for a
 // soak to see many calls end by them, and a cache small enough to fill during the warm-up.
@@ -127,6 +127,20 @@ pub(crate) fn preset(seed: u64) -> CourierLayer {
         .cache(EtagCacheLayer::new().capacity(CACHE_BYTES))
 }
 
+/// The preset of the broken-paths mix: the preset's defaults (breaker, adaptive pacing, retry
+/// with its budget and backoff), with only the soak's deadline, attempt timeout and cache
+/// size, so that a stall costs half a second, not half a minute.
+pub(crate) fn defaults(seed: u64) -> CourierLayer {
+    CourierLayer::new()
+        .deadline(DEADLINE)
+        .attempt_timeout(ATTEMPT_TIMEOUT)
+        .retry(RetryLayer::new().seed(seed))
+        .cache(EtagCacheLayer::new().capacity(CACHE_BYTES))
+}
+
+/// The most calls to answering paths the breaker may refuse in the broken-paths mix.
+pub(crate) const MAX_REFUSED_SHARE: f64 = 0.01;
+
 fn client(transport: Transport, layer: &CourierLayer) -> Result<Client, BoxError> {
     Ok(match transport {
         Transport::Hyper => layer.hyper::<Full<Bytes>>().boxed(),
@@ -141,6 +155,8 @@ fn client(transport: Transport, layer: &CourierLayer) -> Result<Client, BoxError
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Config {
     pub(crate) transport: Transport,
+    /// Which faults the calls meet.
+    pub(crate) mix: Mix,
     /// How long callers start new calls.
     pub(crate) duration: Duration,
     /// The most calls started.
@@ -253,6 +269,7 @@ pub(crate) async fn run(config: Config, layer: &CourierLayer) -> Result<Report, 
     let tally = Arc::new(Mutex::new(Tally::default()));
     let bounds = Bounds {
         deadline: DEADLINE,
+        attempt_timeout: ATTEMPT_TIMEOUT,
         hosts: config.hosts,
     };
 
@@ -275,6 +292,7 @@ pub(crate) async fn run(config: Config, layer: &CourierLayer) -> Result<Report, 
             tally: Arc::clone(&tally),
             done: done_tx.clone(),
             seed: config.seed,
+            mix: config.mix,
             bounds,
             began,
             length: config.duration,
@@ -302,7 +320,7 @@ pub(crate) async fn run(config: Config, layer: &CourierLayer) -> Result<Report, 
     let samples = sampler.await.unwrap_or_default();
     let _ = lag_monitor.await;
 
-    let recovery = recover(&client, &servers, &tally, chaos_end).await;
+    let recovery = recover(config.mix, &client, &servers, &tally, chaos_end).await;
 
     if let Err(e) = checker.await {
         lock(&tally).violate(Invariant::Harness, format!("the checker failed: {e}"));
@@ -369,7 +387,7 @@ fn judge(report: &mut Report) {
             ),
         );
     }
-    let bound = OPEN_DURATION + Duration::from_secs(5);
+    let bound = recovery_bound(report.config.mix);
     for (host, took) in report.recovery.clone().into_iter().enumerate() {
         if took.is_none_or(|took| took > bound) {
             report.tally.violate(
@@ -378,6 +396,19 @@ fn judge(report: &mut Report) {
             );
         }
     }
+    let share = report.tally.refused_share();
+    if report.config.mix == Mix::BrokenPaths && share > MAX_REFUSED_SHARE {
+        let t = &report.tally;
+        report.tally.violate(
+            Invariant::HealthyServed,
+            format!(
+                "the breaker refused {} of {} calls to answering paths ({:.2} %)",
+                t.answering_refused,
+                t.answering_calls,
+                share * 100.0
+            ),
+        );
+    }
     if report.tally.retries > report.budget_bound {
         let (retries, bound) = (report.tally.retries, report.budget_bound);
         report.tally.violate(
@@ -385,6 +416,16 @@ fn judge(report: &mut Report) {
             format!("the server saw {retries} retries; the budget allows at most {bound}"),
         );
     }
+}
+
+/// How long after the chaos each host must answer a healthy plan: the open duration of the
+/// run's breaker (the soak's; the preset's 30 s in the broken-paths mix), plus 5 s.
+pub(crate) fn recovery_bound(mix: Mix) -> Duration {
+    let open = match mix {
+        Mix::Chaos => OPEN_DURATION,
+        Mix::BrokenPaths => Duration::from_secs(30),
+    };
+    open + Duration::from_secs(5)
 }
 
 /// Whether `host` is down `since` the start of a run of `length`.
@@ -403,6 +444,7 @@ struct Caller {
     tally: Arc<Mutex<Tally>>,
     done: mpsc::UnboundedSender<Finished>,
     seed: u64,
+    mix: Mix,
     bounds: Bounds,
     began: Instant,
     length: Duration,
@@ -411,8 +453,15 @@ struct Caller {
 impl Caller {
     async fn call(&self, index: u64) {
         let host = scenario::host(index, self.bounds.hosts);
-        let outage = in_outage(host, self.began.elapsed(), self.length);
-        let call = scenario::call(self.seed, index, SystemTime::now(), self.bounds, outage);
+        let outage = self.mix == Mix::Chaos && in_outage(host, self.began.elapsed(), self.length);
+        let call = scenario::call(
+            self.seed,
+            index,
+            SystemTime::now(),
+            self.bounds,
+            outage,
+            self.mix,
+        );
         tokio::time::sleep(call.think).await;
         let server = &self.servers.servers[call.host];
         let name = call.name();
@@ -459,6 +508,9 @@ impl Caller {
         let ended = Instant::now();
         let at = ended.duration_since(self.began);
         lock(&self.tally).outcome(index, &outcome, ended - start, at, DEADLINE);
+        if call.kind.answers() {
+            lock(&self.tally).answering(outcome == REFUSED);
+        }
         let _ = self.done.send(Finished {
             index,
             host: call.host,
@@ -471,12 +523,15 @@ impl Caller {
     }
 }
 
+/// The outcome name of a call the breaker refused.
+const REFUSED: &str = "circuit open";
+
 /// An error's name in the summary.
 fn describe(err: BoxError) -> String {
     match courier::Error::from(err) {
         courier::Error::DeadlineExceeded(_) => "deadline exceeded".to_owned(),
         courier::Error::AttemptTimedOut(_) => "attempt timed out".to_owned(),
-        courier::Error::CircuitOpen(_) => "circuit open".to_owned(),
+        courier::Error::CircuitOpen(_) => REFUSED.to_owned(),
         courier::Error::RateLimited(_) => "rate limited".to_owned(),
         courier::Error::Transport { kind, .. } => format!("transport error ({kind:?})"),
         other => format!("other error: {other}"),
@@ -514,12 +569,13 @@ async fn sample_memory(began: Instant, sampling: Arc<AtomicBool>) -> Vec<Sample>
 /// After the chaos: how long each host takes to answer a healthy plan through the same preset,
 /// counted from the end of the chaos; `None` when it did not within the bound and then some.
 async fn recover(
+    mix: Mix,
     client: &Client,
     servers: &Servers,
     tally: &Mutex<Tally>,
     chaos_end: Instant,
 ) -> Vec<Option<Duration>> {
-    let give_up = OPEN_DURATION + Duration::from_secs(10);
+    let give_up = recovery_bound(mix) + Duration::from_secs(5);
     let mut recovered = Vec::with_capacity(servers.servers.len());
     for server in &servers.servers {
         server.set_plan("recovery", Vec::new());
@@ -569,6 +625,7 @@ mod tests {
         );
         let config = Config {
             transport: Transport::Hyper,
+            mix: Mix::Chaos,
             duration: Duration::from_secs(4),
             max_calls: u64::MAX,
             concurrency: 16,

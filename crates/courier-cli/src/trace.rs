@@ -97,6 +97,9 @@ impl Node {
         if let Some(wait) = self.get("courier.ratelimit.wait_ms") {
             let _ = write!(out, "  paced {wait} ms");
         }
+        if let Some(wait) = self.get("courier.pacing.wait_ms") {
+            let _ = write!(out, "  adaptive pacing {wait} ms");
+        }
         if let Some(status) = self.get("courier.cache.status") {
             let _ = write!(out, "  cache {status}");
         }

@@ -109,8 +109,9 @@
 //! `debug` event for each refusal.
 //!
 //! A wait for a slot is recorded as `courier.ratelimit.wait_ms` on the current span (inside
-//! courier's retry layer, the waiting attempt's); with the `metrics` feature, waits and
-//! refusals per host are metrics. See [`telemetry`].
+//! courier's retry layer, the waiting attempt's), and a wait of adaptive pacing as
+//! `courier.pacing.wait_ms`; with the `metrics` feature, waits and refusals per host are
+//! metrics. See [`telemetry`].
 //!
 //! # Differences from `tower::limit::RateLimit`
 //!

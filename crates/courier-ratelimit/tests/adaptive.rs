@@ -106,6 +106,12 @@ fn key() -> HostKey {
 
 type Svc = AdaptivePacing<Host>;
 
+/// Pacing that needs one answer as evidence: the tests here are about what it does once the
+/// evidence is in, with crowds of a few; `tests/evidence.rs` holds the default's minimum.
+fn eager() -> AdaptivePacingLayer {
+    AdaptivePacingLayer::new().min_answers(1)
+}
+
 fn setup(layer: &AdaptivePacingLayer) -> (Svc, Host) {
     let host = Host::default();
     (layer.layer(host.clone()), host)
@@ -127,7 +133,7 @@ fn ms(n: u64) -> Duration {
 /// Serves 2 of a crowd of 4 and refuses the other 2 with a bare `status`: half its answers
 /// are refusals, and the host is then paced at 2/s.
 async fn overload_with(status: u16) -> (AdaptivePacingLayer, Svc, Host) {
-    let layer = AdaptivePacingLayer::new();
+    let layer = eager();
     let (svc, host) = setup(&layer);
     host.push(Answer::Status(200), 2);
     host.push(Answer::Status(status), 2);
@@ -140,7 +146,7 @@ async fn overload_with(status: u16) -> (AdaptivePacingLayer, Svc, Host) {
 #[tokio::test(start_paused = true)]
 async fn a_few_refusals_among_many_answers_pace_nothing() {
     // One path that answers 503 for a reason of its own: 4 of 10 answers.
-    let layer = AdaptivePacingLayer::new();
+    let layer = eager();
     let (svc, host) = setup(&layer);
     for _ in 0..5 {
         host.push(Answer::Status(200), 3);
@@ -151,7 +157,7 @@ async fn a_few_refusals_among_many_answers_pace_nothing() {
     assert_eq!(layer.learned_rate(&key()), None);
     assert_eq!(start.elapsed(), Duration::ZERO);
     // A stricter share paces it.
-    let layer = AdaptivePacingLayer::new().overload_share(0.3).unwrap();
+    let layer = eager().overload_share(0.3).unwrap();
     let (svc, host) = setup(&layer);
     for _ in 0..5 {
         host.push(Answer::Status(200), 3);
@@ -160,7 +166,7 @@ async fn a_few_refusals_among_many_answers_pace_nothing() {
     let start = Instant::now();
     crowd(&svc, 25).await;
     assert!(start.elapsed() > Duration::ZERO, "paced");
-    assert!(AdaptivePacingLayer::new().overload_share(1.5).is_err());
+    assert!(eager().overload_share(1.5).is_err());
 }
 
 #[tokio::test(start_paused = true)]
@@ -168,7 +174,7 @@ async fn pacing_stops_when_what_the_host_accepts_falls_with_the_pace() {
     // A host that served well, then answers every other call with a bare 503 however slowly
     // it is asked: no pace helps. Paced once half its answers are refusals, it is left alone
     // when what it accepts has fallen below half of where pacing began.
-    let layer = AdaptivePacingLayer::new();
+    let layer = eager();
     let (svc, host) = setup(&layer);
     host.push(Answer::Status(200), 40);
     for _ in 0..500 {
@@ -201,7 +207,7 @@ async fn pacing_stops_when_what_the_host_accepts_falls_with_the_pace() {
 
 #[tokio::test(start_paused = true)]
 async fn a_healthy_host_is_never_paced() {
-    let layer = AdaptivePacingLayer::new();
+    let layer = eager();
     let (svc, host) = setup(&layer);
     host.push(Answer::Status(500), 20); // an answer, not a refusal
     host.push(Answer::Status(404), 20);
@@ -235,7 +241,7 @@ async fn a_bare_429_and_a_timeout_are_signals_too() {
     let (layer, ..) = overload_with(429).await;
     assert_eq!(layer.learned_rate(&key()), Some(2.0));
 
-    let layer = AdaptivePacingLayer::new();
+    let layer = eager();
     let (svc, host) = setup(&layer);
     host.push(Answer::TimedOut, 1);
     svc.clone().oneshot(get()).await.unwrap_err();
@@ -263,13 +269,13 @@ async fn a_grpc_refusal_in_the_headers_is_a_signal_too() {
         }
     };
     for code in ["14", "8"] {
-        let layer = AdaptivePacingLayer::new();
+        let layer = eager();
         let svc = layer.layer(tower::service_fn(grpc(code, false)));
         svc.oneshot(get()).await.unwrap();
         assert_eq!(layer.learned_rate(&key()), Some(1.0), "grpc-status {code}");
     }
     for (code, pushback) in [("14", true), ("3", false), ("0", false)] {
-        let layer = AdaptivePacingLayer::new();
+        let layer = eager();
         let svc = layer.layer(tower::service_fn(grpc(code, pushback)));
         svc.oneshot(get()).await.unwrap();
         assert_eq!(layer.learned_rate(&key()), None, "grpc-status {code}");
@@ -278,7 +284,7 @@ async fn a_grpc_refusal_in_the_headers_is_a_signal_too() {
 
 #[tokio::test(start_paused = true)]
 async fn a_refused_connection_is_a_host_down_not_overloaded() {
-    let layer = AdaptivePacingLayer::new();
+    let layer = eager();
     let (svc, host) = setup(&layer);
     host.push(Answer::Refused, 5);
     for _ in 0..5 {
@@ -289,7 +295,7 @@ async fn a_refused_connection_is_a_host_down_not_overloaded() {
 
 #[tokio::test(start_paused = true)]
 async fn a_server_hint_is_obeyed_elsewhere_and_teaches_nothing() {
-    let layer = AdaptivePacingLayer::new();
+    let layer = eager();
     let (svc, host) = setup(&layer);
     host.push(Answer::BusyWithHint, 10);
     crowd(&svc, 10).await;
@@ -304,7 +310,7 @@ async fn a_server_hint_is_obeyed_elsewhere_and_teaches_nothing() {
 async fn answers_arriving_just_after_the_signal_raise_the_estimate() {
     // Under overload the quick refusals come first: two refusals, then three slow successes,
     // all sent before pacing began.
-    let layer = AdaptivePacingLayer::new();
+    let layer = eager();
     let host = tower::service_fn(|req: Request<()>| async move {
         let slow = req.uri().path() == "/slow";
         tokio::time::sleep(ms(if slow { 100 } else { 10 })).await;
@@ -404,7 +410,7 @@ async fn a_wait_past_the_deadline_fails_at_once_with_rate_limited() {
 
 #[tokio::test(start_paused = true)]
 async fn idle_hosts_are_forgotten_past_the_maximum() {
-    let layer = AdaptivePacingLayer::new().max_hosts(NonZeroUsize::new(10).unwrap());
+    let layer = eager().max_hosts(NonZeroUsize::new(10).unwrap());
     let svc = layer.layer(Host::default());
     for i in 0..100 {
         let req = Request::get(format!("http://h{i}.example/"))
@@ -419,7 +425,7 @@ async fn idle_hosts_are_forgotten_past_the_maximum() {
 
 #[tokio::test(start_paused = true)]
 async fn paced_hosts_are_kept_past_the_maximum() {
-    let layer = AdaptivePacingLayer::new().max_hosts(NonZeroUsize::new(2).unwrap());
+    let layer = eager().max_hosts(NonZeroUsize::new(2).unwrap());
     let host = Host::default();
     host.push(Answer::Status(503), 3);
     let svc = layer.layer(host);
@@ -434,23 +440,19 @@ async fn paced_hosts_are_kept_past_the_maximum() {
 
 #[test]
 fn a_minimum_above_the_maximum_is_refused() {
-    let err = AdaptivePacingLayer::new()
+    let err = eager()
         .max_rate(Rate::per_second(10.0).unwrap())
         .unwrap()
         .min_rate(Rate::per_second(20.0).unwrap())
         .unwrap_err();
     assert!(err.to_string().contains("min_rate"), "{err}");
-    assert!(
-        AdaptivePacingLayer::new()
-            .max_rate(Rate::per_second(0.5).unwrap())
-            .is_err()
-    );
+    assert!(eager().max_rate(Rate::per_second(0.5).unwrap()).is_err());
 }
 
 #[tokio::test(start_paused = true)]
 async fn the_slots_can_come_from_a_store_of_the_callers() {
     let store = InMemoryStore::new();
-    let layer = AdaptivePacingLayer::new().store_in(store.clone());
+    let layer = eager().store_in(store.clone());
     let host = Host::default();
     host.push(Answer::Status(503), 1);
     let svc = layer.layer(host);
@@ -466,12 +468,7 @@ async fn calls_the_instance_that_was_made_ready() {
     let upstream = tower::service_fn(|_: Request<()>| {
         std::future::ready(Ok::<_, Infallible>(Response::new(())))
     });
-    let checked = contract::check(
-        upstream,
-        |inner| AdaptivePacingLayer::new().layer(inner),
-        get,
-    )
-    .await;
+    let checked = contract::check(upstream, |inner| eager().layer(inner), get).await;
     assert_eq!(checked.calls, contract::CALLS);
 }
 
@@ -479,7 +476,7 @@ async fn calls_the_instance_that_was_made_ready() {
 async fn switched_off_it_passes_everything_through() {
     courier_testkit::pass_through::check(AdaptivePacing::<_>::pass_through).await;
     assert!(AdaptivePacing::<()>::pass_through(()).is_pass_through());
-    assert!(!AdaptivePacingLayer::new().layer(()).is_pass_through());
+    assert!(!eager().layer(()).is_pass_through());
 }
 
 #[test]

@@ -622,7 +622,10 @@ async fn adaptive_pacing_shares_its_slots_through_redis() {
     let starts = Arc::new(Mutex::new(Vec::new()));
     let mut services = Vec::new();
     for _ in 0..2 {
-        let layer = AdaptivePacingLayer::new().store_in(store(&url, &prefix).await);
+        // Paced from the first answer: this is about the shared slots, not the evidence.
+        let layer = AdaptivePacingLayer::new()
+            .min_answers(1)
+            .store_in(store(&url, &prefix).await);
         let starts = Arc::clone(&starts);
         // Every answer a bare 503: nothing accepted, so each replica learns the minimum, 1/s.
         services.push(ServiceBuilder::new().layer(layer).service(service_fn(

@@ -235,6 +235,9 @@ where
         if let Some(deadline) = ctx.deadline {
             deadline.shrink(&mut parts.extensions);
         }
+        // The records so far tell the layers below that this attempt is a retry, and how the
+        // earlier ones ended: the breaker counts a call's failures once.
+        parts.extensions.insert(ctx.records.clone());
         let mut req = Request::from_parts(parts, body);
         let ready = poll_fn(|cx| ctx.svc.poll_ready(cx));
         let ready: Result<(), BoxError> = match ctx.deadline {

@@ -37,7 +37,10 @@
 //!
 //! The returned response carries [`Attempts`](courier_core::Attempts), one
 //! [`AttemptRecord`](courier_core::AttemptRecord) per attempt, the last with the reason the
-//! call stopped. Each attempt is also one `tracing` event, target `courier::retry`, with the
+//! call stopped. Every attempt after the first carries the records of the attempts before it
+//! as a request extension (the same [`Attempts`](courier_core::Attempts)): the layers below
+//! tell a retry from a new call by it, as the circuit breaker does to count a call's failures
+//! once. Each attempt is also one `tracing` event, target `courier::retry`, with the
 //! fields `attempt`, `method`, `host` (scheme and authority, never userinfo), `path` (never
 //! the query), `outcome` (status or failure kind), `decision`, `reason`, `wait_ms`,
 //! `wait_source`, `elapsed_ms`; a first attempt that ends the call with a final status logs at
@@ -91,7 +94,7 @@
 //! `courier.attempt`, `courier.retry.decision`, `courier.retry.reason`, `courier.retry.wait_ms`,
 //! `courier.retry.wait_source`. The layers below record on the attempt span they run in: the
 //! breaker `courier.breaker.state` when it refused, the rate limiter `courier.ratelimit.wait_ms`
-//! when it held the attempt for a slot. The call span ends with the call's
+//! and adaptive pacing `courier.pacing.wait_ms` when they held the attempt for a slot. The call span ends with the call's
 //! `http.response.status_code` or `error.type`, `courier.attempts` and the reason it stopped.
 //!
 //! Waits are no spans: an attempt span ends once its answer's head has come and the next step

@@ -241,6 +241,7 @@ fn attempt_span(call: &Span, parts: &Parts, query: bool, n: u32) -> Span {
         courier.retry.wait_source = Empty,
         courier.breaker.state = Empty,
         courier.ratelimit.wait_ms = Empty,
+        courier.pacing.wait_ms = Empty,
     );
     if n > 1 {
         span.record("http.request.resend_count", i64::from(n - 1));

@@ -235,6 +235,52 @@ fn op() -> impl Strategy<Value = Op> {
     ]
 }
 
+/// Applies `ops` to `m` (admitting up to `max` trials, failing at `threshold`), and after each
+/// hands `check` the word, the trials of its generation still out, and the clock.
+fn drive(
+    m: &Machine,
+    max: u32,
+    threshold: u32,
+    ops: Vec<Op>,
+    mut check: impl FnMut(Word, u64, u64) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let mut now = 0u64;
+    let mut out: Vec<Ticket> = Vec::new();
+    for op in ops {
+        match op {
+            Op::Admit => {
+                if let (Admission::Go(t), _) = m.admit(max, || now) {
+                    out.push(t);
+                }
+            }
+            Op::Succeed(i) if !out.is_empty() => {
+                let t = out.swap_remove(i % out.len());
+                m.on_success(t);
+            }
+            Op::Fail(i) if !out.is_empty() => {
+                let t = out.swap_remove(i % out.len());
+                m.on_failure(t, Some(threshold), now, |_| 10);
+            }
+            Op::Release(i) if !out.is_empty() => {
+                let t = out.swap_remove(i % out.len());
+                m.release(t);
+            }
+            Op::Tick(ms) => now += ms,
+            Op::Force(p) => {
+                m.force([Phase::ForcedOpen, Phase::ForcedClosed, Phase::Closed][p as usize]);
+            }
+            _ => {}
+        }
+        let w = m.load();
+        let live = out
+            .iter()
+            .filter(|t| **t == Ticket::Trial(w.generation()))
+            .count() as u64;
+        check(w, live, now)?;
+    }
+    Ok(())
+}
+
 proptest! {
     /// Whatever the order of admissions, verdicts, cancellations and forced changes, the
     /// half-open permit count equals the trials of the current generation still out, it
@@ -246,46 +292,16 @@ proptest! {
         ops in proptest::collection::vec(op(), 1..200),
     ) {
         let m = Machine::new();
-        let mut now = 0u64;
-        let mut out: Vec<Ticket> = Vec::new();
-        for op in ops {
-            match op {
-                Op::Admit => {
-                    if let (Admission::Go(t), _) = m.admit(max, || now) {
-                        out.push(t);
-                    }
-                }
-                Op::Succeed(i) if !out.is_empty() => {
-                    let t = out.swap_remove(i % out.len());
-                    m.on_success(t);
-                }
-                Op::Fail(i) if !out.is_empty() => {
-                    let t = out.swap_remove(i % out.len());
-                    m.on_failure(t, Some(threshold), now, |_| 10);
-                }
-                Op::Release(i) if !out.is_empty() => {
-                    let t = out.swap_remove(i % out.len());
-                    m.release(t);
-                }
-                Op::Tick(ms) => now += ms,
-                Op::Force(p) => {
-                    m.force([Phase::ForcedOpen, Phase::ForcedClosed, Phase::Closed][p as usize]);
-                }
-                _ => {}
-            }
-            let w = m.load();
+        drive(&m, max, threshold, ops, |w, live, now| {
             if w.phase() == Phase::HalfOpen {
-                let live = out
-                    .iter()
-                    .filter(|t| **t == Ticket::Trial(w.generation()))
-                    .count() as u64;
                 prop_assert_eq!(w.payload(), live);
                 prop_assert!(w.payload() <= u64::from(max));
             }
             if w.phase() == Phase::Open {
                 prop_assert!(w.payload() <= now + 10, "an open breaker becomes due");
             }
-        }
+            Ok(())
+        })?;
     }
 }
 
@@ -341,4 +357,90 @@ fn closed_clean_is_the_success_that_changes_nothing() {
     m.trip(g, Reason::FailureRate, 0, open_30s).unwrap();
     assert_eq!(m.closed(), None);
     assert!(!m.closed_clean(g) && !m.closed_clean(g.wrapping_add(1)));
+}
+
+#[test]
+fn trials_judged_together_close_on_a_majority_and_reopen_on_half() {
+    // Five trials: three successes close, three failures reopen, whatever comes first.
+    for (verdicts, closes) in [
+        ("ssfs", true),
+        ("fsfss", true),
+        ("ffsf", false),
+        ("fff", false),
+        ("sfsff", false),
+    ] {
+        let m = Machine::judging(5);
+        m.trip(0, Reason::FailureRate, 0, open_30s).unwrap();
+        let trials: Vec<Ticket> = (0..5)
+            .map(|_| match m.admit(5, || 30_000).0 {
+                Admission::Go(t) => t,
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            m.admit(5, || 30_000).0,
+            Admission::Reject {
+                retry_in_ms: Some(0)
+            },
+            "five trials at most"
+        );
+        let mut last = None;
+        for (t, v) in trials.iter().zip(verdicts.chars()) {
+            let tr = match v {
+                's' => m.on_success(*t),
+                _ => m.on_failure(*t, Some(1), 30_001, open_30s),
+            };
+            if tr.is_some() {
+                assert!(last.is_none(), "{verdicts}: one decision");
+                last = tr;
+            }
+        }
+        let to = last.map(|t| t.to);
+        assert_eq!(
+            to,
+            Some(if closes { Phase::Closed } else { Phase::Open }),
+            "{verdicts}"
+        );
+        // The trials still out are stale now: they change nothing.
+        for t in &trials[verdicts.len()..] {
+            assert_eq!(m.on_failure(*t, Some(1), 30_002, open_30s), None);
+        }
+        assert_eq!(m.load().phase(), to.unwrap());
+    }
+}
+
+#[test]
+fn one_trial_is_decided_by_its_verdict_and_two_reopen_on_a_tie() {
+    assert_eq!(
+        (Machine::new().close_at(), Machine::new().reopen_at()),
+        (1, 1)
+    );
+    let two = Machine::judging(2);
+    assert_eq!((two.close_at(), two.reopen_at()), (2, 1));
+    let ten = Machine::judging(10);
+    assert_eq!((ten.close_at(), ten.reopen_at()), (6, 5));
+}
+
+proptest! {
+    /// Trials judged together: the admitted count less the verdicts is the trials still out,
+    /// never past the bound, and once every trial admitted has answered the breaker has
+    /// decided (or can admit more).
+    #[test]
+    fn trials_judged_together_never_stick(
+        max in 1u32..6,
+        ops in proptest::collection::vec(op(), 1..200),
+    ) {
+        let m = Machine::judging(max);
+        drive(&m, max, 3, ops, |w, live, _| {
+            if w.phase() == Phase::HalfOpen {
+                prop_assert_eq!(w.admitted() - w.succeeded() - w.failed(), live);
+                prop_assert!(w.admitted() <= u64::from(max));
+                prop_assert!(w.succeeded() < m.close_at() && w.failed() < m.reopen_at());
+                if live == 0 {
+                    prop_assert!(w.admitted() < u64::from(max), "stuck half-open: {w:?}");
+                }
+            }
+            Ok(())
+        })?;
+    }
 }

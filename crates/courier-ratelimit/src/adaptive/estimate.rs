@@ -12,6 +12,11 @@
 //!   after the signal, then `base * (1 + ((now - since - hold) / ramp)^3)`: twice `base` one
 //!   `ramp` later, nine times after two, faster and faster.
 //!
+//! - **Evidence**: a signal paces only when the last second holds at least `min_answers`
+//!   answers, and only the path it came from (`scope`, a hash of the path) while every signal
+//!   of the last second came from that one path; a signal from a second path widens the
+//!   pacing to the whole host.
+//!
 //! Positive `f64`s order as their bits do, so `fetch_max` on the bits raises `base` without a
 //! compare-and-swap loop.
 
@@ -35,6 +40,8 @@ const COUNT_MAX: u64 = (1 << (64 - IDX_BITS)) - 1;
 pub(crate) struct Rules {
     /// The least share of overload signals among the answers of the last second that paces.
     pub(crate) overload_share: f64,
+    /// The fewest answers (accepts and signals) in the last second before a signal paces.
+    pub(crate) min_answers: u64,
     /// The lowest pacing rate, per second.
     pub(crate) min_rate: f64,
     /// The highest pacing rate, per second: at it, or after `recover_ns`, pacing ends.
@@ -99,20 +106,23 @@ impl Counter {
         }
     }
 
-    /// Events per second over the last four whole buckets and the current one's part: a
-    /// second and up to a quarter more, divided by the time it covers.
-    fn rate(&self, now: u64) -> f64 {
+    /// Events over the last four whole buckets and the current one's part.
+    fn count(&self, now: u64) -> u64 {
         let cur = (now / BUCKET_NS) & IDX_MASK;
-        let count: u64 = self
-            .0
+        self.0
             .iter()
             .map(|slot| slot.load(Ordering::Relaxed))
             .filter(|w| cur.wrapping_sub(w & IDX_MASK) & IDX_MASK < SLOTS)
             .map(|w| w >> IDX_BITS)
-            .sum();
+            .sum()
+    }
+
+    /// Events per second over the last four whole buckets and the current one's part: a
+    /// second and up to a quarter more, divided by the time it covers.
+    fn rate(&self, now: u64) -> f64 {
         // The current bucket's part, in whole milliseconds.
         let span = WINDOW_NS + (now % BUCKET_NS) / 1_000_000 * 1_000_000;
-        count as f64 * 1e9 / span as f64
+        self.count(now) as f64 * 1e9 / span as f64
     }
 }
 
@@ -132,7 +142,16 @@ pub(crate) struct Estimate {
     start_base: AtomicU64,
     /// Signals before this moment are counted but change nothing: pacing was found not to help.
     ignore_until: AtomicU64,
+    /// While paced: the one path paced (its hash), or [`WHOLE_HOST`].
+    scope: AtomicU64,
+    /// The path of the last signal.
+    signal_path: AtomicU64,
+    /// When a signal last came from another path than the one before it.
+    mixed_at: AtomicU64,
 }
+
+/// The scope of a host paced whole: its signals came from more than one path.
+pub(crate) const WHOLE_HOST: u64 = 0;
 
 /// What an overload signal did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +174,18 @@ impl Estimate {
             started: AtomicU64::new(0),
             start_base: AtomicU64::new(0),
             ignore_until: AtomicU64::new(0),
+            scope: AtomicU64::new(WHOLE_HOST),
+            signal_path: AtomicU64::new(WHOLE_HOST),
+            mixed_at: AtomicU64::new(0),
         }
+    }
+
+    /// Whether pacing, while on, applies to a request for `path` (a path hash, never
+    /// [`WHOLE_HOST`]).
+    #[inline]
+    pub(crate) fn paces(&self, path: u64) -> bool {
+        let scope = self.scope.load(Ordering::Relaxed);
+        scope == WHOLE_HOST || scope == path
     }
 
     /// Whether the host is paced: one load, the healthy path's only cost besides counting.
@@ -181,19 +211,30 @@ impl Estimate {
         }
     }
 
-    /// The host signalled overload at `now`. When signals are at least `overload_share` of its
-    /// answers over the last second, pace it at what it accepted over that second (at least
-    /// the minimum), the ramp starting again from here; returns whether it did. A few refusals
-    /// among many answers (one path that answers 503) pace nothing.
-    pub(crate) fn overloaded(&self, now: u64, rules: &Rules) -> Signal {
+    /// The host signalled overload at `now`, to a request for `path` (its hash). When the
+    /// last second holds at least `min_answers` answers and signals are at least
+    /// `overload_share` of them, pace it at what it accepted over that second (at least the
+    /// minimum), the ramp starting again from here: only `path` while every signal of that
+    /// second came from it, else the whole host. A few refusals among many answers (one path
+    /// that answers 503), or in a quiet second, pace nothing.
+    pub(crate) fn overloaded(&self, now: u64, path: u64, rules: &Rules) -> Signal {
         self.signals.add(now);
+        let before = self.signal_path.swap(path, Ordering::Relaxed);
+        if before != WHOLE_HOST && before != path {
+            self.mixed_at.store(now, Ordering::Relaxed);
+        }
         if now < self.ignore_until.load(Ordering::Relaxed) {
             return Signal::Ignored;
         }
-        let (signals, accepted) = (self.signals.rate(now), self.accepted_rate(now));
-        if signals < rules.overload_share * (signals + accepted) {
+        let (signals, accepts) = (self.signals.count(now), self.accepts.count(now));
+        if signals + accepts < rules.min_answers
+            || (signals as f64) < rules.overload_share * (signals + accepts) as f64
+        {
             return Signal::Ignored;
         }
+        let accepted = self.accepted_rate(now);
+        let mixed = self.mixed_at.load(Ordering::Relaxed);
+        let one_path = mixed == 0 || now.saturating_sub(mixed) >= WINDOW_NS;
         let base = accepted.clamp(rules.min_rate, rules.max_rate);
         // Paced for a whole hold and a second more, and what the host accepts keeps falling
         // with the pace, below half of what it accepted when pacing began: the refusals are a
@@ -213,7 +254,14 @@ impl Estimate {
             return Signal::Unhelped;
         }
         self.base.store(base.to_bits(), Ordering::Relaxed);
-        // Release: a reader that sees this `since` sees this `base`.
+        // One path's signals pace that path; a second path's widen it to the whole host.
+        let scope = if one_path { path } else { WHOLE_HOST };
+        if !self.is_paced() {
+            self.scope.store(scope, Ordering::Relaxed);
+        } else if self.scope.load(Ordering::Relaxed) != scope {
+            self.scope.store(WHOLE_HOST, Ordering::Relaxed);
+        }
+        // Release: a reader that sees this `since` sees this `base` and this scope.
         self.since.fetch_max(now.max(1), Ordering::Release);
         if self
             .started
@@ -282,10 +330,13 @@ mod tests {
     use proptest::prelude::*;
 
     const S: u64 = 1_000_000_000;
+    /// The path of most signals here.
+    const PATH: u64 = 7;
 
     fn rules() -> Rules {
         Rules {
             overload_share: 0.2,
+            min_answers: 0,
             min_rate: 1.0,
             max_rate: 10_000.0,
             hold_ns: S,
@@ -316,8 +367,8 @@ mod tests {
         }
         // One refusal among 5 answers is under a fifth: nothing; a second one paces. (On a
         // bucket boundary the rates cover exactly one second.)
-        assert_eq!(Signal::Ignored, e.overloaded(10 * S, &r));
-        assert_eq!(Signal::Paced, e.overloaded(10 * S, &r));
+        assert_eq!(Signal::Ignored, e.overloaded(10 * S, PATH, &r));
+        assert_eq!(Signal::Paced, e.overloaded(10 * S, PATH, &r));
         assert_eq!(e.rate(10 * S, &r), Some(5.0));
     }
 
@@ -325,7 +376,7 @@ mod tests {
     fn accepts_that_arrive_just_after_the_signal_raise_the_estimate() {
         // The usual order under overload: the quick refusals come before the slow successes.
         let (e, r) = (Estimate::new(), rules());
-        e.overloaded(S, &r);
+        e.overloaded(S, PATH, &r);
         assert_eq!(e.base(), Some(1.0), "nothing accepted yet: the minimum");
         for _ in 0..5 {
             e.accepted(S, true, &r);
@@ -347,8 +398,8 @@ mod tests {
         for _ in 0..5 {
             e.accepted(S, true, &r);
         }
-        e.overloaded(S, &r);
-        e.overloaded(S, &r);
+        e.overloaded(S, PATH, &r);
+        e.overloaded(S, PATH, &r);
         assert_eq!(e.rate(2 * S, &r), Some(5.0), "held for a second");
         assert_eq!(e.rate(4 * S, &r), Some(10.0), "one ramp later: twice");
         assert_eq!(e.rate(6 * S, &r), Some(45.0), "two ramps later: nine times");
@@ -365,22 +416,26 @@ mod tests {
         }
         // 24 signals among 100 answers: 19 % of the 124.
         for _ in 0..24 {
-            assert_eq!(Signal::Ignored, e.overloaded(S, &r));
+            assert_eq!(Signal::Ignored, e.overloaded(S, PATH, &r));
         }
         assert!(!e.is_paced());
-        assert_eq!(Signal::Paced, e.overloaded(S, &r), "the 25th makes 20 %");
+        assert_eq!(
+            Signal::Paced,
+            e.overloaded(S, PATH, &r),
+            "the 25th makes 20 %"
+        );
         assert_eq!(e.base(), Some(100.0));
     }
 
     #[test]
     fn a_signal_meanwhile_keeps_pacing_on() {
         let (e, r) = (Estimate::new(), rules());
-        e.overloaded(S, &r);
+        e.overloaded(S, PATH, &r);
         for _ in 0..3 {
             e.accepted(9 * S, true, &r);
         }
         for _ in 0..3 {
-            e.overloaded(9 * S, &r);
+            e.overloaded(9 * S, PATH, &r);
         }
         // 10 s after the first signal, 3 after the last: held 1 s, then 2 s of ramp.
         assert_eq!(e.rate(12 * S, &r), Some(3.0 * 2.0));
@@ -389,7 +444,7 @@ mod tests {
     #[test]
     fn with_nothing_accepted_the_rate_starts_slow_and_doubles() {
         let (e, r) = (Estimate::new(), rules());
-        e.overloaded(S, &r);
+        e.overloaded(S, PATH, &r);
         assert_eq!(e.base(), Some(1.0));
         assert_eq!(e.rate(S, &r), Some(1.0));
         assert_eq!(e.rate(S + SLOW_START_NS, &r), Some(2.0));
@@ -410,7 +465,7 @@ mod tests {
         let e = Estimate::new();
         e.accepted(S, true, &r);
         e.accepted(S, true, &r);
-        e.overloaded(S, &r);
+        e.overloaded(S, PATH, &r);
         assert_eq!(e.rate(S, &r), Some(2.0));
         assert_eq!(e.rate(5 * S, &r), None, "past 4/s: unpaced");
     }
@@ -422,7 +477,7 @@ mod tests {
         e.accepted(S, true, &r);
         assert!(!e.is_idle(S, &r));
         assert!(e.is_idle(3 * S, &r));
-        e.overloaded(3 * S, &r);
+        e.overloaded(3 * S, PATH, &r);
         assert!(!e.is_idle(5 * S, &r), "paced, its last signal recent");
         assert!(
             e.is_idle(20 * S, &r),
@@ -445,6 +500,7 @@ mod tests {
         ) {
             let r = Rules {
                 overload_share: share,
+                min_answers: 0,
                 min_rate,
                 max_rate: min_rate * span,
                 hold_ns: hold_ms * 1_000_000,
@@ -456,7 +512,7 @@ mod tests {
             events.sort_unstable();
             let mut last = 0;
             for (t, overload) in events {
-                if overload { e.overloaded(t, &r); } else { e.accepted(t, t % 2 == 0, &r) }
+                if overload { e.overloaded(t, PATH, &r); } else { e.accepted(t, t % 2 == 0, &r) }
                 if let Some(rate) = e.rate(t, &r) {
                     prop_assert!(rate >= min_rate && rate < r.max_rate, "{rate}");
                 }
@@ -466,5 +522,51 @@ mod tests {
             prop_assert_eq!(e.rate(after, &r), None);
             prop_assert!(!e.is_paced());
         }
+    }
+
+    #[test]
+    fn too_few_answers_pace_nothing() {
+        let r = Rules {
+            min_answers: 10,
+            ..rules()
+        };
+        let e = Estimate::new();
+        // Three refusals in a quiet second: all of its answers, but only three.
+        for _ in 0..3 {
+            assert_eq!(Signal::Ignored, e.overloaded(S, PATH, &r));
+        }
+        assert!(!e.is_paced());
+        for _ in 0..6 {
+            e.accepted(S, true, &r);
+        }
+        assert_eq!(Signal::Paced, e.overloaded(S, PATH, &r), "the tenth answer");
+    }
+
+    #[test]
+    fn one_paths_signals_pace_that_path_and_a_second_path_widens_it() {
+        let (e, r) = (Estimate::new(), rules());
+        for _ in 0..5 {
+            e.accepted(S, true, &r);
+        }
+        e.overloaded(S, PATH, &r);
+        e.overloaded(S, PATH, &r);
+        assert!(e.is_paced());
+        assert!(e.paces(PATH));
+        assert!(!e.paces(PATH + 2), "another path is not paced");
+        e.overloaded(S, PATH + 2, &r);
+        assert!(
+            e.paces(PATH) && e.paces(PATH + 2) && e.paces(PATH + 4),
+            "the whole host"
+        );
+    }
+
+    #[test]
+    fn signals_from_many_paths_pace_the_whole_host_from_the_start() {
+        let (e, r) = (Estimate::new(), rules());
+        for path in 0..10 {
+            e.overloaded(S, 2 * path + 1, &r);
+        }
+        assert!(e.is_paced());
+        assert!(e.paces(1_001));
     }
 }

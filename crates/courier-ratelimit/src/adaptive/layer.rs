@@ -16,6 +16,8 @@ use tower_layer::Layer;
 
 /// The default share of overload signals among a second's answers that paces a host: half.
 pub const DEFAULT_OVERLOAD_SHARE: f64 = 0.5;
+/// The default least number of answers in the last second before a host is paced: 10.
+pub const DEFAULT_MIN_ANSWERS: u32 = 10;
 /// The default lowest pacing rate: 1 request per second.
 pub const DEFAULT_MIN_RATE: f64 = 1.0;
 /// The default highest pacing rate: past 10 000 per second a host is not paced.
@@ -60,6 +62,8 @@ pub(crate) struct Shared<KF: KeyFn, St> {
     own_store: bool,
     pub(crate) hints: HintConfig,
     hosts: papaya::HashMap<KF::Key, Arc<Host<KF::Key>>, foldhash::fast::RandomState>,
+    /// Hashes request paths, to tell one path's refusals from the host's.
+    paths: foldhash::fast::RandomState,
     sweeping: AtomicBool,
     /// No sweep below this many keys: set after a sweep that freed little.
     sweep_floor: AtomicUsize,
@@ -85,10 +89,18 @@ impl<KF: KeyFn, St> Shared<KF, St> {
                 .hasher(foldhash::fast::RandomState::default())
                 .resize_mode(papaya::ResizeMode::Blocking)
                 .build(),
+            paths: foldhash::fast::RandomState::default(),
             sweeping: AtomicBool::new(false),
             sweep_floor: AtomicUsize::new(0),
             base: Instant::now(),
         }
+    }
+
+    /// The path's hash, never 0 (which means the whole host).
+    #[inline]
+    pub(crate) fn path_of(&self, path: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.paths.hash_one(path) | 1
     }
 
     /// Nanoseconds since the layer was made (at least 1, so 0 can mean "never").
@@ -152,14 +164,17 @@ impl<KF: KeyFn, St> Shared<KF, St> {
 // === impl AdaptivePacingLayer ===
 
 impl AdaptivePacingLayer {
-    /// An estimate per host (scheme and authority), with the defaults: paced once half of a
-    /// second's answers are overload signals, from 1 to 10 000 requests per second, held 2 s after the last signal then doubling in 1 s, unpaced 10 s
-    /// after it, at most 60 s of waiting, 10 000 hosts; slots in an [`InMemoryStore`].
+    /// An estimate per host (scheme and authority), with the defaults: paced once half of at
+    /// least 10 answers in a second are overload signals (only the path when they all come
+    /// from one), from 1 to 10 000 requests per second, held 2 s after the last signal then
+    /// doubling in 1 s, unpaced 10 s after it, at most 60 s of waiting, 10 000 hosts; slots in
+    /// an [`InMemoryStore`].
     pub fn new() -> Self {
         Self::from_parts(
             Config {
                 rules: Rules {
                     overload_share: DEFAULT_OVERLOAD_SHARE,
+                    min_answers: u64::from(DEFAULT_MIN_ANSWERS),
                     min_rate: DEFAULT_MIN_RATE,
                     max_rate: DEFAULT_MAX_RATE,
                     hold_ns: nanos(DEFAULT_HOLD),
@@ -289,6 +304,15 @@ where
             ));
         }
         Ok(self.map_config(|c| c.rules.overload_share = share))
+    }
+
+    /// The fewest answers (accepts and overload signals together) the host must have given
+    /// over the last second before its signals can pace it: three 503s in a quiet second are
+    /// no evidence of overload. Defaults to 10: a crowd that overloads a host sends many more
+    /// (50 callers against a host serving 5 a second give 50 answers in its first second),
+    /// while one caller retrying one failing path gives a few.
+    pub fn min_answers(self, n: u32) -> Self {
+        self.map_config(|c| c.rules.min_answers = u64::from(n))
     }
 
     /// How long the learned rate holds after the last signal before it ramps up: requests

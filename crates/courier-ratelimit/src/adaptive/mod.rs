@@ -15,6 +15,12 @@
 //!   bucket parks the host and retry waits what it says, and this layer learns nothing from
 //!   it, so an explicit hint always beats the estimate. Our own refusals and TLS failures say
 //!   nothing about the host.
+//! - **Enough evidence.** Signals pace only when the last second holds at least
+//!   [`min_answers`](AdaptivePacingLayer::min_answers) answers (10: three 503s in a quiet
+//!   second are no overload), and only the path they came from while they all come from one
+//!   path (its requests are paced; every other path of the host goes unpaced): a path that
+//!   always refuses slows at most itself. Once signals come from a second path, the whole host
+//!   is paced. A crowd calling many paths, or one, of an overloaded host is paced as it calls.
 //! - **The estimate.** Once signals are half of the host's answers over the last second
 //!   ([`overload_share`](AdaptivePacingLayer::overload_share): fewer are one path's trouble,
 //!   not the host's), the host's rate becomes what it accepted over that second (at least [`min_rate`](AdaptivePacingLayer::min_rate)); accepts that come within
@@ -32,14 +38,14 @@
 //!   second more), pacing stops and signals are ignored for `recover_after`, leaving the
 //!   refusals to retry and the breaker. A host at its capacity keeps accepting it and stays
 //!   paced. A host that accepted nothing from the start is paced from 1/s, doubling every
-//!   250 ms between signals; one where at least half the answers are bare 503s for reasons
-//!   of their own is paced as if overloaded: key the layer by route
-//!   ([`key_by`](AdaptivePacingLayer::key_by)) where one route answers so.
+//!   250 ms between signals; one where at least half the answers, from several paths, are
+//!   bare 503s for reasons of their own is paced as if overloaded: key the layer by route
+//!   ([`key_by`](AdaptivePacingLayer::key_by)) where such routes answer so.
 //! - **Healthy hosts pay little.** Until the first signal nothing is paced: a call costs a key
-//!   comparison, two reference counts (the layer's state and the host's estimate, held by the
+//!   comparison, a hash of its path, two reference counts (the layer's state and the host's estimate, held by the
 //!   response future), one atomic load, and one counted accept (a clock read and an atomic
-//!   update) when it answers: about 450 instructions (70 ns) over a bare service, no
-//!   allocation (BENCHMARKS.md).
+//!   update) when it answers: about 450 instructions (70 ns) over a bare service before the
+//!   path's hash, about 10 ns more with it, no allocation (BENCHMARKS.md).
 //! - **Slots** are the token bucket's: each paced request reserves one from a
 //!   [`RateLimitStore`](crate::RateLimitStore) at the learned rate with a burst of one (decided
 //!   in `call` with the in-process store), waits for it inside the response future, looks every
@@ -76,28 +82,29 @@
 //! use tower::{Service, ServiceBuilder, ServiceExt, service_fn};
 //!
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
-//! // A host that serves the first 2 of a crowd and refuses the rest with a bare 503.
+//! // A host that serves the first 5 of a crowd and refuses the rest with a bare 503.
 //! let served = Arc::new(AtomicUsize::new(0));
 //! let host = service_fn(move |_req: Request<()>| {
 //!     let n = served.fetch_add(1, Ordering::Relaxed);
-//!     let status = if n < 2 { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+//!     let status = if n < 5 { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
 //!     async move { Ok::<_, std::convert::Infallible>(Response::builder().status(status).body(()).unwrap()) }
 //! });
 //! let layer = AdaptivePacingLayer::new();
 //! let svc = ServiceBuilder::new().layer(layer.clone()).service(host);
-//! for _ in 0..4 {
-//!     let req = Request::get("http://api.example/").body(()).unwrap();
+//! for i in 0..10 {
+//!     let req = Request::get(format!("http://api.example/orders/{i}")).body(()).unwrap();
 //!     svc.clone().oneshot(req).await.unwrap();
 //! }
-//! // Half the answers refusals, two accepted in the last second: paced at 2 per second.
+//! // Ten answers, half of them refusals, five accepted in the last second: paced at 5 per
+//! // second, every path of the host.
 //! let host = courier_core::HostKey::from_request(&Request::get("http://api.example/").body(()).unwrap());
-//! assert_eq!(layer.learned_rate(&host), Some(2.0));
+//! assert_eq!(layer.learned_rate(&host), Some(5.0));
 //! let start = tokio::time::Instant::now();
 //! for _ in 0..3 {
 //!     let req = Request::get("http://api.example/").body(()).unwrap();
 //!     svc.clone().oneshot(req).await.unwrap();
 //! }
-//! assert!(start.elapsed() >= Duration::from_millis(900), "{:?}", start.elapsed());
+//! assert!(start.elapsed() >= Duration::from_millis(400), "{:?}", start.elapsed());
 //! # }
 //! ```
 
@@ -106,7 +113,7 @@ mod layer;
 mod service;
 
 pub use layer::{
-    AdaptivePacingLayer, DEFAULT_HOLD, DEFAULT_MAX_HOSTS, DEFAULT_MAX_RATE, DEFAULT_MIN_RATE,
-    DEFAULT_OVERLOAD_SHARE, DEFAULT_RAMP, DEFAULT_RECOVER_AFTER,
+    AdaptivePacingLayer, DEFAULT_HOLD, DEFAULT_MAX_HOSTS, DEFAULT_MAX_RATE, DEFAULT_MIN_ANSWERS,
+    DEFAULT_MIN_RATE, DEFAULT_OVERLOAD_SHARE, DEFAULT_RAMP, DEFAULT_RECOVER_AFTER,
 };
 pub use service::{AdaptivePacing, ResponseFuture};

@@ -122,10 +122,11 @@ where
             }
         };
         let paced = Paced {
+            path: shared.path_of(req.uri().path()),
             shared: Arc::clone(shared),
             host,
         };
-        if !paced.host.estimate.is_paced() {
+        if !paced.host.estimate.is_paced() || !paced.host.estimate.paces(paced.path) {
             return ResponseFuture::new(State::calling(self.inner.call(req), true), Some(paced));
         }
         paced.acquire(self.take_ready(), req)
@@ -144,6 +145,8 @@ impl<S: Clone, KF: KeyFn, St> AdaptivePacing<S, KF, St> {
 struct Paced<KF: KeyFn, St> {
     shared: Arc<Shared<KF, St>>,
     host: Arc<Host<KF::Key>>,
+    /// The request's path, hashed: one path's refusals pace that path.
+    path: u64,
 }
 
 impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
@@ -189,7 +192,7 @@ impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
                     return ResponseFuture::new(State::calling(inner.call(req), false), Some(self));
                 }
                 Decision::Deny(denial) => {
-                    crate::telemetry::refused(&self.host.key, false);
+                    crate::telemetry::pacing_refused(&self.host.key);
                     State::Refused {
                         retry_in: denial.retry_in(),
                     }
@@ -207,7 +210,7 @@ impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
 
     /// A paced request waits `wait` for its slot.
     fn waiting(&self, wait: Duration) {
-        crate::telemetry::waiting(&self.host.key, wait);
+        crate::telemetry::pacing_wait(&self.host.key, wait);
     }
 
     /// Whether a request waiting for its slot should go now after all: pacing ended.
@@ -258,7 +261,7 @@ impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
         };
         let now = shared.now_ns();
         if signal {
-            overloaded(shared, &self.host, now);
+            overloaded(shared, &self.host, now, self.path);
         } else {
             estimate.accepted(now, unpaced, rules);
         }
@@ -285,9 +288,10 @@ fn overloaded<KF: KeyFn, St: RateLimitStore<KF::Key>>(
     shared: &Shared<KF, St>,
     host: &Host<KF::Key>,
     now: u64,
+    path: u64,
 ) {
     let was_paced = host.estimate.is_paced();
-    match host.estimate.overloaded(now, &shared.config.rules) {
+    match host.estimate.overloaded(now, path, &shared.config.rules) {
         Signal::Ignored => return,
         Signal::Unhelped => {
             tracing::info!(
@@ -441,7 +445,7 @@ where
                         }
                         Ok(Decision::Deny(denial)) => {
                             if let Some(paced) = this.paced.as_ref() {
-                                crate::telemetry::refused(&paced.host.key, false);
+                                crate::telemetry::pacing_refused(&paced.host.key);
                             }
                             this.state.set(State::Refused {
                                 retry_in: denial.retry_in(),
