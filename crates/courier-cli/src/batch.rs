@@ -275,19 +275,8 @@ impl Batch {
                     self.progress.done(&summary);
                     if summary.output_closed.is_none() {
                         let line = result_line(&ended, &tries);
-                        if let Err(code) = write_or_quit(&mut stdout, line.as_bytes())
-                            .and_then(|()| write_or_quit(&mut stdout, b""))
-                        {
-                            // The reader went away: nobody sees the rest.
-                            Self::close_output(
-                                &mut summary,
-                                &mut tasks,
-                                state,
-                                reader.lines_read(),
-                                code,
-                            );
-                            state = State::Abandoned;
-                        }
+                        let lines_read = reader.lines_read();
+                        Self::emit(&mut stdout, &line, &mut summary, &mut tasks, &mut state, lines_read);
                     }
                 }
                 next = reader.next(), if reading => match next {
@@ -302,18 +291,8 @@ impl Batch {
                             Err(error) => {
                                 summary.bad_lines += 1;
                                 let line = bad_line(line, &error);
-                                if let Err(code) = write_or_quit(&mut stdout, line.as_bytes())
-                                    .and_then(|()| write_or_quit(&mut stdout, b""))
-                                {
-                                    Self::close_output(
-                                &mut summary,
-                                &mut tasks,
-                                state,
-                                reader.lines_read(),
-                                code,
-                            );
-                                    state = State::Abandoned;
-                                }
+                                let lines_read = reader.lines_read();
+                                Self::emit(&mut stdout, &line, &mut summary, &mut tasks, &mut state, lines_read);
                             }
                         }
                     }
@@ -333,19 +312,27 @@ impl Batch {
         summary.exit_code()
     }
 
-    /// Stdout closed with `code`: nothing more is read or sent, what is in flight is dropped.
-    fn close_output(
+    /// Writes one output line. When stdout is closed (the reader went away, nobody sees the
+    /// rest), nothing more is read or sent, and what is in flight is dropped.
+    fn emit(
+        stdout: &mut io::Stdout,
+        line: &str,
         summary: &mut Summary,
         tasks: &mut JoinSet<Ended>,
-        state: State,
+        state: &mut State,
         lines_read: u64,
-        code: ExitCode,
     ) {
+        let Err(code) =
+            write_or_quit(stdout, line.as_bytes()).and_then(|()| write_or_quit(stdout, b""))
+        else {
+            return;
+        };
         summary.output_closed = Some(code);
-        if state == State::Sending {
+        if *state == State::Sending {
             summary.resume_from = Some(lines_read + 1);
         }
         tasks.abort_all();
+        *state = State::Abandoned;
     }
 
     fn spawn(&self, tasks: &mut JoinSet<Ended>, line: u64, spec: Spec) -> tokio::task::Id {

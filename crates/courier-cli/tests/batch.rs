@@ -267,14 +267,7 @@ async fn ctrl_c_stops_sending_lets_the_requests_in_flight_end_and_exits_130() {
         "sigint.txt",
         lines_of(total, |i| server.url_for(&format!("/s/slow?i={i}"))),
     );
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
-        .args(["batch", input.arg(), "--parallel", "2"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
+    let mut child = common::spawn(&["batch", input.arg(), "--parallel", "2"], Stdio::null());
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut seen = String::new();
     // Two results: the batch is under way, its Ctrl-C handler in place.
@@ -284,12 +277,7 @@ async fn ctrl_c_stops_sending_lets_the_requests_in_flight_end_and_exits_130() {
             .expect("results come")
             .unwrap();
     }
-    let pid = child.id().expect("still running").to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(kill.success());
+    common::signal("INT", child.id().expect("still running"));
     let mut rest = String::new();
     tokio::time::timeout(PATIENCE, stdout.read_to_string(&mut rest))
         .await
@@ -343,28 +331,12 @@ async fn ctrl_c_stops_sending_lets_the_requests_in_flight_end_and_exits_130() {
     );
 }
 
-/// Sends `signal` (`INT`, `TERM`) to `pid` with kill(1).
-fn send_signal(signal: &str, pid: u32) {
-    let kill = std::process::Command::new("kill")
-        .args([&format!("-{signal}"), &pid.to_string()])
-        .status()
-        .expect("kill runs");
-    assert!(kill.success());
-}
-
 /// A batch reading an open pipe: a line is written, its result read, and the pipe stays open
 /// (a writer that sleeps). `signal` must end it at once, with the summary and `code`.
 async fn a_batch_on_an_open_pipe_stops_at(signal: &str, code: i32, outcome: &str) {
     use tokio::io::AsyncWriteExt;
     let server = FaultServer::start().await.unwrap();
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
-        .args(["batch"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
+    let mut child = common::spawn(&["batch"], Stdio::piped());
     let mut stdin = child.stdin.take().unwrap();
     stdin
         .write_all(format!("{}\n", server.url_for("/s/piped")).as_bytes())
@@ -379,7 +351,7 @@ async fn a_batch_on_an_open_pipe_stops_at(signal: &str, code: i32, outcome: &str
         .unwrap();
     assert_eq!(results(&first)[0]["status"], 200, "{first}");
     // The batch now waits for a line that will not come: the pipe is open, nobody writes.
-    send_signal(signal, child.id().expect("still running"));
+    common::signal(signal, child.id().expect("still running"));
     let out = tokio::time::timeout(Duration::from_secs(10), child.wait_with_output())
         .await
         .expect("the batch ends at the signal, though its input is still open")
@@ -462,14 +434,7 @@ async fn a_closed_stdout_ends_a_batch_quietly() {
         "closed.txt",
         lines_of(total, |i| server.url_for(&format!("/s/many?i={i}"))),
     );
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
-        .args(["batch", input.arg(), "--parallel", "64"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
+    let mut child = common::spawn(&["batch", input.arg(), "--parallel", "64"], Stdio::null());
     // As `| head -1` does: read one line, then close the pipe.
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();

@@ -298,14 +298,7 @@ async fn ctrl_c_stops_a_listing_and_says_how_to_resume() {
         "late",
         vec![Step::ok().delay(Duration::from_secs(20)).body("[]")],
     );
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
-        .args(["paginate", &server.url_for("/s/early")])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
+    let mut child = common::spawn(&["paginate", &server.url_for("/s/early")], Stdio::null());
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut first = String::new();
     tokio::time::timeout(PATIENCE, stdout.read_line(&mut first))
@@ -321,12 +314,7 @@ async fn ctrl_c_stops_a_listing_and_says_how_to_resume() {
     })
     .await
     .expect("the second page is asked for");
-    let pid = child.id().expect("still running").to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-INT", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(kill.success());
+    common::signal("INT", child.id().expect("still running"));
     let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
         .await
         .expect("the listing stops at once")
@@ -419,14 +407,7 @@ async fn an_endless_listing_stops_at_the_default_bound_and_says_how_to_go_on() {
 #[tokio::test]
 async fn an_unbounded_listing_reads_past_the_default_until_sigterm() {
     let start = endless_pager().await;
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
-        .args(["paginate", &start, "--max-pages", "none"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("the binary starts");
+    let mut child = common::spawn(&["paginate", &start, "--max-pages", "none"], Stdio::null());
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
     let mut line = String::new();
     let wanted = 10_500;
@@ -442,12 +423,7 @@ async fn an_unbounded_listing_reads_past_the_default_until_sigterm() {
         format!("{{\"id\":{wanted}}}\n"),
         "past the default bound"
     );
-    let pid = child.id().expect("still running").to_string();
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &pid])
-        .status()
-        .expect("kill runs");
-    assert!(kill.success());
+    common::signal("TERM", child.id().expect("still running"));
     let out = tokio::time::timeout(PATIENCE, child.wait_with_output())
         .await
         .expect("the listing stops at once")

@@ -101,11 +101,7 @@ impl Backend for RedisBackend {
     }
 
     fn probe(&self, call: GcraCall) -> BoxFut<()> {
-        let decide = self.decide(call);
-        Box::pin(async move {
-            decide.await?;
-            Ok(())
-        })
+        probe_by_deciding(self.decide(call))
     }
 
     fn reset(&self) {
@@ -134,6 +130,14 @@ impl std::fmt::Debug for RedisBackend {
 }
 
 pub(crate) type DynBackend = Arc<dyn Backend>;
+
+/// A probe is a decision whose reply does not matter: that Redis ran the script is the answer.
+fn probe_by_deciding(decide: BoxFut<Reply>) -> BoxFut<()> {
+    Box::pin(async move {
+        decide.await?;
+        Ok(())
+    })
+}
 
 /// Makes a connection: to a cluster's seed nodes, or to the master the sentinels name now.
 pub(crate) type Connect<C> = Arc<dyn Fn() -> BoxFut<C> + Send + Sync>;
@@ -250,11 +254,7 @@ where
     }
 
     fn probe(&self, call: GcraCall) -> BoxFut<()> {
-        let decide = self.decide(call);
-        Box::pin(async move {
-            decide.await?;
-            Ok(())
-        })
+        probe_by_deciding(self.decide(call))
     }
 
     fn reset(&self) {

@@ -3,16 +3,18 @@
 //! failure policies. Real time: the server's clock is the one that counts. Every wait is
 //! bounded.
 
+use common::{PATIENT, host, quota, replica, request};
 use courier_core::{BoxError, HostKey, RateLimited};
-use courier_ratelimit::{Decision, Mode, Quota, Rate, RateLimitStore, TokenBucketRateLimitLayer};
+use courier_ratelimit::{Decision, Mode, Quota, RateLimitStore, TokenBucketRateLimitLayer};
 use courier_redis::{FailurePolicy, RedisStore};
 use courier_testkit::redis::{own_redis, redis, unique_prefix};
 use redis::AsyncCommands;
-use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{Instant, timeout};
 use tower::{ServiceBuilder, ServiceExt, service_fn};
+
+mod common;
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -24,26 +26,6 @@ async fn inspect(url: &str) -> redis::aio::MultiplexedConnection {
         .await
         .expect("redis answers")
 }
-
-fn quota(rps: f64, burst: u32) -> Quota {
-    Quota::new(
-        Rate::per_second(rps).unwrap(),
-        NonZeroU32::new(burst).unwrap(),
-    )
-}
-
-fn host() -> HostKey {
-    HostKey::from_request(&http::Request::get("https://api.example/").body(()).unwrap())
-}
-
-fn request() -> http::Request<()> {
-    http::Request::get("https://api.example/x")
-        .body(())
-        .unwrap()
-}
-
-/// Generous: these tests are about sharing, not about timeouts, and the machine may be busy.
-const PATIENT: Duration = Duration::from_millis(500);
 
 async fn store(url: &str, prefix: &str) -> RedisStore<HostKey> {
     RedisStore::builder(url)
@@ -150,81 +132,21 @@ async fn the_script_keeps_a_bucket_on_the_server() {
     assert_eq!(s.outages(), 0);
 }
 
-/// Four replicas (each its own store and connection) share one key at 10/s, burst 5, for
-/// 3 s: at most 5 + 30 + 1 calls start in any 3 s, where each alone would start 35.
+/// Four replicas (each its own store and connection) share one key: see
+/// [`common::four_replicas_share_one_limit`].
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn four_replicas_share_one_limit() {
     let Some(redis) = redis("four_replicas_share_one_limit").await else {
         return;
     };
-    let url = redis.url();
-    let prefix = unique_prefix("replicas");
-    let starts = Arc::new(Mutex::new(Vec::new()));
-    let t0 = Instant::now();
-    let run_for = Duration::from_secs(3);
-    let mut stores = Vec::new();
-    let mut services = Vec::new();
-    for _ in 0..4 {
-        let s = store(&url, &prefix).await;
-        stores.push(s.clone());
-        let layer = TokenBucketRateLimitLayer::with_quota(quota(10.0, 5)).store_in(s);
-        let starts = Arc::clone(&starts);
-        services.push(ServiceBuilder::new().layer(layer).service(service_fn(
-            move |_req: http::Request<()>| {
-                starts.lock().unwrap().push(Instant::now());
-                async { Ok::<_, BoxError>(http::Response::new(())) }
-            },
-        )));
-    }
-    let mut it = services.into_iter();
-    let (a, b, c, d) = (
-        it.next().unwrap(),
-        it.next().unwrap(),
-        it.next().unwrap(),
-        it.next().unwrap(),
-    );
-    tokio::join!(
-        replica(a, t0, run_for),
-        replica(b, t0, run_for),
-        replica(c, t0, run_for),
-        replica(d, t0, run_for)
-    );
-    let mut starts = starts.lock().unwrap().clone();
-    starts.sort();
-    let in_first = starts.iter().filter(|t| **t - t0 < run_for).count();
-    let busiest = (0..starts.len())
-        .map(|i| {
-            starts[i..]
-                .iter()
-                .take_while(|t| **t - starts[i] < run_for)
-                .count()
-        })
-        .max()
-        .unwrap_or(0);
-    println!("{in_first} starts in the first 3 s, {busiest} in the busiest 3 s window");
-    assert!(busiest <= 5 + 30 + 1, "{busiest} starts in 3 s");
-    assert!(
-        in_first >= 15,
-        "the shared limit lets traffic through: {in_first}"
-    );
-    for s in &stores {
-        assert_eq!(s.outages(), 0, "every decision came from redis");
-    }
-}
-
-/// One replica: calls in a loop until `run_for` has passed since `t0`.
-async fn replica<S>(svc: S, t0: Instant, run_for: Duration)
-where
-    S: tower::Service<http::Request<()>, Response = http::Response<()>, Error = BoxError> + Clone,
-{
-    let mut n = 0u32;
-    while t0.elapsed() < run_for && n < 1000 {
-        timeout(Duration::from_secs(5), svc.clone().oneshot(request()))
-            .await
-            .expect("each call within 5 s")
-            .expect("admitted");
-        n += 1;
-    }
+    let (url, prefix) = (redis.url(), unique_prefix("replicas"));
+    let stores = [
+        store(&url, &prefix).await,
+        store(&url, &prefix).await,
+        store(&url, &prefix).await,
+        store(&url, &prefix).await,
+    ];
+    common::four_replicas_share_one_limit(stores).await;
 }
 
 /// A 429 with Retry-After seen by one replica parks the host for every replica.

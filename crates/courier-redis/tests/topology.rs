@@ -3,36 +3,16 @@
 //! replica watched by three sentinels. Replicas of the preset share one limit through either,
 //! and the store follows a failover.
 
-use courier_core::{BoxError, HostKey};
-use courier_ratelimit::{Decision, Quota, Rate, RateLimitStore, TokenBucketRateLimitLayer};
+use common::{PATIENT, host, quota};
+use courier_core::HostKey;
+use courier_ratelimit::{Decision, RateLimitStore};
 use courier_redis::{FailurePolicy, RedisStore, RedisStoreBuilder};
 use courier_testkit::redis::unique_prefix;
 use courier_testkit::redis_topology::{RedisCluster, RedisSentinel};
-use std::num::NonZeroU32;
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::{Instant, timeout};
-use tower::{ServiceBuilder, ServiceExt, service_fn};
 
-fn quota(rps: f64, burst: u32) -> Quota {
-    Quota::new(
-        Rate::per_second(rps).unwrap(),
-        NonZeroU32::new(burst).unwrap(),
-    )
-}
-
-fn host() -> HostKey {
-    HostKey::from_request(&http::Request::get("https://api.example/").body(()).unwrap())
-}
-
-fn request() -> http::Request<()> {
-    http::Request::get("https://api.example/x")
-        .body(())
-        .unwrap()
-}
-
-/// Generous: the machine may be busy.
-const PATIENT: Duration = Duration::from_millis(500);
+mod common;
 
 async fn connect(builder: RedisStoreBuilder, prefix: &str) -> RedisStore<HostKey> {
     builder
@@ -43,76 +23,6 @@ async fn connect(builder: RedisStoreBuilder, prefix: &str) -> RedisStore<HostKey
         .connect()
         .await
         .expect("redis answers")
-}
-
-/// Four replicas, each its own store and connection, share one key at 10/s, burst 5, for 3 s:
-/// at most 5 + 30 + 1 calls start in any 3 s window, where each alone would start 35.
-async fn four_replicas_share_one_limit(builder: impl Fn() -> RedisStoreBuilder) {
-    let prefix = unique_prefix("topology");
-    let starts = Arc::new(Mutex::new(Vec::new()));
-    let t0 = Instant::now();
-    let run_for = Duration::from_secs(3);
-    let mut stores = Vec::new();
-    let mut services = Vec::new();
-    for _ in 0..4 {
-        let store = connect(builder(), &prefix).await;
-        stores.push(store.clone());
-        let layer = TokenBucketRateLimitLayer::with_quota(quota(10.0, 5)).store_in(store);
-        let starts = Arc::clone(&starts);
-        services.push(ServiceBuilder::new().layer(layer).service(service_fn(
-            move |_req: http::Request<()>| {
-                starts.lock().unwrap().push(Instant::now());
-                async { Ok::<_, BoxError>(http::Response::new(())) }
-            },
-        )));
-    }
-    let mut it = services.into_iter();
-    let (a, b, c, d) = (
-        it.next().unwrap(),
-        it.next().unwrap(),
-        it.next().unwrap(),
-        it.next().unwrap(),
-    );
-    tokio::join!(
-        replica(a, t0, run_for),
-        replica(b, t0, run_for),
-        replica(c, t0, run_for),
-        replica(d, t0, run_for)
-    );
-    let mut starts = starts.lock().unwrap().clone();
-    starts.sort();
-    let busiest = (0..starts.len())
-        .map(|i| {
-            starts[i..]
-                .iter()
-                .take_while(|t| **t - starts[i] < run_for)
-                .count()
-        })
-        .max()
-        .unwrap_or(0);
-    assert!(busiest <= 5 + 30 + 1, "{busiest} starts in 3 s");
-    assert!(
-        busiest >= 15,
-        "the shared limit lets traffic through: {busiest}"
-    );
-    for s in &stores {
-        assert_eq!(s.outages(), 0, "every decision came from redis");
-    }
-}
-
-/// One replica: calls in a loop until `run_for` has passed since `t0`.
-async fn replica<S>(svc: S, t0: Instant, run_for: Duration)
-where
-    S: tower::Service<http::Request<()>, Response = http::Response<()>, Error = BoxError> + Clone,
-{
-    let mut n = 0_u32;
-    while t0.elapsed() < run_for && n < 1000 {
-        timeout(Duration::from_secs(5), svc.clone().oneshot(request()))
-            .await
-            .expect("each call within 5 s")
-            .expect("admitted");
-        n += 1;
-    }
 }
 
 /// Decides once, bounded: the store never holds a caller past its command timeout.
@@ -155,8 +65,15 @@ async fn four_replicas_share_one_limit_through_a_cluster() {
     let Some(cluster) = RedisCluster::start("cluster_share", 3, 0).await else {
         return;
     };
-    let seeds = cluster.seeds();
-    four_replicas_share_one_limit(|| RedisStore::cluster_builder(seeds.clone())).await;
+    let prefix = unique_prefix("cluster");
+    let shared = || connect(RedisStore::cluster_builder(cluster.seeds()), &prefix);
+    let stores = [
+        shared().await,
+        shared().await,
+        shared().await,
+        shared().await,
+    ];
+    common::four_replicas_share_one_limit(stores).await;
 }
 
 /// A master killed under traffic: decisions fail at once (fail-closed refuses, never waiting
@@ -186,11 +103,20 @@ async fn four_replicas_share_one_limit_through_sentinel() {
     let Some(set) = RedisSentinel::start("sentinel_share").await else {
         return;
     };
-    let urls = set.sentinel_urls();
-    four_replicas_share_one_limit(|| {
-        RedisStore::sentinel_builder(RedisSentinel::MASTER, urls.clone())
-    })
-    .await;
+    let prefix = unique_prefix("sentinel");
+    let shared = || {
+        connect(
+            RedisStore::sentinel_builder(RedisSentinel::MASTER, set.sentinel_urls()),
+            &prefix,
+        )
+    };
+    let stores = [
+        shared().await,
+        shared().await,
+        shared().await,
+        shared().await,
+    ];
+    common::four_replicas_share_one_limit(stores).await;
 }
 
 /// The primary killed: the store refuses (fail-closed) without waiting past its timeout while

@@ -123,3 +123,24 @@ impl Drop for TempFile {
         let _ = std::fs::remove_file(&self.0);
     }
 }
+
+/// Starts `courier ARGS...` with `stdin`, stdout and stderr piped, killed when dropped.
+pub fn spawn(args: &[&str], stdin: Stdio) -> tokio::process::Child {
+    Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(args)
+        .stdin(stdin)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts")
+}
+
+/// Sends `signal` (`INT`, `TERM`) to the process `pid` with kill(1).
+pub fn signal(signal: &str, pid: u32) {
+    let kill = std::process::Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(kill.success(), "kill -{signal} {pid}");
+}
