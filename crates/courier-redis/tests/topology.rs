@@ -25,6 +25,17 @@ async fn connect(builder: RedisStoreBuilder, prefix: &str) -> RedisStore<HostKey
         .expect("redis answers")
 }
 
+/// Four stores, each its own connection, under one key prefix of their own.
+async fn four_stores(builder: impl Fn() -> RedisStoreBuilder) -> [RedisStore<HostKey>; 4] {
+    let prefix = unique_prefix("replicas");
+    [
+        connect(builder(), &prefix).await,
+        connect(builder(), &prefix).await,
+        connect(builder(), &prefix).await,
+        connect(builder(), &prefix).await,
+    ]
+}
+
 /// Decides once, bounded: the store never holds a caller past its command timeout.
 async fn decide(store: &RedisStore<HostKey>) -> (Decision, Duration) {
     let asked = Instant::now();
@@ -65,14 +76,7 @@ async fn four_replicas_share_one_limit_through_a_cluster() {
     let Some(cluster) = RedisCluster::start("cluster_share", 3, 0).await else {
         return;
     };
-    let prefix = unique_prefix("cluster");
-    let shared = || connect(RedisStore::cluster_builder(cluster.seeds()), &prefix);
-    let stores = [
-        shared().await,
-        shared().await,
-        shared().await,
-        shared().await,
-    ];
+    let stores = four_stores(|| RedisStore::cluster_builder(cluster.seeds())).await;
     common::four_replicas_share_one_limit(stores).await;
 }
 
@@ -103,19 +107,9 @@ async fn four_replicas_share_one_limit_through_sentinel() {
     let Some(set) = RedisSentinel::start("sentinel_share").await else {
         return;
     };
-    let prefix = unique_prefix("sentinel");
-    let shared = || {
-        connect(
-            RedisStore::sentinel_builder(RedisSentinel::MASTER, set.sentinel_urls()),
-            &prefix,
-        )
-    };
-    let stores = [
-        shared().await,
-        shared().await,
-        shared().await,
-        shared().await,
-    ];
+    let stores =
+        four_stores(|| RedisStore::sentinel_builder(RedisSentinel::MASTER, set.sentinel_urls()))
+            .await;
     common::four_replicas_share_one_limit(stores).await;
 }
 
