@@ -237,6 +237,9 @@ pub struct AttemptRecord {
     pub attempt: u32,
     /// Status or failure kind.
     pub outcome: AttemptOutcome,
+    /// What the answer meant, as the [`Classifier`](crate::Classifier) decided: every layer
+    /// that judges the host reads it from the records of a call's earlier attempts.
+    pub verdict: crate::classifier::Verdict,
     /// Retry or stop.
     pub decision: Decision,
     /// Why.
@@ -362,6 +365,7 @@ impl Attempts {
     /// let record = AttemptRecord {
     ///     attempt: 1,
     ///     outcome: AttemptOutcome::Status(http::StatusCode::SERVICE_UNAVAILABLE),
+    ///     verdict: courier_core::Verdict::overload(false).against_host(true),
     ///     decision: Decision::Stop,
     ///     reason: Reason::DeadlinePassed,
     ///     wait: Duration::ZERO,
@@ -529,6 +533,7 @@ mod tests {
         AttemptRecord {
             attempt,
             outcome: AttemptOutcome::Status(StatusCode::SERVICE_UNAVAILABLE),
+            verdict: crate::Verdict::overload(false).against_host(true),
             decision: Decision::Retry,
             reason: Reason::RetryableStatus,
             wait: Duration::from_millis(u64::from(attempt)),

@@ -5,8 +5,12 @@
 //!
 //! - [`hints`]: what the server asks for (`Retry-After`, `x-ratelimit-*`, the IETF `RateLimit`
 //!   fields), turned into one wait. Retry and the rate limiter read the same parsed hint.
-//! - [`classify`]: which statuses may change if asked again, and what kind of failure an error
-//!   chain is (connect, timeout, read, tls, local, other).
+//! - [`classifier`]: one [`Classifier`] that decides what every answer means for every layer
+//!   (a [`Verdict`]: may asking again change it, does it count against the host, is it an
+//!   overload), and whether a request may be repeated. Set once, read by retry, the breaker,
+//!   adaptive pacing and telemetry alike.
+//! - [`classify`]: what kind of failure an error chain is (connect, timeout, read, tls, local,
+//!   other), by type.
 //! - [`idempotency`]: which requests may be sent again.
 //! - [`body`]: request bodies a layer can send again ([`RetryBody`](body::RetryBody)), for
 //!   retry and for the cache's second request.
@@ -34,6 +38,7 @@
 
 pub mod body;
 pub mod cache_control;
+pub mod classifier;
 pub mod classify;
 pub mod clock;
 pub mod error;
@@ -46,6 +51,7 @@ pub mod idempotency;
 pub mod key;
 pub mod telemetry;
 
+pub use classifier::{Class, Classifier, ResponseHead, StatusSet, Verdict};
 pub use classify::FailureKind;
 pub use clock::{ManualClock, SystemClock, WallClock};
 pub use error::{
