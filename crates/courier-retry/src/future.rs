@@ -14,15 +14,15 @@ use crate::layer::Config;
 use crate::policy::backoff;
 use crate::telemetry::{self, Spans};
 use bytes::Buf;
-use courier_core::classify::{FailureKind, classify_error};
+use courier_core::classify::FailureKind;
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
-use courier_core::grpc::{self, Pushback};
+use courier_core::grpc::Pushback;
 use courier_core::{
-    AttemptRecord, Attempts, BoxError, CallFailed, CircuitOpen, Deadline, DeadlineExceeded,
-    HostKey, RateLimited, WaitSource, is_caused_by,
+    AttemptRecord, Attempts, BoxError, CallFailed, CircuitOpen, Class, Deadline, DeadlineExceeded,
+    HostKey, RateLimited, ResponseHead, Verdict, WaitSource, is_caused_by,
 };
 use http::request::Parts;
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use http_body::Body;
 use pin_project_lite::pin_project;
 use rand::SeedableRng;
@@ -338,24 +338,38 @@ impl<S, B: RetryBody> Ctx<S, B> {
     /// Decides what follows the attempt that just ended, in the documented order.
     fn decide<RB>(&mut self, res: &Result<Response<RB>, BoxError>) -> Step<B> {
         let now = Instant::now();
-        let (outcome, headers) = match res {
-            Ok(r) => match grpc::status_in_headers(r.headers()) {
-                Some(code) => (AttemptOutcome::Grpc(code), Some(r.headers())),
-                None => (AttemptOutcome::Status(r.status()), Some(r.headers())),
-            },
-            Err(e) => (AttemptOutcome::Failure(classify_error(&**e)), None),
+        let classifier = &self.config.classifier;
+        let (outcome, verdict, headers) = match res {
+            Ok(r) => {
+                let head = ResponseHead::of(r);
+                let outcome = match head.grpc_status() {
+                    Some(code) => AttemptOutcome::Grpc(code),
+                    None => AttemptOutcome::Status(r.status()),
+                };
+                (
+                    outcome,
+                    classifier.classify_response(&head),
+                    Some(r.headers()),
+                )
+            }
+            Err(e) => {
+                let verdict = classifier.classify_error(&**e);
+                let kind = verdict.failure_kind().unwrap_or(FailureKind::Other);
+                (AttemptOutcome::Failure(kind), verdict, None)
+            }
         };
         let (attempt, elapsed) = (self.attempt, now.saturating_duration_since(self.start));
         let record = |decision, reason, wait, wait_source| AttemptRecord {
             attempt,
             outcome,
+            verdict,
             decision,
             reason,
             wait,
             wait_source,
             elapsed,
         };
-        let step = match self.plan(now, outcome, headers) {
+        let step = match self.plan(now, outcome, verdict, headers) {
             Ok((next, source, reason)) => Step::Retry(
                 record(Decision::Retry, reason, next.wait, Some(source)),
                 next,
@@ -371,25 +385,16 @@ impl<S, B: RetryBody> Ctx<S, B> {
         &mut self,
         now: Instant,
         outcome: AttemptOutcome,
+        verdict: Verdict,
         headers: Option<&http::HeaderMap>,
     ) -> Result<(Next<B>, WaitSource, Reason), Reason> {
         let config = &*self.config;
         // 1. and 2.: may asking again change the answer at all?
-        let reason = match (outcome, headers) {
-            (AttemptOutcome::Status(status), Some(h)) => {
-                if !config.may_change(status, h) {
-                    return Err(Reason::FinalStatus);
-                }
-                Reason::RetryableStatus
-            }
-            (AttemptOutcome::Grpc(code), Some(_)) => {
-                if !config.grpc_codes.contains(&code) {
-                    return Err(Reason::FinalStatus);
-                }
-                Reason::RetryableStatus
-            }
-            (AttemptOutcome::Failure(kind), _) if kind.is_retryable() => Reason::RetryableFailure,
-            _ => return Err(Reason::NeverRetried),
+        let reason = match (verdict.may_change(), headers.is_some()) {
+            (true, true) => Reason::RetryableStatus,
+            (true, false) => Reason::RetryableFailure,
+            (false, true) => return Err(Reason::FinalStatus),
+            (false, false) => return Err(Reason::NeverRetried),
         };
         // 3. Is repeating it safe? Nothing was sent after a connect failure.
         let nothing_sent = outcome == AttemptOutcome::Failure(FailureKind::Connect);
@@ -431,11 +436,11 @@ impl<S, B: RetryBody> Ctx<S, B> {
             }
             None => {
                 let retry = self.attempt;
-                // A bare 503 or 429 is a host refusing work: spread wider than after a glitch.
-                let base = match outcome {
-                    AttemptOutcome::Status(
-                        StatusCode::SERVICE_UNAVAILABLE | StatusCode::TOO_MANY_REQUESTS,
-                    ) => config.overload_base,
+                // An HTTP answer saying the host is overloaded, without a hint, is a host
+                // refusing work: spread wider than after a glitch. (A gRPC UNAVAILABLE is as
+                // often a connection's glitch: the usual base.)
+                let base = match (outcome, verdict.class()) {
+                    (AttemptOutcome::Status(_), Class::Overload { .. }) => config.overload_base,
                     _ => config.base,
                 };
                 let wait = match (&mut self.rng, config.seed) {
@@ -559,6 +564,7 @@ impl<S, B> Ctx<S, B> {
             let record = AttemptRecord {
                 attempt: self.attempt,
                 outcome: AttemptOutcome::Failure(FailureKind::Local),
+                verdict: Verdict::failure(FailureKind::Local),
                 decision: Decision::Stop,
                 reason,
                 wait: Duration::ZERO,

@@ -1,11 +1,9 @@
 use crate::budget::{BudgetState, RetryBudget};
 use crate::policy::Jitter;
 use crate::service::Retry;
-use courier_core::classify::{RETRYABLE_STATUSES, is_rate_limit_403};
 use courier_core::grpc::GrpcCode;
-use courier_core::idempotency::{RetrySafe, has_idempotency_key};
-use courier_core::{HintConfig, InvalidConfig};
-use http::{HeaderMap, Method, StatusCode};
+use courier_core::{Classifier, HintConfig, InvalidConfig, RequestHead};
+use http::{Method, StatusCode};
 use std::fmt;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -40,14 +38,8 @@ pub(crate) struct Config {
     pub(crate) cap: Duration,
     pub(crate) max_wait: Duration,
     pub(crate) jitter: Jitter,
-    pub(crate) statuses: Vec<StatusCode>,
-    pub(crate) methods: Vec<Method>,
-    /// Paths that may be repeated whatever the method; one ending in `/` covers every path
-    /// under it (a whole gRPC service).
-    pub(crate) safe_paths: Vec<String>,
-    /// gRPC codes (in a trailers-only answer) that may change if asked again.
-    pub(crate) grpc_codes: Vec<GrpcCode>,
-    pub(crate) rate_limit_403: bool,
+    /// What each answer means, and which requests may be repeated.
+    pub(crate) classifier: Classifier,
     pub(crate) generate_keys: bool,
     pub(crate) seed: Option<u64>,
     pub(crate) hints: HintConfig,
@@ -72,18 +64,7 @@ impl Config {
             cap: Duration::from_secs(30),
             max_wait: Duration::from_secs(60),
             jitter: Jitter::Full,
-            statuses: RETRYABLE_STATUSES.to_vec(),
-            methods: vec![
-                Method::GET,
-                Method::HEAD,
-                Method::OPTIONS,
-                Method::TRACE,
-                Method::PUT,
-                Method::DELETE,
-            ],
-            safe_paths: Vec::new(),
-            grpc_codes: vec![GrpcCode::UNAVAILABLE],
-            rate_limit_403: true,
+            classifier: Classifier::new(),
             generate_keys: false,
             seed: None,
             hints: HintConfig::new(),
@@ -95,28 +76,11 @@ impl Config {
         }
     }
 
-    /// Whether asking again may change a response with this status and these headers.
-    pub(crate) fn may_change(&self, status: StatusCode, headers: &HeaderMap) -> bool {
-        self.statuses.contains(&status)
-            || (self.rate_limit_403 && is_rate_limit_403(status, headers))
-    }
-
     /// Whether the request may be repeated after it may have reached the server.
+    #[inline]
     pub(crate) fn is_retry_safe(&self, parts: &http::request::Parts) -> bool {
-        self.methods.contains(&parts.method)
-            || has_idempotency_key(&parts.headers)
-            || RetrySafe::is_marked(&parts.extensions)
-            || (!self.safe_paths.is_empty() && self.is_safe_path(parts.uri.path()))
-    }
-
-    fn is_safe_path(&self, path: &str) -> bool {
-        self.safe_paths.iter().any(|safe| {
-            if safe.ends_with('/') {
-                path.starts_with(safe.as_str())
-            } else {
-                path == safe
-            }
-        })
+        self.classifier
+            .is_retry_safe(&RequestHead::from_parts(parts))
     }
 }
 
@@ -129,11 +93,7 @@ impl fmt::Debug for Config {
             .field("cap", &self.cap)
             .field("max_wait", &self.max_wait)
             .field("jitter", &self.jitter)
-            .field("statuses", &self.statuses)
-            .field("methods", &self.methods)
-            .field("safe_paths", &self.safe_paths)
-            .field("grpc_codes", &self.grpc_codes)
-            .field("rate_limit_403", &self.rate_limit_403)
+            .field("classifier", &self.classifier)
             .field("generate_keys", &self.generate_keys)
             .field("seed", &self.seed)
             .field("hints", &self.hints)
@@ -207,8 +167,21 @@ impl RetryLayer {
         self.with(|c| c.jitter = jitter)
     }
 
-    /// The statuses that may change if asked again. Defaults to 408, 429, 500, 502, 503, 504
-    /// ([`RETRYABLE_STATUSES`]).
+    /// The one place that decides what an answer means and which requests may be repeated
+    /// ([`courier_core::classifier`]): retry asks again when the verdict says asking again may
+    /// change the answer, waits `overload_base` after an overload without a hint, and records
+    /// each attempt's verdict. Defaults to [`Classifier::new`]; the preset gives its own
+    /// (`CourierLayer::classifier`).
+    ///
+    /// It replaces the whole classifier, settings made earlier through this layer's delegates
+    /// ([`retryable_statuses`](Self::retryable_statuses) and the others) included: set it
+    /// first.
+    pub fn classifier(self, classifier: Classifier) -> Self {
+        self.with(|c| c.classifier = classifier)
+    }
+
+    /// The statuses that may change if asked again: the same as
+    /// [`Classifier::retryable_statuses`] on this layer's classifier.
     ///
     /// # Errors
     ///
@@ -218,48 +191,43 @@ impl RetryLayer {
         self,
         statuses: impl IntoIterator<Item = StatusCode>,
     ) -> Result<Self, InvalidConfig> {
-        let statuses: Vec<StatusCode> = statuses.into_iter().collect();
-        if let Some(bad) = statuses.iter().find(|s| !(400..=599).contains(&s.as_u16())) {
-            return Err(InvalidConfig::new(
-                "a retryable status must be an error status (400 to 599)",
-                bad,
-                "only the statuses that may change if asked again, such as 503",
-            ));
-        }
-        Ok(self.with(|c| c.statuses = statuses))
+        let classifier = self
+            .config
+            .classifier
+            .clone()
+            .retryable_statuses(statuses)?;
+        Ok(self.with(|c| c.classifier = classifier))
     }
 
     /// The methods that may be repeated after the request may have reached the server; others
-    /// need an `Idempotency-Key`. Defaults to GET, HEAD, OPTIONS, TRACE, PUT, DELETE.
+    /// need an `Idempotency-Key`: the same as [`Classifier::idempotent_methods`] on this
+    /// layer's classifier.
     pub fn idempotent_methods(self, methods: impl IntoIterator<Item = Method>) -> Self {
-        let methods = methods.into_iter().collect();
-        self.with(|c| c.methods = methods)
+        self.with(|c| c.classifier = c.classifier.clone().idempotent_methods(methods))
     }
 
-    /// Paths that may be repeated whatever their method, as an idempotent method may: an exact
-    /// path, or one ending in `/` for every path under it. For gRPC, a method is
+    /// Paths that may be repeated whatever their method: the same as
+    /// [`Classifier::retry_safe_paths`] on this layer's classifier. For gRPC, a method is
     /// `/package.Service/Method` and a whole service `/package.Service/`: gRPC calls are POSTs,
-    /// and only the caller knows which of its methods are safe to repeat (gRFC A6's
-    /// per-method policy). A request can also say so itself with the
-    /// [`RetrySafe`](courier_core::idempotency::RetrySafe) extension. Defaults to none.
+    /// and only the caller knows which of its methods are safe to repeat. A request can also
+    /// say so itself with the [`RetrySafe`](courier_core::idempotency::RetrySafe) extension.
     pub fn retry_safe_paths<P: Into<String>>(self, paths: impl IntoIterator<Item = P>) -> Self {
-        let paths = paths.into_iter().map(Into::into).collect();
-        self.with(|c| c.safe_paths = paths)
+        self.with(|c| c.classifier = c.classifier.clone().retry_safe_paths(paths))
     }
 
     /// The gRPC codes that may change if asked again, read from a trailers-only answer's
-    /// `grpc-status` (gRFC A6's `retryableStatusCodes`). An answer that sends its headers
-    /// without a status has committed the call: it is never retried. Defaults to
-    /// UNAVAILABLE.
+    /// `grpc-status`: the same as [`Classifier::grpc_retryable_codes`] on this layer's
+    /// classifier. An answer that sends its headers without a status has committed the call:
+    /// it is never retried.
     pub fn grpc_retryable_codes(self, codes: impl IntoIterator<Item = GrpcCode>) -> Self {
-        let codes = codes.into_iter().collect();
-        self.with(|c| c.grpc_codes = codes)
+        self.with(|c| c.classifier = c.classifier.clone().grpc_retryable_codes(codes))
     }
 
     /// Whether a 403 with `Retry-After` or a spent quota counts as a rate limit (and may be
-    /// retried after the server's wait). Defaults to `true`.
+    /// retried after the server's wait): the same as [`Classifier::rate_limit_403`] on this
+    /// layer's classifier.
     pub fn rate_limit_403(self, enabled: bool) -> Self {
-        self.with(|c| c.rate_limit_403 = enabled)
+        self.with(|c| c.classifier = c.classifier.clone().rate_limit_403(enabled))
     }
 
     /// Whether to add a UUID v4 `Idempotency-Key` to POST and PATCH requests that have none,
@@ -275,9 +243,13 @@ impl RetryLayer {
         self.with(|c| c.seed = Some(seed))
     }
 
-    /// How server hints are read (reset format, wall clock). Defaults to [`HintConfig::new`].
+    /// How server hints are read (reset format, wall clock), for the waits retry obeys and for
+    /// its classifier's ([`Classifier::hint_config`]). Defaults to [`HintConfig::new`].
     pub fn hint_config(self, hints: HintConfig) -> Self {
-        self.with(|c| c.hints = hints)
+        self.with(|c| {
+            c.classifier = c.classifier.clone().hint_config(hints.clone());
+            c.hints = hints;
+        })
     }
 
     /// A fresh retry budget, shared by every service the returned layer makes. Defaults to

@@ -1,25 +1,26 @@
 //! RetryLayer: retry only what is safe, wait as long as the server asks.
 //!
 //! [`RetryLayer`] wraps any `Clone` service from `http::Request<B>` to `http::Response<RB>` and
-//! runs the attempt loop. After each attempt it decides, in this order, each decision with a
+//! runs the attempt loop. Each attempt's answer, or its failure, gets a
+//! [`Verdict`](courier_core::Verdict) from the layer's [`Classifier`](courier_core::Classifier)
+//! ([`RetryLayer::classifier`]; its module, [`courier_core::classifier`], has the table of
+//! default verdicts). Then retry decides, in this order, each decision with a
 //! [`Reason`](courier_core::extensions::Reason):
 //!
-//! 1. A response whose status cannot change by asking again (2xx, 3xx, 4xx but 408, 429 and a
-//!    403 with a rate-limit hint, 501) ends the call as it is (`final_status`).
-//! 2. Failures of kind tls, local (our own refusals) or unknown are never retried
-//!    (`never_retried`).
-//! 3. A request that is not retry-safe (no idempotent method, no `Idempotency-Key`, not one of
-//!    the [`retry_safe_paths`](RetryLayer::retry_safe_paths), no
+//! 1. An answer whose verdict says asking again cannot change it ends the call as it is
+//!    (`final_status`). A gRPC answer whose `grpc-status` came with its headers
+//!    (trailers-only) is judged by its code; one that sent its headers without a status has
+//!    committed the call: it is final.
+//! 2. A failure with no answer that asking again cannot change (tls, local: our own refusals,
+//!    unknown) is never retried (`never_retried`).
+//! 3. A request that is not retry-safe ([`Classifier::is_retry_safe`](courier_core::Classifier::is_retry_safe):
+//!    no idempotent method, no `Idempotency-Key`, not one of the
+//!    [`retry_safe_paths`](RetryLayer::retry_safe_paths), no
 //!    [`RetrySafe`](courier_core::idempotency::RetrySafe) extension) is not retried
 //!    (`not_retry_safe`), unless the failure is connect: then nothing was sent.
 //! 4. Attempts used up (3 in all by default): stop (`attempts_exhausted`). A body that cannot be
 //!    replayed whole stops the call here too (`body_not_replayable`); one an earlier attempt
 //!    may still be sending is decided before the retry goes out (see [Bodies](#bodies)).
-//!
-//!    A gRPC answer whose `grpc-status` came with its headers (trailers-only) is judged by its
-//!    code: UNAVAILABLE may change
-//!    ([`grpc_retryable_codes`](RetryLayer::grpc_retryable_codes)), any other is final. A gRPC
-//!    answer that sent its headers without a status has committed the call: it is final.
 //! 5. A server hint (`Retry-After` as seconds or as a date counted by the response's own `Date`,
 //!    `RateLimit`, `x-ratelimit-*`; see [`courier_core::hints`]) is waited exactly. A hint
 //!    longer than `max_wait` (60 s) stops the call at once with that response
@@ -28,10 +29,11 @@
 //!    For gRPC, the hint is `grpc-retry-pushback-ms`; a negative or unreadable one stops the
 //!    call (`pushback_refused`).
 //! 6. Otherwise full jitter: uniform in `[0, min(cap, base * 2^(n-1))]` before retry `n`, base
-//!    0.5 s, cap 30 s ([`policy`]); past the deadline: stop (`past_deadline`). After a 503 or
-//!    429 without a hint the base is [`overload_base`](RetryLayer::overload_base), 2 s: such a
-//!    host refuses work because it has too much, and a crowd of clients that know nothing
-//!    else must spread its retries over the seconds the host needs to serve it.
+//!    0.5 s, cap 30 s ([`policy`]); past the deadline: stop (`past_deadline`). After an HTTP
+//!    answer judged an overload without a hint (a 503 or 429 by default) the base is
+//!    [`overload_base`](RetryLayer::overload_base), 2 s: such a host refuses work because it
+//!    has too much, and a crowd of clients that know nothing else must spread its retries over
+//!    the seconds the host needs to serve it.
 //! 7. The [`RetryBudget`], shared by every clone and scoped per host, has the last word
 //!    (`retry_budget_exhausted`).
 //!
@@ -89,7 +91,8 @@
 //! `http.request.method`, `server.address`, `server.port`, `url.full` (never userinfo; the
 //! query only with [`RetryLayer::record_url_query`]), `http.request.resend_count` (absent on
 //! the first attempt, then 1, 2, ...), `http.response.status_code`, `error.type` (the status of
-//! a 4xx or 5xx, or the failure: `circuit_open`, `rate_limited`, `deadline_exceeded`,
+//! a 4xx or 5xx; the verdict's class, such as `overload`, for a lower status the classifier
+//! judged no success; or the failure: `circuit_open`, `rate_limited`, `deadline_exceeded`,
 //! `attempt_timeout`, or its kind) with `otel.status_code = "ERROR"`, and courier's fields
 //! `courier.attempt`, `courier.retry.decision`, `courier.retry.reason`, `courier.retry.wait_ms`,
 //! `courier.retry.wait_source`. The layers below record on the attempt span they run in: the
@@ -177,6 +180,7 @@
 
 pub mod body;
 pub mod budget;
+pub mod classify_body;
 pub mod error;
 pub mod future;
 mod layer;
@@ -188,6 +192,7 @@ mod telemetry;
 
 pub use body::{ReplayBody, RetryBody};
 pub use budget::RetryBudget;
+pub use classify_body::{ClassifiedBody, ClassifyBody, ClassifyBodyLayer};
 pub use layer::RetryLayer;
 pub use policy::Jitter;
 pub use service::Retry;

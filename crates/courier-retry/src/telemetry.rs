@@ -14,7 +14,7 @@
 use crate::layer::Config;
 use courier_core::extensions::Decision;
 use courier_core::telemetry::{self as names, UrlFull};
-use courier_core::{AttemptRecord, BoxError};
+use courier_core::{AttemptRecord, BoxError, Verdict};
 use http::Response;
 use http::request::Parts;
 use tracing::Span;
@@ -152,7 +152,7 @@ fn finish_call<RB>(s: &Open, res: &Result<Response<RB>, BoxError>, record: &Atte
         return;
     }
     if s.own || res.is_err() {
-        outcome(&s.call, res);
+        outcome(&s.call, res, &record.verdict);
     }
     s.call.record("courier.attempts", i64::from(record.attempt));
     s.call
@@ -197,7 +197,7 @@ fn end_attempt<RB>(s: &mut Open, res: &Result<Response<RB>, BoxError>, record: &
         return;
     }
     let span = &span;
-    outcome(span, res);
+    outcome(span, res, &record.verdict);
     span.record("courier.retry.decision", record.decision.as_str());
     span.record("courier.retry.reason", record.reason.as_str());
     if record.decision == Decision::Retry {
@@ -255,14 +255,22 @@ fn millis(d: std::time::Duration) -> i64 {
 }
 
 /// Records a status or a failure on `span`: `http.response.status_code`, and for a 4xx, a 5xx
-/// or a failure, `error.type` and `otel.status_code = "ERROR"`.
-fn outcome<RB>(span: &Span, res: &Result<Response<RB>, BoxError>) {
+/// or a failure, `error.type` and `otel.status_code = "ERROR"`; a lower status the classifier
+/// judged no success (`verdict`) gets its class as `error.type`.
+fn outcome<RB>(span: &Span, res: &Result<Response<RB>, BoxError>, verdict: &Verdict) {
     match res {
         Ok(r) => {
             let status = r.status();
             span.record("http.response.status_code", i64::from(status.as_u16()));
-            if names::is_error_status(status) {
-                span.record("error.type", status.as_str());
+            let error_type = if names::is_error_status(status) {
+                Some(status.as_str())
+            } else if !verdict.is_success() {
+                Some(verdict.class().as_str())
+            } else {
+                None
+            };
+            if let Some(error_type) = error_type {
+                span.record("error.type", error_type);
                 span.record("otel.status_code", "ERROR");
             }
         }
