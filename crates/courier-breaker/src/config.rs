@@ -1,8 +1,6 @@
 //! What trips a breaker, how long it stays open, and what counts as a failure.
 
-use courier_core::InvalidConfig;
-use http::StatusCode;
-use std::fmt;
+use courier_core::{Classifier, InvalidConfig};
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::time::Duration;
 
@@ -119,58 +117,6 @@ impl OpenBackoff {
     }
 }
 
-/// A set of statuses, one bit each.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) struct StatusSet([u64; 16]);
-
-impl StatusSet {
-    pub(crate) const fn empty() -> Self {
-        Self([0; 16])
-    }
-
-    pub(crate) fn insert(&mut self, status: StatusCode) {
-        let n = status.as_u16() as usize;
-        if let Some(word) = self.0.get_mut(n / 64) {
-            *word |= 1 << (n % 64);
-        }
-    }
-
-    #[inline]
-    pub(crate) fn contains(&self, status: StatusCode) -> bool {
-        let n = status.as_u16() as usize;
-        self.0.get(n / 64).is_some_and(|w| w & (1 << (n % 64)) != 0)
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = StatusCode> + '_ {
-        (100u16..1000)
-            .filter_map(|n| StatusCode::from_u16(n).ok())
-            .filter(|s| self.contains(*s))
-    }
-}
-
-impl Default for StatusSet {
-    fn default() -> Self {
-        let mut set = Self::empty();
-        for s in [
-            StatusCode::INTERNAL_SERVER_ERROR,
-            StatusCode::BAD_GATEWAY,
-            StatusCode::SERVICE_UNAVAILABLE,
-            StatusCode::GATEWAY_TIMEOUT,
-        ] {
-            set.insert(s);
-        }
-        set
-    }
-}
-
-impl fmt::Debug for StatusSet {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_set()
-            .entries(self.iter().map(|s| s.as_u16()))
-            .finish()
-    }
-}
-
 /// Everything the layer's setters configure.
 #[derive(Debug, Clone)]
 pub(crate) struct Config {
@@ -179,9 +125,8 @@ pub(crate) struct Config {
     pub(crate) open_duration: Duration,
     pub(crate) open_backoff: Option<OpenBackoff>,
     pub(crate) half_open_trials: NonZeroU32,
-    pub(crate) failure_statuses: StatusSet,
-    /// gRPC codes (in a trailers-only answer) that count as failing answers.
-    pub(crate) grpc_failure_codes: Vec<courier_core::grpc::GrpcCode>,
+    /// What each answer means: its verdict says whether it counts against the host.
+    pub(crate) classifier: Classifier,
     pub(crate) slow_call: Option<Duration>,
     /// Failing answers open the circuit only once their run has lasted this long (ms); 0:
     /// the count alone decides.
@@ -202,8 +147,7 @@ impl Default for Config {
             open_duration: DEFAULT_OPEN_DURATION,
             open_backoff: None,
             half_open_trials: NonZeroU32::MIN,
-            failure_statuses: StatusSet::default(),
-            grpc_failure_codes: vec![courier_core::grpc::GrpcCode::UNAVAILABLE],
+            classifier: Classifier::new(),
             slow_call: None,
             answers_for_ms: 0,
             max_hosts: DEFAULT_MAX_HOSTS,
@@ -231,18 +175,6 @@ impl Config {
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    #[test]
-    fn default_statuses() {
-        let set = StatusSet::default();
-        for s in [500, 502, 503, 504] {
-            assert!(set.contains(StatusCode::from_u16(s).unwrap()), "{s}");
-        }
-        for s in [200, 404, 429, 501, 505, 999] {
-            assert!(!set.contains(StatusCode::from_u16(s).unwrap()), "{s}");
-        }
-        assert_eq!(format!("{set:?}"), "{500, 502, 503, 504}");
-    }
 
     #[test]
     fn failure_rate_refuses_what_cannot_work_and_says_what_to_use() {

@@ -4,9 +4,7 @@ use crate::key::BreakerKey;
 use crate::outcome::{Outcome, Role};
 use crate::registry::Breaker;
 use crate::state::Ticket;
-use courier_core::classify::classify_error;
-use courier_core::grpc;
-use courier_core::{BoxError, CircuitOpen};
+use courier_core::{BoxError, CircuitOpen, Verdict};
 use pin_project_lite::pin_project;
 use std::future::Future;
 use std::pin::Pin;
@@ -155,44 +153,40 @@ impl<K: BreakerKey> Guard<K> {
 
     #[inline]
     fn finish<B>(&mut self, result: &Result<http::Response<B>, BoxError>) {
+        let classifier = &self.breaker.core.config.classifier;
+        let judged = result.as_ref().map(|res| classifier.classify(res));
         // The usual case inline: a first attempt's success while closed with nothing counted,
         // and no slow-call threshold. It changes no state (a window counts it).
         if let Some(generation) = Ticket::packed_closed(self.ticket & TICKET_MASK)
-            && let Ok(res) = result
-            && !may_carry_grpc_status(res)
-            && self
-                .breaker
-                .success_in_passing(generation, res.status(), self.role())
+            && let Ok(verdict) = judged
+            && !verdict.counts_against_host()
+            && self.breaker.success_in_passing(generation, self.role())
         {
             self.ticket = Ticket::SPENT;
             return;
         }
-        self.finish_slow(result);
+        self.finish_slow(judged);
     }
 
+    /// `judged`: the verdict on the answer, or the failure.
     #[cold]
     #[inline(never)]
-    fn finish_slow<B>(&mut self, result: &Result<http::Response<B>, BoxError>) {
+    fn finish_slow(&mut self, judged: Result<Verdict, &BoxError>) {
         let role = self.role();
         let Some(ticket) = self.take_ticket() else {
             return;
         };
         let config = &self.breaker.core.config;
-        let outcome = match result {
-            Ok(res) if config.failure_statuses.contains(res.status()) => Outcome::FailingAnswer,
-            Ok(res)
-                if may_carry_grpc_status(res)
-                    && grpc::status_in_headers(res.headers())
-                        .is_some_and(|code| config.grpc_failure_codes.contains(&code)) =>
-            {
-                Outcome::FailingAnswer
-            }
-            // The clock is read only when a slow-call threshold is set.
-            Ok(_) => match config.slow_call {
-                Some(limit) if self.is_slow(limit) => Outcome::Failure,
-                _ => Outcome::Success,
+        let outcome = match judged {
+            Ok(verdict) => match Outcome::of_answer(verdict) {
+                // The clock is read only when a slow-call threshold is set.
+                Outcome::Success => match config.slow_call {
+                    Some(limit) if self.is_slow(limit) => Outcome::Failure,
+                    _ => Outcome::Success,
+                },
+                failing => failing,
             },
-            Err(e) => Outcome::of_failure(classify_error(&**e)),
+            Err(e) => Outcome::of_failure(config.classifier.classify_error(&**e)),
         };
         self.breaker.record(ticket, outcome, role);
     }
@@ -228,11 +222,4 @@ impl<K: BreakerKey> Drop for Guard<K> {
             self.abandon();
         }
     }
-}
-
-/// Whether the answer may be a trailers-only gRPC one: HTTP/2 with `grpc-status` among its
-/// headers. An HTTP/1.1 answer costs one comparison.
-#[inline]
-fn may_carry_grpc_status<B>(res: &http::Response<B>) -> bool {
-    res.version() == http::Version::HTTP_2 && res.headers().contains_key(grpc::GRPC_STATUS)
 }

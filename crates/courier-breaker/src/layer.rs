@@ -1,10 +1,11 @@
 //! [`CircuitBreakerLayer`]: the settings, and the state every service it makes shares.
 
-use crate::config::{Config, FailureRate, OpenBackoff, StatusSet};
+use crate::config::{Config, FailureRate, OpenBackoff};
 use crate::handle::BreakerHandle;
 use crate::registry::Shared;
 use crate::service::CircuitBreaker;
-use courier_core::{Global, KeyBy, KeyFn, PerHost, RequestHead};
+use courier_core::grpc::GrpcCode;
+use courier_core::{Classifier, Global, KeyBy, KeyFn, PerHost, RequestHead};
 use http::StatusCode;
 use std::fmt;
 use std::hash::Hash;
@@ -32,7 +33,7 @@ pub struct CircuitBreakerLayer<K: KeyFn = PerHost> {
 
 impl CircuitBreakerLayer {
     /// A breaker per host with the defaults: open after 5 consecutive failures, stay open
-    /// 30 s, then let 1 trial through; 500, 502, 503 and 504 count as failures.
+    /// 30 s, then let 1 trial through; failures are judged by [`Classifier::new`].
     pub fn new() -> Self {
         Self::with(Config::default(), PerHost)
     }
@@ -141,21 +142,28 @@ impl<K: KeyFn> CircuitBreakerLayer<K> {
         self.set(|c| c.half_open_trials = n)
     }
 
-    /// The response statuses that count as failures. Every other status counts as success:
-    /// a 429 or any other 4xx is a healthy server answering on purpose.
+    /// The one place that decides what an answer means ([`courier_core::classifier`]): an
+    /// answer whose verdict counts against the host is a failing answer, any other answer a
+    /// success, and a failure with no answer counts as its verdict says. Defaults to
+    /// [`Classifier::new`]; the preset gives its own (`CourierLayer::classifier`), so that
+    /// retry and the breaker judge every answer alike.
     ///
-    /// Defaults to 500, 502, 503 and 504.
-    pub fn failure_statuses(self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
-        let mut set = StatusSet::empty();
-        for s in statuses {
-            set.insert(s);
-        }
-        self.set(|c| c.failure_statuses = set)
+    /// It replaces the whole classifier, settings made earlier through this layer's delegates
+    /// ([`failure_statuses`](Self::failure_statuses),
+    /// [`grpc_failure_codes`](Self::grpc_failure_codes)) included: set it first.
+    pub fn classifier(self, classifier: Classifier) -> Self {
+        self.set(|c| c.classifier = classifier)
     }
 
-    /// Lets failing answers (the [`failure_statuses`](Self::failure_statuses)) open the
-    /// circuit only once they have come for `d` with no success in between; transport
-    /// failures still open it at the count alone (with a
+    /// The response statuses that count as failing answers: the same as
+    /// [`Classifier::failure_statuses`] on this layer's [`classifier`](Self::classifier).
+    pub fn failure_statuses(self, statuses: impl IntoIterator<Item = StatusCode>) -> Self {
+        self.set(|c| c.classifier = c.classifier.clone().failure_statuses(statuses))
+    }
+
+    /// Lets failing answers (those whose [verdict](Self::classifier) counts against the
+    /// host) open the circuit only once they have come for `d` with no success in between;
+    /// transport failures still open it at the count alone (with a
     /// [`failure_rate`](Self::failure_rate), only a host that is not there), and so does such
     /// a failure that ends a run of failing answers.
     ///
@@ -172,19 +180,11 @@ impl<K: KeyFn> CircuitBreakerLayer<K> {
         self.set(|c| c.answers_for_ms = ms)
     }
 
-    /// The gRPC codes that count as failing answers when a trailers-only answer carries them
-    /// in `grpc-status` (a gRPC answer is an HTTP 200 whatever its outcome). Every other code
-    /// counts as success: INVALID_ARGUMENT, NOT_FOUND and the like are the server answering on
-    /// purpose, DEADLINE_EXCEEDED is usually the caller's own deadline, and INTERNAL is one
-    /// method's trouble more often than the host's.
-    ///
-    /// Defaults to UNAVAILABLE: the service itself is not there.
-    pub fn grpc_failure_codes(
-        self,
-        codes: impl IntoIterator<Item = courier_core::grpc::GrpcCode>,
-    ) -> Self {
-        let codes = codes.into_iter().collect();
-        self.set(|c| c.grpc_failure_codes = codes)
+    /// The gRPC codes (in a trailers-only answer's `grpc-status`) that count as failing
+    /// answers: the same as [`Classifier::grpc_failure_codes`] on this layer's
+    /// [`classifier`](Self::classifier).
+    pub fn grpc_failure_codes(self, codes: impl IntoIterator<Item = GrpcCode>) -> Self {
+        self.set(|c| c.classifier = c.classifier.clone().grpc_failure_codes(codes))
     }
 
     /// Counts a call whose response headers took longer than `limit` as a failure, whatever

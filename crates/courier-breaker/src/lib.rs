@@ -21,27 +21,27 @@
 //!   [`Global`], [`KeyBy`]), as the rate limiter's are.
 //! - **Calls, not attempts**: courier's retry layer, above this one, puts the records of a
 //!   call's earlier attempts on each retry ([`Attempts`](courier_core::Attempts) as a request
-//!   extension). The breaker counts a call's failures once: its retries add nothing to the run
-//!   of failures (but a connect failure, which sent nothing, counts at every attempt), and in
-//!   the failure-rate window a retry only changes its call's verdict. A request without the
-//!   records is a call of its own.
+//!   extension), each with the verdict on its attempt. The breaker reads those verdicts and
+//!   counts a call's failures once: its retries add nothing to the run of failures (but a
+//!   connect failure, which sent nothing, counts at every attempt), and in the failure-rate
+//!   window a retry only changes whether its call failed. A request without the records is a
+//!   call of its own.
 //! - **Transport faults told apart**: a connect failure (refused, a name that does not resolve,
 //!   a network out of reach: nothing was sent) says the host is not there and counts towards
 //!   [`consecutive_failures`](CircuitBreakerLayer::consecutive_failures) always; a failure after
 //!   the request went out (a reset, a timeout) is this call's, and with a
 //!   [`failure_rate`](CircuitBreakerLayer::failure_rate) only the rate weighs it.
-//! - **What counts as a failure**: any error from the inner service (a transport failure),
-//!   and a response whose status is in [`failure_statuses`](CircuitBreakerLayer::failure_statuses)
-//!   (500, 502, 503, 504 by default). A 429 or any other 4xx is a healthy server answering on
-//!   purpose and counts as success. Our own refusals from layers below (rate limited, deadline
-//!   exceeded: [`FailureKind::Local`](courier_core::FailureKind::Local)) count as neither, and so
-//!   does a failed certificate check ([`FailureKind::Tls`](courier_core::FailureKind::Tls)): it
-//!   is a matter of trust settings that no wait mends, and an open circuit would hide it.
-//!   Optionally, calls slower than a threshold count as failures.
-//! - **gRPC**: a gRPC answer is an HTTP 200 whatever its outcome; a trailers-only one whose
-//!   `grpc-status` is in [`grpc_failure_codes`](CircuitBreakerLayer::grpc_failure_codes)
-//!   (UNAVAILABLE by default) is a failing answer. Checked only on HTTP/2 answers carrying the
-//!   field, so HTTP/1.1 costs one comparison.
+//! - **What counts as a failure**: the verdict of the layer's
+//!   [`Classifier`](courier_core::Classifier) ([`CircuitBreakerLayer::classifier`]; the
+//!   [`courier_core::classifier`] module has the default verdicts), the one every layer
+//!   reads. An answer whose verdict counts against the host is a failing answer; any other
+//!   answer is a healthy server answering on purpose and counts as success. A failure with no
+//!   answer whose verdict does not count against the host counts as neither: our own refusals
+//!   from layers below (rate limited, deadline exceeded:
+//!   [`FailureKind::Local`](courier_core::FailureKind::Local)), and a failed certificate check
+//!   ([`FailureKind::Tls`](courier_core::FailureKind::Tls)), a matter of trust settings that no
+//!   wait mends and that an open circuit would hide. Optionally, calls slower than a threshold
+//!   count as failures.
 //! - **Overloaded is not down**: with
 //!   [`failing_answers_for`](CircuitBreakerLayer::failing_answers_for), failing answers open
 //!   the circuit only once they have come for that long with no success in between, while
@@ -93,11 +93,11 @@
 //!
 //! A breaker's whole state is one `AtomicU64` (phase, generation, trip count, and the
 //! failure count, the reopening deadline or the trials' counts). While closed, admitting a
-//! call is one load and a success is one load (and one atomic add with a failure-rate window,
-//! which reads the clock once per 64 successes); no lock is taken and the clock is read only
-//! on a failure or while open (and on every call with the slow-call threshold on). A request
-//! with extensions costs one look for the retry's records. Breakers
-//! live in a concurrent map (`papaya`), bounded by
+//! call is one load and, once the classifier has judged the answer, a success is one load
+//! (and one atomic add with a failure-rate window, which reads the clock once per 64
+//! successes); no lock is taken and the clock is read only on a failure or while open (and on
+//! every call with the slow-call threshold on). A request with extensions costs one look for
+//! the retry's records. Breakers live in a concurrent map (`papaya`), bounded by
 //! [`max_hosts`](CircuitBreakerLayer::max_hosts).
 //!
 //! # Errors

@@ -1,9 +1,8 @@
 //! What an attempt's outcome means to the breaker, and where the attempt stands in its call.
 
 use crate::config::Config;
-use courier_core::Attempts;
-use courier_core::classify::FailureKind;
 use courier_core::extensions::AttemptOutcome;
+use courier_core::{Attempts, FailureKind, Verdict};
 
 /// What a call's outcome means to the breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,20 +14,32 @@ pub(crate) enum Outcome {
     /// A failure after the request went out (a reset, a timeout, an answer cut short, a slow
     /// call): the host may well be up; this call failed.
     Failure,
-    /// An answer with a failure status: the host is up, this call failed.
+    /// An answer whose verdict counts against the host: the host is up, this call failed.
     FailingAnswer,
     /// Cancelled, or refused by our own layers below: says nothing about the host.
     Neither,
 }
 
 impl Outcome {
-    /// What a failure of `kind` means: our own refusals and a failed certificate check say
-    /// nothing about the host (a certificate no wait mends: opening the circuit would only
-    /// hide the TLS error behind `CircuitOpen`).
-    pub(crate) const fn of_failure(kind: FailureKind) -> Self {
-        match kind {
-            FailureKind::Local | FailureKind::Tls => Self::Neither,
-            FailureKind::Connect => Self::Unreachable,
+    /// What an answer with `verdict` means: a failing answer when the verdict counts against
+    /// the host, else a success (a 404 or a 429 is a healthy server answering on purpose).
+    #[inline]
+    pub(crate) const fn of_answer(verdict: Verdict) -> Self {
+        if verdict.counts_against_host() {
+            Self::FailingAnswer
+        } else {
+            Self::Success
+        }
+    }
+
+    /// What a failure with no answer, judged `verdict`, means: one that does not count against
+    /// the host (our own refusals, a failed certificate check: a certificate no wait mends,
+    /// and an open circuit would only hide the TLS error behind `CircuitOpen`) is neither; a
+    /// connect failure says the host is not there; any other is this call's failure.
+    pub(crate) const fn of_failure(verdict: Verdict) -> Self {
+        match verdict.failure_kind() {
+            _ if !verdict.counts_against_host() => Self::Neither,
+            Some(FailureKind::Connect) => Self::Unreachable,
             _ => Self::Failure,
         }
     }
@@ -68,7 +79,15 @@ impl Role {
     fn of_retry(records: &Attempts, config: &Config) -> Self {
         let mut bits = Self::RETRY;
         for record in records {
-            bits |= match config.judge(record.outcome) {
+            // The verdict the call's classifier gave the attempt (the slow-call threshold
+            // aside, which no record shows).
+            let outcome = match record.outcome {
+                AttemptOutcome::Failure(_) => Outcome::of_failure(record.verdict),
+                AttemptOutcome::Status(_) | AttemptOutcome::Grpc(_) => {
+                    Outcome::of_answer(record.verdict)
+                }
+            };
+            bits |= match outcome {
                 Outcome::FailingAnswer if config.answers_for_ms > 0 => Self::COUNTED,
                 Outcome::FailingAnswer | Outcome::Unreachable | Outcome::Failure => {
                     Self::COUNTED | Self::IN_WINDOW
@@ -98,22 +117,5 @@ impl Role {
 
     pub(crate) const fn from_bits(bits: u32) -> Self {
         Self((bits & 7) as u8)
-    }
-}
-
-impl Config {
-    /// What an attempt that ended with `outcome` meant to this breaker (the slow-call
-    /// threshold aside, which no record shows).
-    pub(crate) fn judge(&self, outcome: AttemptOutcome) -> Outcome {
-        match outcome {
-            AttemptOutcome::Status(s) if self.failure_statuses.contains(s) => {
-                Outcome::FailingAnswer
-            }
-            AttemptOutcome::Grpc(code) if self.grpc_failure_codes.contains(&code) => {
-                Outcome::FailingAnswer
-            }
-            AttemptOutcome::Failure(kind) => Outcome::of_failure(kind),
-            _ => Outcome::Success,
-        }
     }
 }

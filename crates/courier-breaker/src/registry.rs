@@ -124,21 +124,13 @@ impl<K: crate::BreakerKey> Breaker<K> {
     }
 
     /// Takes a success in passing, when it changes no state: a call's first attempt,
-    /// admitted closed in `generation`, answered `status`, which is no failure; the breaker is
-    /// still closed in that generation with no failure counted, and there is no slow-call
-    /// threshold. A window counts it (one atomic add). Else `false`, and the caller records it.
+    /// admitted closed in `generation`, answered with a verdict that does not count against
+    /// the host; the breaker is still closed in that generation with no failure counted, and
+    /// there is no slow-call threshold. A window counts it (one atomic add). Else `false`, and
+    /// the caller records it.
     #[inline]
-    pub(crate) fn success_in_passing(
-        &self,
-        generation: u16,
-        status: http::StatusCode,
-        role: Role,
-    ) -> bool {
-        if !(self.plain
-            && role.is_first()
-            && !self.core.config.failure_statuses.contains(status)
-            && self.machine.closed_clean(generation))
-        {
+    pub(crate) fn success_in_passing(&self, generation: u16, role: Role) -> bool {
+        if !(self.plain && role.is_first() && self.machine.closed_clean(generation)) {
             return false;
         }
         if let Some(window) = &self.window {

@@ -4,9 +4,12 @@ use courier_breaker::{
     BreakerHandle, CircuitBreaker, CircuitBreakerLayer, CircuitOpen, CircuitState, FailureRate,
     OpenBackoff, RequestHead,
 };
-use courier_core::{BoxError, DeadlineExceeded, Global, HostKey, RateLimited};
+use courier_core::grpc::GrpcCode;
+use courier_core::{
+    BoxError, Classifier, DeadlineExceeded, Global, HostKey, RateLimited, ResponseHead, Verdict,
+};
 use courier_testkit::contract::{self, ReadyOnce};
-use http::{Request, Response, StatusCode};
+use http::{Request, Response, StatusCode, Version};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
@@ -33,6 +36,10 @@ enum Step {
     Slow(Duration),
     /// Never answers.
     Hang,
+    /// Answers 200 with `x-throttled`.
+    Throttled,
+    /// A trailers-only gRPC answer with this code.
+    Grpc(u16),
 }
 
 #[derive(Clone, Default)]
@@ -96,6 +103,20 @@ impl Service<Request<()>> for Upstream {
                     200
                 }
                 Step::Hang => std::future::pending().await,
+                Step::Throttled => {
+                    return Ok(Response::builder()
+                        .header("x-throttled", "1")
+                        .body(())
+                        .unwrap());
+                }
+                Step::Grpc(code) => {
+                    return Ok(Response::builder()
+                        .version(Version::HTTP_2)
+                        .header("content-type", "application/grpc")
+                        .header("grpc-status", code)
+                        .body(())
+                        .unwrap());
+                }
             };
             Ok(Response::builder().status(status).body(()).unwrap())
         })
@@ -427,6 +448,139 @@ async fn statuses_outside_the_set_are_healthy_and_the_set_is_configurable() {
     }
     assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
     up.push(Step::Status(501), 2);
+    send(&svc, "a").await.unwrap();
+    send(&svc, "a").await.unwrap();
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+}
+
+/// The default classifier, but a 409 is transient: it may change, and counts against the host.
+fn conflicts_count() -> Classifier {
+    Classifier::new().reclassify(
+        |head: &ResponseHead<'_>, verdict: Verdict| match head.status() {
+            StatusCode::CONFLICT => Verdict::transient(),
+            _ => verdict,
+        },
+    )
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_classifier_decides_which_answers_count_against_the_host() {
+    // By default a 409 is a healthy server answering on purpose.
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new().consecutive_failures(nz(3)));
+    up.push(Step::Status(409), 10);
+    for _ in 0..10 {
+        assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::CONFLICT);
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    assert_eq!(handle.status(&key("a")).unwrap().consecutive_failures(), 0);
+
+    // Declared transient, it counts against the host: three in a row open.
+    let layer = CircuitBreakerLayer::new()
+        .classifier(conflicts_count())
+        .consecutive_failures(nz(3));
+    let (svc, up, handle) = setup(layer);
+    up.push(Step::Status(409), 3);
+    for _ in 0..2 {
+        assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::CONFLICT);
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    assert_eq!(handle.status(&key("a")).unwrap().consecutive_failures(), 2);
+    assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::CONFLICT);
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+    open_err(send(&svc, "a").await);
+    assert_eq!(up.calls(), 3, "the refused call never reached the host");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_200_the_classifier_calls_an_overload_against_the_host_is_a_failing_answer() {
+    let classifier = Classifier::new().reclassify(|head: &ResponseHead<'_>, verdict: Verdict| {
+        if head.headers().contains_key("x-throttled") {
+            Verdict::overload(false).against_host(true)
+        } else {
+            verdict
+        }
+    });
+    let layer = CircuitBreakerLayer::new()
+        .classifier(classifier)
+        .consecutive_failures(nz(2));
+    let (svc, up, handle) = setup(layer);
+    up.push(Step::Throttled, 1);
+    assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
+    assert_eq!(handle.status(&key("a")).unwrap().consecutive_failures(), 1);
+    // A 200 without the header is a success, and ends the run.
+    assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
+    assert_eq!(handle.status(&key("a")).unwrap().consecutive_failures(), 0);
+    up.push(Step::Throttled, 2);
+    for _ in 0..2 {
+        assert_eq!(send(&svc, "a").await.unwrap(), StatusCode::OK);
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_classifier_replaces_earlier_delegate_settings_and_later_ones_update_it() {
+    // Set after `failure_statuses`, the classifier replaces it: a 501 is healthy again.
+    let layer = CircuitBreakerLayer::new()
+        .consecutive_failures(nz(2))
+        .failure_statuses([StatusCode::NOT_IMPLEMENTED])
+        .classifier(conflicts_count());
+    let (svc, up, handle) = setup(layer);
+    up.push(Step::Status(501), 3);
+    for _ in 0..3 {
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    assert_eq!(handle.status(&key("a")).unwrap().consecutive_failures(), 0);
+
+    // Set before, it keeps its own rule and takes the delegate's.
+    let layer = CircuitBreakerLayer::new()
+        .consecutive_failures(nz(2))
+        .classifier(conflicts_count())
+        .failure_statuses([StatusCode::NOT_IMPLEMENTED]);
+    let (svc, up, handle) = setup(layer);
+    up.push(Step::Status(503), 2);
+    for _ in 0..2 {
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(
+        handle.state(&key("a")),
+        Some(CircuitState::Closed),
+        "503 left the set"
+    );
+    up.push(Step::Status(409), 1);
+    up.push(Step::Status(501), 1);
+    send(&svc, "a").await.unwrap();
+    send(&svc, "a").await.unwrap();
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+}
+
+#[tokio::test(start_paused = true)]
+async fn trailers_only_grpc_codes_count_as_the_classifier_says() {
+    // By default UNAVAILABLE counts against the host and INTERNAL does not.
+    let (svc, up, handle) = setup(CircuitBreakerLayer::new().consecutive_failures(nz(2)));
+    up.push(Step::Grpc(14), 1);
+    up.push(Step::Grpc(13), 1);
+    up.push(Step::Grpc(14), 1);
+    for _ in 0..3 {
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    assert_eq!(handle.status(&key("a")).unwrap().consecutive_failures(), 1);
+    up.push(Step::Grpc(14), 1);
+    send(&svc, "a").await.unwrap();
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));
+
+    // `grpc_failure_codes` sets the classifier's codes.
+    let layer = CircuitBreakerLayer::new()
+        .consecutive_failures(nz(2))
+        .grpc_failure_codes([GrpcCode::INTERNAL]);
+    let (svc, up, handle) = setup(layer);
+    up.push(Step::Grpc(14), 3);
+    for _ in 0..3 {
+        send(&svc, "a").await.unwrap();
+    }
+    assert_eq!(handle.state(&key("a")), Some(CircuitState::Closed));
+    up.push(Step::Grpc(13), 2);
     send(&svc, "a").await.unwrap();
     send(&svc, "a").await.unwrap();
     assert_eq!(handle.state(&key("a")), Some(CircuitState::Open));

@@ -6,7 +6,9 @@
 
 use courier_breaker::{CircuitBreakerLayer, CircuitState, FailureRate, HostKey};
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
-use courier_core::{AttemptRecord, Attempts, BoxError, FailureKind};
+use courier_core::{
+    AttemptRecord, Attempts, BoxError, Classifier, FailureKind, ResponseHead, Verdict,
+};
 use http::{Request, Response, StatusCode};
 use std::collections::VecDeque;
 use std::io;
@@ -27,6 +29,10 @@ type Script = Arc<Mutex<VecDeque<Step>>>;
 
 async fn answer(script: Script) -> Result<Response<()>, BoxError> {
     let step = script.lock().unwrap().pop_front().unwrap_or(Step::Ok);
+    respond(step)
+}
+
+fn respond(step: Step) -> Result<Response<()>, BoxError> {
     let status = match step {
         Step::Ok => 200,
         Step::Answer(s) => s,
@@ -49,8 +55,9 @@ fn outcome(step: Step) -> AttemptOutcome {
     }
 }
 
-/// Attempt `earlier.len() + 1` of a call whose earlier attempts ended as `earlier`.
-fn attempt(earlier: &[Step]) -> Request<()> {
+/// Attempt `earlier.len() + 1` of a call whose earlier attempts ended as `earlier`, with the
+/// verdicts `classifier` gave them.
+fn attempt(earlier: &[Step], classifier: &Classifier) -> Request<()> {
     let mut req = Request::get("http://a.example/x").body(()).unwrap();
     if !earlier.is_empty() {
         let records: Attempts = earlier
@@ -59,6 +66,7 @@ fn attempt(earlier: &[Step]) -> Request<()> {
             .map(|(i, step)| AttemptRecord {
                 attempt: i as u32 + 1,
                 outcome: outcome(*step),
+                verdict: classifier.classify_result(&respond(*step)),
                 decision: Decision::Retry,
                 reason: Reason::RetryableFailure,
                 wait: Duration::ZERO,
@@ -73,13 +81,21 @@ fn attempt(earlier: &[Step]) -> Request<()> {
 
 struct Run {
     layer: CircuitBreakerLayer,
+    /// What retry, above the breaker, decided of each attempt.
+    classifier: Classifier,
     script: Script,
 }
 
 impl Run {
     fn new(layer: CircuitBreakerLayer) -> Self {
+        Self::judged_by(layer, Classifier::new())
+    }
+
+    /// The breaker and the retry above it share `classifier`, as in the preset.
+    fn judged_by(layer: CircuitBreakerLayer, classifier: Classifier) -> Self {
         Self {
-            layer,
+            layer: layer.classifier(classifier.clone()),
+            classifier,
             script: Script::default(),
         }
     }
@@ -92,12 +108,12 @@ impl Run {
             let svc = self
                 .layer
                 .layer(service_fn(move |_req: Request<()>| answer(script.clone())));
-            let _ = svc.oneshot(attempt(&steps[..n])).await;
+            let _ = svc.oneshot(attempt(&steps[..n], &self.classifier)).await;
         }
     }
 
     fn state(&self) -> CircuitState {
-        let host = HostKey::from_request(&attempt(&[]));
+        let host = HostKey::from_request(&attempt(&[], &self.classifier));
         self.layer
             .handle()
             .state(&host)
@@ -253,4 +269,29 @@ async fn one_unlucky_trial_does_not_keep_a_serving_host_out() {
     assert_eq!(run.state(), CircuitState::HalfOpen);
     run.call(&[Step::Ok]).await;
     assert_eq!(run.state(), CircuitState::Closed, "three of five served");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_retry_reads_the_verdicts_of_its_calls_earlier_attempts() {
+    // A 409 declared transient counts against the host; a call's three of them count once.
+    let conflicts_count =
+        Classifier::new().reclassify(|head: &ResponseHead<'_>, verdict| match head.status() {
+            StatusCode::CONFLICT => Verdict::transient(),
+            _ => verdict,
+        });
+    let conflicts = [Step::Answer(409), Step::Answer(409), Step::Answer(409)];
+    let run = Run::judged_by(CircuitBreakerLayer::new(), conflicts_count);
+    for _ in 0..4 {
+        run.call(&conflicts).await;
+    }
+    assert_eq!(run.state(), CircuitState::Closed, "12 attempts, 4 calls");
+    run.call(&[Step::Answer(409)]).await;
+    assert_eq!(run.state(), CircuitState::Open, "the fifth call");
+
+    // The default classifier: a 409 never counts.
+    let run = Run::new(CircuitBreakerLayer::new());
+    for _ in 0..10 {
+        run.call(&conflicts).await;
+    }
+    assert_eq!(run.state(), CircuitState::Closed);
 }
