@@ -1,12 +1,14 @@
-//! The response future of [`TokenBucketRateLimit`](crate::TokenBucketRateLimit).
+//! The response future of [`TokenBucketRateLimit`](crate::TokenBucketRateLimit), and how the
+//! token bucket holds a request's slot in it.
 
 use crate::error::RateLimited;
 use crate::layer::Shared;
+use crate::slot::{Next, Slot, SlotFuture};
 use crate::store::{Decision, Denial, Entry, Grant, RateLimitStore};
 use courier_core::KeyFn;
 use courier_core::{BoxError, CacheStatus, WaitSource};
 use http::header::RETRY_AFTER;
-use http::{HeaderMap, HeaderName, Request, Response};
+use http::{HeaderMap, HeaderName, Response};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
@@ -15,149 +17,106 @@ use std::sync::Arc;
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tokio::time::{Instant, Sleep, sleep_until};
-use tower_service::Service;
 
-pin_project! {
-    /// Decides (unless the service did), waits for the slot if there is one to wait for, then
-    /// calls the inner service (unless the service did) and reads the server's hints off its
-    /// response.
-    ///
-    /// Dropping the future before it called the inner service hands its slot back to the store
-    /// (see [`RateLimitStore::cancel`]), and so does a refusal after the wait; nobody else waits
-    /// longer because of it.
-    ///
-    /// A pass-through service's future is the inner service's, and nothing else.
-    #[must_use = "futures do nothing unless polled"]
-    pub struct ResponseFuture<S, B, KF, St>
-    where
-        S: Service<Request<B>>,
-        KF: KeyFn,
-        St: RateLimitStore<KF::Key>,
-    {
-        #[pin]
-        kind: Kind<S, B, KF, St>,
-    }
+pub use crate::service::ResponseFuture;
+
+/// The future of an active token bucket's request.
+pub(crate) type Limited<S, B, KF, St> = SlotFuture<S, B, Bucket<KF, St>>;
+
+/// The token bucket's hold on one request's slot: the key it was decided under, and the
+/// layer's state.
+pub(crate) struct Bucket<KF: KeyFn, St> {
+    pub(crate) key: Held<KF::Key>,
+    pub(crate) shared: Arc<Shared<KF, St>>,
 }
 
-pin_project! {
-    #[project = KindProj]
-    enum Kind<S, B, KF, St>
-    where
-        S: Service<Request<B>>,
-        KF: KeyFn,
-        St: RateLimitStore<KF::Key>,
-    {
-        Limited { #[pin] fut: Limited<S, B, KF, St> },
-        Passing { #[pin] fut: S::Future },
-    }
-}
-
-// === impl ResponseFuture ===
-
-impl<S, B, KF, St> ResponseFuture<S, B, KF, St>
-where
-    S: Service<Request<B>>,
-    KF: KeyFn,
-    St: RateLimitStore<KF::Key>,
-{
-    #[inline]
-    pub(crate) fn limited(fut: Limited<S, B, KF, St>) -> Self {
-        Self {
-            kind: Kind::Limited { fut },
-        }
-    }
-
-    /// The inner future and nothing else: a pass-through service's.
-    pub(crate) fn pass(fut: S::Future) -> Self {
-        Self {
-            kind: Kind::Passing { fut },
-        }
-    }
-}
-
-impl<S, B, ResB, KF, St> Future for ResponseFuture<S, B, KF, St>
-where
-    S: Service<Request<B>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    KF: KeyFn,
-    St: RateLimitStore<KF::Key>,
-{
-    type Output = Result<Response<ResB>, BoxError>;
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        match self.project().kind.project() {
-            KindProj::Limited { fut } => fut.poll(cx),
-            KindProj::Passing { fut } => fut.poll(cx).map_err(Into::into),
-        }
-    }
-}
-
-impl<S, B, KF, St> fmt::Debug for ResponseFuture<S, B, KF, St>
-where
-    S: Service<Request<B>>,
-    KF: KeyFn,
-    St: RateLimitStore<KF::Key>,
-{
+impl<KF: KeyFn, St> fmt::Debug for Bucket<KF, St> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            Kind::Limited { fut } => fut.fmt(f),
-            Kind::Passing { .. } => f.write_str("ResponseFuture::Passing"),
-        }
+        f.debug_struct("Bucket")
+            .field("key", self.key.get())
+            .finish()
     }
 }
 
-pin_project! {
-    // An active limiter's future.
-    #[must_use = "futures do nothing unless polled"]
-    pub(crate) struct Limited<S, B, KF, St>
-    where
-        S: Service<Request<B>>,
-        KF: KeyFn,
-        St: RateLimitStore<KF::Key>,
-    {
-        #[pin]
-        state: State<St::Acquire, S::Future>,
-        // The instance made ready and the request, until the call starts. Boxed: a call that
-        // starts at once (the usual case) carries neither, and the future stays small.
-        pending: Option<Box<(S, Request<B>)>>,
-        key: Held<KF::Key>,
-        shared: Arc<Shared<KF, St>>,
+impl<KF, St> Slot for Bucket<KF, St>
+where
+    KF: KeyFn,
+    St: RateLimitStore<KF::Key>,
+{
+    type Acquire = BeforeDeadline<St::Acquire>;
+
+    fn admitted(&self, grant: &Grant, now: Instant, deadline: Option<Instant>) -> Next {
+        if let Some(deadline) = deadline
+            && grant.at().max(now) > deadline
+        {
+            // A slot past the deadline (a store's answer that came late): never sent, so the
+            // slot goes back, and the caller hears when it was.
+            return Next::Refuse(Denial::new(grant.at().saturating_duration_since(now)));
+        }
+        if grant.at() <= now {
+            return Next::Go;
+        }
+        let wait = grant.at() - now;
+        let key = self.key.get();
+        crate::telemetry::waiting(key, wait);
+        if wait > self.shared.config.log_waits_over {
+            tracing::info!(
+                host = ?key,
+                wait_ms = wait.as_millis() as u64,
+                "rate limit: waiting for a slot"
+            );
+        }
+        Next::Wait(grant.at())
     }
 
-    impl<S, B, KF, St> PinnedDrop for Limited<S, B, KF, St>
-    where
-        S: Service<Request<B>>,
-        KF: KeyFn,
-        St: RateLimitStore<KF::Key>,
-    {
-        fn drop(this: Pin<&mut Self>) {
-            let this = this.project();
-            // Dropped before the call started: give the slot back.
-            let grant = match this.state.project() {
-                StateProj::Sleeping { grant, .. } => grant,
-                StateProj::Decided { decision: Decision::Admit(grant) } => grant,
-                _ => return,
-            };
-            let shared = &**this.shared;
-            shared.store.cancel(this.key.get(), shared.config.quota, grant);
+    fn woke(&self, _grant: &Grant, now: Instant, deadline: Option<Instant>) -> Next {
+        // tokio's timer wakes on whole milliseconds, up to one after the slot: a slot just
+        // before the deadline can wake just after it. Never sent then.
+        if deadline.is_some_and(|deadline| now > deadline) {
+            return Next::Refuse(Denial::new(Duration::ZERO));
+        }
+        // A park that came while this request waited (a 429 to one ahead of it) holds it too,
+        // within what it accepts to wait.
+        let parked = self.shared.store.parked_until(self.key.get());
+        match parked.filter(|&until| until > now) {
+            Some(until)
+                if until - now > self.shared.config.max_wait
+                    || deadline.is_some_and(|d| until > d) =>
+            {
+                Next::Refuse(Denial::new(until - now).parked(true))
+            }
+            Some(until) => Next::Wait(until),
+            // The slot has come.
+            None => Next::Go,
         }
     }
-}
 
-pin_project! {
-    // (Acquire | Decided) => (Sleeping | Calling | Done)
-    // Sleeping => Calling
-    // Calling => Done
-    #[project = StateProj]
-    enum State<A, F> {
-        Acquire { #[pin] fut: BeforeDeadline<A> },
-        Decided { decision: Decision },
-        // The slot reserved, to give back if the request is never sent; the timer is boxed, as
-        // only a waiting request needs one.
-        Sleeping { sleep: Pin<Box<Sleep>>, grant: Grant },
-        Calling { #[pin] fut: F },
-        Done,
+    fn give_back(&self, grant: &Grant) {
+        let shared = &*self.shared;
+        shared
+            .store
+            .cancel(self.key.get(), shared.config.quota, grant);
+    }
+
+    /// A request whose slot went back hears when a slot is free now that it did (or did not: a
+    /// later reservation may be stacked on it). An in-process store is asked; any other store
+    /// cannot be asked without reserving, and the refusal stands.
+    #[cold]
+    fn refusal(&self, denial: Denial, gave_back: bool) -> BoxError {
+        let key = self.key.get();
+        let denial = match self.shared.store.in_process() {
+            Some(store) if gave_back => store.next_slot(key, self.shared.config.quota),
+            _ => denial,
+        };
+        refused(key, denial);
+        Box::new(RateLimited::new(denial.retry_in()))
+    }
+
+    #[inline]
+    fn answered<ResB>(&self, result: &Result<Response<ResB>, BoxError>) {
+        if let Ok(resp) = result {
+            observe(&self.shared, self.key.get(), resp);
+        }
     }
 }
 
@@ -170,6 +129,16 @@ pin_project! {
         fut: A,
         deadline: Option<Instant>,
         timer: Option<Pin<Box<Sleep>>>,
+    }
+}
+
+impl<A> BeforeDeadline<A> {
+    pub(crate) fn new(fut: A, deadline: Option<Instant>) -> Self {
+        Self {
+            fut,
+            deadline,
+            timer: None,
+        }
     }
 }
 
@@ -206,228 +175,6 @@ impl<K> Held<K> {
     }
 }
 
-// === impl Limited ===
-
-impl<S, B, KF, St> Limited<S, B, KF, St>
-where
-    S: Service<Request<B>>,
-    KF: KeyFn,
-    St: RateLimitStore<KF::Key>,
-{
-    /// Waits for the store's decision, but never past `deadline`, then goes on with `pending`.
-    pub(crate) fn acquiring(
-        acquire: St::Acquire,
-        deadline: Option<Instant>,
-        pending: Box<(S, Request<B>)>,
-        key: Held<KF::Key>,
-        shared: Arc<Shared<KF, St>>,
-    ) -> Self {
-        Self {
-            state: State::Acquire {
-                fut: BeforeDeadline {
-                    fut: acquire,
-                    deadline,
-                    timer: None,
-                },
-            },
-            pending: Some(pending),
-            key,
-            shared,
-        }
-    }
-
-    /// Goes on with a decision already taken; `pending` is `None` only for a refusal.
-    pub(crate) fn decided(
-        decision: Decision,
-        pending: Option<Box<(S, Request<B>)>>,
-        key: Held<KF::Key>,
-        shared: Arc<Shared<KF, St>>,
-    ) -> Self {
-        Self {
-            state: State::Decided { decision },
-            pending,
-            key,
-            shared,
-        }
-    }
-
-    /// The call started at once.
-    #[inline]
-    pub(crate) fn calling(fut: S::Future, key: Held<KF::Key>, shared: Arc<Shared<KF, St>>) -> Self {
-        Self {
-            state: State::Calling { fut },
-            pending: None,
-            key,
-            shared,
-        }
-    }
-}
-
-impl<S, B, ResB, KF, St> Future for Limited<S, B, KF, St>
-where
-    S: Service<Request<B>, Response = Response<ResB>>,
-    S::Error: Into<BoxError>,
-    KF: KeyFn,
-    St: RateLimitStore<KF::Key>,
-{
-    type Output = Result<Response<ResB>, BoxError>;
-
-    #[inline]
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let mut this = self.project();
-        loop {
-            let decision = match this.state.as_mut().project() {
-                StateProj::Calling { fut } => {
-                    let result = ready!(fut.poll(cx));
-                    this.state.set(State::Done);
-                    if let Ok(resp) = &result {
-                        observe(this.shared, this.key.get(), resp);
-                    }
-                    return Poll::Ready(result.map_err(Into::into));
-                }
-                StateProj::Acquire { fut } => match ready!(fut.poll(cx)) {
-                    Ok(decision) => decision,
-                    Err(err) => {
-                        this.state.set(State::Done);
-                        return Poll::Ready(Err(err));
-                    }
-                },
-                StateProj::Decided { decision } => *decision,
-                StateProj::Sleeping { sleep, grant } => {
-                    ready!(sleep.as_mut().poll(cx));
-                    let now = Instant::now();
-                    let deadline = deadline_of(this.pending);
-                    let shared = &**this.shared;
-                    // A park that came while this request waited (a 429 to one ahead of it)
-                    // holds it too, within what it accepts to wait.
-                    let parked = || {
-                        shared
-                            .store
-                            .parked_until(this.key.get())
-                            .filter(|&until| until > now)
-                    };
-                    let grant = *grant;
-                    let refusal = match deadline {
-                        // tokio's timer wakes on whole milliseconds, up to one after the slot:
-                        // a slot just before the deadline can wake just after it. Never sent
-                        // then.
-                        Some(deadline) if now > deadline => Denial::new(Duration::ZERO),
-                        _ => match parked() {
-                            Some(until)
-                                if until - now > shared.config.max_wait
-                                    || deadline.is_some_and(|d| until > d) =>
-                            {
-                                Denial::new(until - now).parked(true)
-                            }
-                            Some(until) => {
-                                sleep.as_mut().reset(until);
-                                continue;
-                            }
-                            // The slot has come: from here on it is spent.
-                            None => {
-                                this.state.set(State::Done);
-                                this.state.set(State::Calling {
-                                    fut: start(this.pending),
-                                });
-                                continue;
-                            }
-                        },
-                    };
-                    // Never sent: the slot goes back (once: the state leaves Sleeping).
-                    this.state.set(State::Done);
-                    Decision::Deny(give_back(shared, this.key.get(), &grant, refusal))
-                }
-                StateProj::Done => panic!("ResponseFuture polled after it completed"),
-            };
-            match decision {
-                Decision::Deny(denial) => {
-                    this.state.set(State::Done);
-                    refused(this.key.get(), denial);
-                    return Poll::Ready(Err(Box::new(RateLimited::new(denial.retry_in()))));
-                }
-                Decision::Admit(grant) => {
-                    let now = Instant::now();
-                    if let Some(deadline) = deadline_of(this.pending)
-                        && grant.at().max(now) > deadline
-                    {
-                        // A slot past the deadline (a store's answer that came late): never
-                        // sent, so the slot goes back, and the caller hears when it was.
-                        this.state.set(State::Done);
-                        let refusal = Denial::new(grant.at().saturating_duration_since(now));
-                        let denial = give_back(this.shared, this.key.get(), &grant, refusal);
-                        refused(this.key.get(), denial);
-                        return Poll::Ready(Err(Box::new(RateLimited::new(denial.retry_in()))));
-                    }
-                    if grant.at() > now {
-                        let wait = grant.at() - now;
-                        crate::telemetry::waiting(this.key.get(), wait);
-                        if wait > this.shared.config.log_waits_over {
-                            tracing::info!(
-                                host = ?this.key.get(),
-                                wait_ms = wait.as_millis() as u64,
-                                "rate limit: waiting for a slot"
-                            );
-                        }
-                        this.state.set(State::Sleeping {
-                            sleep: Box::pin(tokio::time::sleep_until(grant.at())),
-                            grant,
-                        });
-                        continue;
-                    }
-                    // Out of Decided first: from the call on, the slot is spent.
-                    this.state.set(State::Done);
-                    this.state.set(State::Calling {
-                        fut: start(this.pending),
-                    });
-                }
-            }
-        }
-    }
-}
-
-/// The deadline of the request held while its slot is pending.
-pub(crate) fn deadline_of<S, B>(pending: &Option<Box<(S, Request<B>)>>) -> Option<Instant> {
-    pending
-        .as_deref()
-        .and_then(|(_, req)| courier_core::Deadline::get(req.extensions()))
-        .map(|d| d.instant())
-}
-
-/// Gives back the slot of a request refused after all (it was never sent), and returns the
-/// refusal, naming when a slot is free now that this one went back (or did not: a later
-/// reservation may be stacked on it). An in-process store is asked; any other store cannot be
-/// asked without reserving, and `refusal` stands.
-#[cold]
-fn give_back<KF, St>(
-    shared: &Shared<KF, St>,
-    key: &KF::Key,
-    grant: &Grant,
-    refusal: Denial,
-) -> Denial
-where
-    KF: KeyFn,
-    St: RateLimitStore<KF::Key>,
-{
-    let quota = shared.config.quota;
-    shared.store.cancel(key, quota, grant);
-    match shared.store.in_process() {
-        Some(store) => store.next_slot(key, quota),
-        None => refusal,
-    }
-}
-
-#[cold]
-/// Calls the inner service with the request held while the slot was pending.
-pub(crate) fn start<S, B>(pending: &mut Option<Box<(S, Request<B>)>>) -> S::Future
-where
-    S: Service<Request<B>>,
-{
-    let (mut inner, req) = *pending
-        .take()
-        .expect("the request is taken only when the call starts");
-    inner.call(req)
-}
-
 fn refused<K: fmt::Debug + 'static>(key: &K, denial: Denial) {
     crate::telemetry::refused(key, denial.is_parked());
     tracing::debug!(
@@ -436,28 +183,6 @@ fn refused<K: fmt::Debug + 'static>(key: &K, denial: Denial) {
         parked = denial.is_parked(),
         "rate limited: no slot soon enough"
     );
-}
-
-impl<S, B, KF, St> fmt::Debug for Limited<S, B, KF, St>
-where
-    S: Service<Request<B>>,
-    KF: KeyFn,
-    St: RateLimitStore<KF::Key>,
-{
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let (state, grant) = match &self.state {
-            State::Acquire { .. } => ("acquire", None),
-            State::Decided { .. } => ("decided", None),
-            State::Sleeping { grant, .. } => ("sleeping", Some(grant)),
-            State::Calling { .. } => ("calling", None),
-            State::Done => ("done", None),
-        };
-        f.debug_struct("Limited")
-            .field("key", self.key.get())
-            .field("state", &state)
-            .field("grant", &grant)
-            .finish()
-    }
 }
 
 /// Parks the response's key when the server asks for quiet.

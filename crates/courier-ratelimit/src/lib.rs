@@ -36,10 +36,11 @@
 //! # Adaptive pacing
 //!
 //! When nobody knows the host's quota, [`AdaptivePacingLayer`] (module [`adaptive`]) learns
-//! it: a 503 or 429 without a hint, or a timeout, paces the host at what it
-//! accepted over the last second, every caller together, and the pace grows back once the
-//! signals stop. It takes its slots from the same [`RateLimitStore`] seam as the bucket. A host
-//! that never signals is never paced.
+//! it: an overload signal ([by default](adaptive#signals-and-accepts) a 503 or 429 without a
+//! hint, or a timeout) paces the host at what it accepted over the last second, every caller
+//! together, and the pace grows back once the signals stop ([the ramp](adaptive#the-ramp)).
+//! It takes its slots from the same [`RateLimitStore`] seam as the bucket. A host that never
+//! signals is never paced.
 //!
 //! # Modes
 //!
@@ -127,6 +128,7 @@ pub mod future;
 mod gcra;
 mod layer;
 mod service;
+mod slot;
 pub mod store;
 pub mod telemetry;
 

@@ -1,81 +1,48 @@
 use crate::config::Mode;
-use crate::future::{Held, Limited, ResponseFuture};
+use crate::future::{BeforeDeadline, Bucket, Held, Limited};
 use crate::gcra::Outcome;
 use crate::layer::{Shared, TokenBucketRateLimitLayer};
+use crate::slot::SlotFuture;
 use crate::store::{Decision, Entry, InMemoryStore, RateLimitStore, saturating_nanos};
-use courier_core::{BoxError, Deadline, HostKey, KeyFn, PerHost, RequestHead};
-use http::{Request, Response};
-use std::fmt;
+use courier_core::{Deadline, KeyFn, RequestHead};
+use http::Request;
 use std::sync::Arc;
-use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_service::Service;
 
-/// Paces the requests to `S` per key; see [`TokenBucketRateLimitLayer`].
-///
-/// No token is taken in `poll_ready`, which only forwards the inner service's readiness. With
-/// the in-process store the decision is taken in `call`: a request with a free slot now calls
-/// the inner service (the instance that was made ready) at once, one that must wait does so
-/// inside the response future and calls it after. With a store that answers through a future
-/// ([`RateLimitStore::acquire`]) the decision is taken when the response future is first
-/// polled, and the inner service is called after it (and after the wait, if any).
-///
-/// # Clone
-///
-/// Clones share the layer's buckets (behind an `Arc`): a clone never forks a limit.
-pub struct TokenBucketRateLimit<S, KF: KeyFn = PerHost, St = InMemoryStore<HostKey>> {
-    inner: S,
-    /// `None` in a pass-through service.
-    shared: Option<Arc<Shared<KF, St>>>,
-    /// The bucket of the previous request (in-process store only): a run of requests to one
-    /// key skips the key, the hash and the map.
-    last: Option<Arc<Entry<KF::Key>>>,
+crate::slot::limiter! {
+    /// Paces the requests to `S` per key; see [`TokenBucketRateLimitLayer`].
+    ///
+    /// No token is taken in `poll_ready`, which only forwards the inner service's readiness.
+    /// With the in-process store the decision is taken in `call`: a request with a free slot
+    /// now calls the inner service (the instance that was made ready) at once, one that must
+    /// wait does so inside the response future and calls it after. With a store that answers
+    /// through a future ([`RateLimitStore::acquire`]) the decision is taken when the response
+    /// future is first polled, and the inner service is called after it (and after the wait,
+    /// if any).
+    ///
+    /// # Clone
+    ///
+    /// Clones share the layer's buckets (behind an `Arc`): a clone never forks a limit.
+    pub struct TokenBucketRateLimit(TokenBucketRateLimitLayer) {
+        shared: Shared,
+        /// The bucket of the previous request (in-process store only): a run of requests to
+        /// one key skips the key, the hash and the map.
+        last: Entry,
+    }
+    /// Decides (unless the service did), waits for the slot if there is one to wait for, then
+    /// calls the inner service (unless the service did) and reads the server's hints off its
+    /// response.
+    ///
+    /// Dropping the future before it called the inner service hands its slot back to the store
+    /// (see [`RateLimitStore::cancel`]), and so does a refusal after the wait; nobody else waits
+    /// longer because of it.
+    ///
+    /// A pass-through service's future is the inner service's, and nothing else.
+    pub struct ResponseFuture(Bucket);
 }
 
-// === impl TokenBucketRateLimit ===
-
 impl<S, KF: KeyFn, St> TokenBucketRateLimit<S, KF, St> {
-    /// Wraps `inner` in a limiter configured by `layer`, drawing from the buckets of every
-    /// other service `layer` (or a clone of it) makes; the same as `layer.layer(inner)`.
-    pub fn new(inner: S, layer: TokenBucketRateLimitLayer<KF, St>) -> Self {
-        Self {
-            inner,
-            shared: Some(layer.shared),
-            last: None,
-        }
-    }
-
-    /// The layer switched off: every call goes straight to `inner`, taking no token and
-    /// reading no quota header; the answer is `inner`'s. The same type as an active
-    /// `TokenBucketRateLimit<S, KF, St>`, so a stack can switch it at run time.
-    pub const fn pass_through(inner: S) -> Self {
-        Self {
-            inner,
-            shared: None,
-            last: None,
-        }
-    }
-
-    /// Whether this service was made by [`pass_through`](Self::pass_through).
-    pub const fn is_pass_through(&self) -> bool {
-        self.shared.is_none()
-    }
-
-    /// The inner service.
-    pub fn get_ref(&self) -> &S {
-        &self.inner
-    }
-
-    /// The inner service, mutably.
-    pub fn get_mut(&mut self) -> &mut S {
-        &mut self.inner
-    }
-
-    /// The inner service, consuming the wrapper.
-    pub fn into_inner(self) -> S {
-        self.inner
-    }
-
     /// The store holding the buckets (shared with the layer and every clone); `None` for a
     /// pass-through service, which has none.
     pub fn store(&self) -> Option<&St> {
@@ -83,49 +50,14 @@ impl<S, KF: KeyFn, St> TokenBucketRateLimit<S, KF, St> {
     }
 }
 
-impl<S: Clone, KF: KeyFn, St> Clone for TokenBucketRateLimit<S, KF, St> {
-    fn clone(&self) -> Self {
-        Self {
-            inner: self.inner.clone(),
-            shared: self.shared.clone(),
-            // A clone made per request (as a retry layer above does) stays warm.
-            last: self.last.clone(),
-        }
-    }
-}
-
-impl<S: fmt::Debug, KF: KeyFn, St> fmt::Debug for TokenBucketRateLimit<S, KF, St> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TokenBucketRateLimit")
-            .field("inner", &self.inner)
-            .field(
-                "config",
-                &self.shared.as_deref().map(|shared| &shared.config),
-            )
-            .finish()
-    }
-}
-
-impl<S, B, ResB, KF, St> Service<Request<B>> for TokenBucketRateLimit<S, KF, St>
-where
-    S: Service<Request<B>, Response = Response<ResB>> + Clone,
-    S::Error: Into<BoxError>,
-    KF: KeyFn,
-    St: RateLimitStore<KF::Key>,
-{
-    type Response = Response<ResB>;
-    type Error = BoxError;
-    type Future = ResponseFuture<S, B, KF, St>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx).map_err(Into::into)
-    }
-
+impl<S: Clone, KF: KeyFn, St: RateLimitStore<KF::Key>> TokenBucketRateLimit<S, KF, St> {
+    /// An active service's request: with the in-process store decided here, and sent at once
+    /// when its slot is free now; with another store, decided in the response future.
     #[inline]
-    fn call(&mut self, req: Request<B>) -> Self::Future {
-        let Some(shared) = &self.shared else {
-            return ResponseFuture::pass(self.inner.call(req));
-        };
+    fn limit<B>(&mut self, shared: Arc<Shared<KF, St>>, req: Request<B>) -> Limited<S, B, KF, St>
+    where
+        S: Service<Request<B>>,
+    {
         let max_wait = match shared.config.mode {
             Mode::Reject => Duration::ZERO,
             Mode::Wait => match Deadline::get(req.extensions()) {
@@ -133,46 +65,33 @@ where
                 None => shared.config.max_wait,
             },
         };
-        if shared.store.in_process().is_some() {
-            let shared = Arc::clone(shared);
+        if let Some(store) = shared.store.in_process() {
             let (entry, decision) =
-                Self::decide_in_process(&shared, &mut self.last, &req, max_wait);
-            let key = Held::Entry(entry);
+                Self::decide_in_process(store, &shared, &mut self.last, &req, max_wait);
+            let slot = Bucket {
+                key: Held::Entry(entry),
+                shared,
+            };
             return match decision {
-                None => {
-                    ResponseFuture::limited(Limited::calling(self.inner.call(req), key, shared))
-                }
+                None => SlotFuture::calling(self.inner.call(req), slot),
                 Some(decision @ Decision::Admit(_)) => {
                     let pending = Box::new((self.take_ready(), req));
-                    ResponseFuture::limited(Limited::decided(decision, Some(pending), key, shared))
+                    SlotFuture::decided(decision, Some(pending), slot)
                 }
                 // Refused: the inner service is not called.
-                Some(decision) => {
-                    ResponseFuture::limited(Limited::decided(decision, None, key, shared))
-                }
+                Some(decision) => SlotFuture::decided(decision, None, slot),
             };
         }
         let key = shared.key_fn.key(&RequestHead::new(&req));
         let acquire = shared.store.acquire(&key, shared.config.quota, max_wait);
-        let shared = Arc::clone(shared);
-        let pending = Box::new((self.take_ready(), req));
         // A store that answers later is raced against the deadline (in either mode).
-        let deadline = Deadline::get(pending.1.extensions()).map(|d| d.instant());
-        ResponseFuture::limited(Limited::acquiring(
-            acquire,
-            deadline,
-            pending,
-            Held::Key(key),
+        let deadline = Deadline::get(req.extensions()).map(|d| d.instant());
+        let pending = Box::new((self.take_ready(), req));
+        let slot = Bucket {
+            key: Held::Key(key),
             shared,
-        ))
-    }
-}
-
-impl<S: Clone, KF: KeyFn, St> TokenBucketRateLimit<S, KF, St> {
-    /// The instance that was made ready, leaving a fresh clone for the next `poll_ready`.
-    fn take_ready(&mut self) -> S {
-        let clone = self.inner.clone();
-        std::mem::replace(&mut self.inner, clone)
+        };
+        SlotFuture::acquiring(BeforeDeadline::new(acquire, deadline), pending, slot)
     }
 }
 
@@ -185,15 +104,12 @@ where
     /// bucket's entry and the decision, `None` when the request may start now.
     #[inline]
     fn decide_in_process<B>(
+        store: &InMemoryStore<KF::Key>,
         shared: &Shared<KF, St>,
         last: &mut Option<Arc<Entry<KF::Key>>>,
         req: &Request<B>,
         max_wait: Duration,
     ) -> (Arc<Entry<KF::Key>>, Option<Decision>) {
-        let store = shared
-            .store
-            .in_process()
-            .expect("called only for a store that decides in process");
         let quota = shared.config.quota;
         let (t, tau) = (quota.interval_nanos(), quota.tolerance_nanos());
         let max_wait = saturating_nanos(max_wait);

@@ -1,6 +1,6 @@
 //! Adaptive pacing, on paused time: each rule, cancellation, deadlines, bounds.
 
-use courier_core::{BoxError, Deadline, HostKey, RateLimited};
+use courier_core::{BoxError, Classifier, Deadline, HostKey, RateLimited, ResponseHead, Verdict};
 use courier_ratelimit::adaptive::{AdaptivePacing, AdaptivePacingLayer};
 use courier_ratelimit::{InMemoryStore, Rate};
 use courier_testkit::contract;
@@ -24,6 +24,10 @@ enum Answer {
     Status(u16),
     /// A 503 with `Retry-After: 1`.
     BusyWithHint,
+    /// A 403 with `Retry-After: 1`: a spent quota of the caller's.
+    ForbiddenWithHint,
+    /// A 200 with `x-throttled: 1`: an overload only a classifier of the caller's knows.
+    Throttled,
     Refused,
     Reset,
     /// The attempt timed out.
@@ -83,6 +87,14 @@ impl Service<Request<()>> for Host {
                     resp.headers_mut()
                         .insert(http::header::RETRY_AFTER, 1.into());
                 }
+                Answer::ForbiddenWithHint => {
+                    *resp.status_mut() = StatusCode::FORBIDDEN;
+                    resp.headers_mut()
+                        .insert(http::header::RETRY_AFTER, 1.into());
+                }
+                Answer::Throttled => {
+                    resp.headers_mut().insert("x-throttled", 1.into());
+                }
                 Answer::Refused => {
                     return Err(io::Error::from(io::ErrorKind::ConnectionRefused).into());
                 }
@@ -133,12 +145,34 @@ fn ms(n: u64) -> Duration {
 /// Serves 2 of a crowd of 4 and refuses the other 2 with a bare `status`: half its answers
 /// are refusals, and the host is then paced at 2/s.
 async fn overload_with(status: u16) -> (AdaptivePacingLayer, Svc, Host) {
-    let layer = eager();
+    half(eager(), Answer::Status(status)).await
+}
+
+/// Serves 2 of a crowd of 4 through `layer` and gives the other 2 `answer`.
+async fn half(layer: AdaptivePacingLayer, answer: Answer) -> (AdaptivePacingLayer, Svc, Host) {
+    answered(layer, &[(Answer::Status(200), 2), (answer, 2)]).await
+}
+
+/// A crowd through `layer`, as many as `answers` holds, answered those in order.
+async fn answered(
+    layer: AdaptivePacingLayer,
+    answers: &[(Answer, usize)],
+) -> (AdaptivePacingLayer, Svc, Host) {
     let (svc, host) = setup(&layer);
-    host.push(Answer::Status(200), 2);
-    host.push(Answer::Status(status), 2);
-    crowd(&svc, 4).await;
+    for (answer, times) in answers {
+        host.push(answer.clone(), *times);
+    }
+    crowd(&svc, answers.iter().map(|(_, times)| times).sum()).await;
     (layer, svc, host)
+}
+
+/// How long a crowd of 4 takes to be served, all answered 200.
+async fn crowd_time(svc: &Svc) -> Duration {
+    let start = Instant::now();
+    for r in crowd(svc, 4).await {
+        r.unwrap();
+    }
+    start.elapsed()
 }
 
 // === the rules ===
@@ -282,6 +316,72 @@ async fn a_grpc_refusal_in_the_headers_is_a_signal_too() {
     }
 }
 
+// === the classifier decides what is a signal ===
+
+/// Gives an answer carrying `x-throttled` the verdict `throttled`.
+fn throttled_as(throttled: Verdict) -> Classifier {
+    Classifier::new().reclassify(move |head: &ResponseHead<'_>, verdict: Verdict| {
+        if head.headers().contains_key("x-throttled") {
+            throttled
+        } else {
+            verdict
+        }
+    })
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_answer_the_classifier_calls_an_overload_is_a_signal() {
+    // Set before another setter: the classifier stays.
+    let layer = AdaptivePacingLayer::new()
+        .classifier(throttled_as(Verdict::overload(false)))
+        .min_answers(1);
+    let (layer, svc, _host) = half(layer, Answer::Throttled).await;
+    assert_eq!(layer.learned_rate(&key()), Some(2.0));
+    // One at once, then one every half second.
+    assert_eq!(crowd_time(&svc).await, ms(1500));
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_the_default_classifier_the_same_answers_pace_nothing() {
+    let (layer, svc, _host) = half(eager(), Answer::Throttled).await;
+    assert_eq!(layer.learned_rate(&key()), None);
+    assert_eq!(crowd_time(&svc).await, Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_503_the_classifier_calls_a_success_paces_nothing() {
+    let success = Classifier::new().reclassify(|head: &ResponseHead<'_>, verdict: Verdict| {
+        match head.status() {
+            StatusCode::SERVICE_UNAVAILABLE => Verdict::success(),
+            _ => verdict,
+        }
+    });
+    let (layer, svc, _host) = half(eager().classifier(success), Answer::Status(503)).await;
+    assert_eq!(layer.learned_rate(&key()), None);
+    assert_eq!(crowd_time(&svc).await, Duration::ZERO);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hinted_overload_of_the_classifiers_teaches_nothing() {
+    let layer = eager().classifier(throttled_as(Verdict::overload(true)));
+    let (layer, svc, host) = answered(layer, &[(Answer::Throttled, 10)]).await;
+    assert_eq!(layer.learned_rate(&key()), None, "no signal");
+    // Nor are they accepts: two bare 503s after them are all of the answers, nothing accepted.
+    host.push(Answer::Status(503), 2);
+    crowd(&svc, 2).await;
+    assert_eq!(layer.learned_rate(&key()), Some(1.0));
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_rate_limiting_403_counts_as_an_accept() {
+    // Two 403s with a wait and two bare 503s: the 403s are the host's accepts (half of four
+    // answers are signals, 2 accepted in the last second), not answers that teach nothing
+    // (which would leave the 503s all of the answers, nothing accepted: the minimum, 1/s).
+    let answers = [(Answer::ForbiddenWithHint, 2), (Answer::Status(503), 2)];
+    let (layer, ..) = answered(eager(), &answers).await;
+    assert_eq!(layer.learned_rate(&key()), Some(2.0));
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_refused_connection_is_a_host_down_not_overloaded() {
     let layer = eager();
@@ -391,6 +491,19 @@ async fn a_dropped_wait_gives_its_slot_back() {
     svc.clone().oneshot(get()).await.unwrap();
     assert_eq!(start.elapsed(), ms(400));
     assert_eq!(host.count(), 6, "the abandoned request was never sent");
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_future_dropped_before_its_first_poll_gives_its_slot_back() {
+    let (_layer, svc, host) = overload_with(503).await;
+    svc.clone().oneshot(get()).await.unwrap();
+    // Its slot (at 500 ms) is reserved in `call`; the future is dropped unpolled.
+    let mut caller = svc.clone();
+    drop(caller.ready().await.unwrap().call(get()));
+    let start = Instant::now();
+    svc.clone().oneshot(get()).await.unwrap();
+    assert_eq!(start.elapsed(), ms(500), "the next caller has that slot");
+    assert_eq!(host.count(), 6, "the dropped request was never sent");
 }
 
 #[tokio::test(start_paused = true)]

@@ -8,9 +8,8 @@
 //!   bucket's index (24 bits) and its count (40 bits). The accepted rate at `now` is the sum of
 //!   the buckets less than one second old.
 //! - **The estimate** is `base` (requests per second, as `f64` bits) and `since` (when the last
-//!   overload signal came; 0 while unpaced). The pacing rate at `now` is `base` for `hold`
-//!   after the signal, then `base * (1 + ((now - since - hold) / ramp)^3)`: twice `base` one
-//!   `ramp` later, nine times after two, faster and faster.
+//!   overload signal that paced came; 0 while unpaced). The pacing rate at `now` is [the
+//!   ramp](super#the-ramp) of `base`, `now - since` after the signal.
 //!
 //! - **Evidence**: a signal paces only when the last second holds at least `min_answers`
 //!   answers, and only the path it came from (`scope`, a hash of the path) while every signal
@@ -27,7 +26,7 @@ const BUCKETS: u64 = 4;
 /// Slots in the ring: the full buckets and the current one.
 const SLOTS: u64 = BUCKETS + 1;
 const BUCKET_NS: u64 = 250_000_000;
-/// With nothing accepted, the rate doubles this often: 250 ms.
+/// Paced at the minimum rate, the rate doubles this often: 250 ms ([the ramp](super#the-ramp)).
 const SLOW_START_NS: u64 = 250_000_000;
 /// The rates are counted over this long, plus the current bucket's part: one second.
 pub(crate) const WINDOW_NS: u64 = BUCKETS * BUCKET_NS;
@@ -48,20 +47,15 @@ pub(crate) struct Rules {
     pub(crate) max_rate: f64,
     /// How long the rate holds at `base` after a signal, in nanoseconds.
     pub(crate) hold_ns: u64,
-    /// The time the rate then takes to double, in nanoseconds.
+    /// The time scale of the ramp after the hold, in nanoseconds.
     pub(crate) ramp_ns: u64,
     /// Pacing ends this long after the last signal, in nanoseconds.
     pub(crate) recover_ns: u64,
 }
 
 impl Rules {
-    /// The pacing rate `elapsed_ns` after a signal that set `base`; `None` once pacing ends.
-    ///
-    /// With a capacity measured (`base` above the minimum): held at `base`, then the cubic
-    /// ramp. With nothing accepted (`base` at the minimum: the host served nobody, so nothing
-    /// is known of its capacity): from the minimum, doubling every `SLOW_START_NS`, as TCP's
-    /// slow start does after a timeout, so that a host back from an outage is at full speed
-    /// within seconds.
+    /// The pacing rate `elapsed_ns` after a signal that set `base`, as [the
+    /// ramp](super#the-ramp) says; `None` once pacing ends.
     pub(crate) fn rate(&self, base: f64, elapsed_ns: u64) -> Option<f64> {
         if elapsed_ns >= self.recover_ns {
             return None;

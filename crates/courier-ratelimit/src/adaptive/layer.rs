@@ -4,7 +4,7 @@ use crate::config::Rate;
 use crate::error::InvalidConfig;
 use crate::layer::DEFAULT_MAX_WAIT;
 use crate::store::{InMemoryStore, RateLimitStore};
-use courier_core::{Global, HintConfig, HostKey, KeyBy, KeyFn, PerHost, RequestHead};
+use courier_core::{Classifier, Global, HostKey, KeyBy, KeyFn, PerHost, RequestHead};
 use std::fmt;
 use std::hash::Hash;
 use std::num::NonZeroUsize;
@@ -22,9 +22,9 @@ pub const DEFAULT_MIN_ANSWERS: u32 = 10;
 pub const DEFAULT_MIN_RATE: f64 = 1.0;
 /// The default highest pacing rate: past 10 000 per second a host is not paced.
 pub const DEFAULT_MAX_RATE: f64 = 10_000.0;
-/// The default hold: the learned rate holds for 2 s after the last signal.
+/// The default [`hold`](AdaptivePacingLayer::hold): 2 s.
 pub const DEFAULT_HOLD: Duration = Duration::from_secs(2);
-/// The default ramp: after the hold, the rate doubles in 1 s.
+/// The default [`ramp`](AdaptivePacingLayer::ramp): 1 s.
 pub const DEFAULT_RAMP: Duration = Duration::from_secs(1);
 /// The default recovery: unpaced 10 s after the last signal.
 pub const DEFAULT_RECOVER_AFTER: Duration = Duration::from_secs(10);
@@ -47,11 +47,12 @@ pub struct AdaptivePacingLayer<KF: KeyFn = PerHost, St = InMemoryStore<HostKey>>
     pub(crate) shared: Arc<Shared<KF, St>>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Config {
     pub(crate) rules: Rules,
     pub(crate) max_wait: Duration,
     pub(crate) max_hosts: usize,
+    pub(crate) classifier: Classifier,
 }
 
 /// What every service and clone made by one layer share.
@@ -60,7 +61,6 @@ pub(crate) struct Shared<KF: KeyFn, St> {
     pub(crate) key_fn: KF,
     pub(crate) store: St,
     own_store: bool,
-    pub(crate) hints: HintConfig,
     hosts: papaya::HashMap<KF::Key, Arc<Host<KF::Key>>, foldhash::fast::RandomState>,
     /// Hashes request paths, to tell one path's refusals from the host's.
     paths: foldhash::fast::RandomState,
@@ -84,7 +84,6 @@ impl<KF: KeyFn, St> Shared<KF, St> {
             key_fn,
             store,
             own_store,
-            hints: HintConfig::new(),
             hosts: papaya::HashMap::builder()
                 .hasher(foldhash::fast::RandomState::default())
                 .resize_mode(papaya::ResizeMode::Blocking)
@@ -166,9 +165,9 @@ impl<KF: KeyFn, St> Shared<KF, St> {
 impl AdaptivePacingLayer {
     /// An estimate per host (scheme and authority), with the defaults: paced once half of at
     /// least 10 answers in a second are overload signals (only the path when they all come
-    /// from one), from 1 to 10 000 requests per second, held 2 s after the last signal then
-    /// doubling in 1 s, unpaced 10 s after it, at most 60 s of waiting, 10 000 hosts; slots in
-    /// an [`InMemoryStore`].
+    /// from one), from 1 to 10 000 requests per second, a hold of 2 s and a ramp of 1 s
+    /// ([the ramp](super#the-ramp)), unpaced 10 s after the last signal, at most 60 s of
+    /// waiting, 10 000 hosts; slots in an [`InMemoryStore`].
     pub fn new() -> Self {
         Self::from_parts(
             Config {
@@ -183,6 +182,7 @@ impl AdaptivePacingLayer {
                 },
                 max_wait: DEFAULT_MAX_WAIT,
                 max_hosts: DEFAULT_MAX_HOSTS,
+                classifier: Classifier::new(),
             },
             PerHost,
             InMemoryStore::new(),
@@ -238,7 +238,7 @@ where
     St: Clone + 'static,
 {
     fn map_config(self, f: impl FnOnce(&mut Config)) -> Self {
-        let mut config = self.shared.config;
+        let mut config = self.shared.config.clone();
         f(&mut config);
         let store = match (self.shared.own_store, fresh::<KF::Key, St>()) {
             (true, Some(fresh)) => fresh,
@@ -315,15 +315,16 @@ where
         self.map_config(|c| c.rules.min_answers = u64::from(n))
     }
 
-    /// How long the learned rate holds after the last signal before it ramps up: requests
-    /// queued by a crowd's first refusals are paced at what the host showed it serves, not
-    /// above it. Defaults to 2 s.
+    /// How long the learned rate holds after the last signal before it grows ([the
+    /// ramp](super#the-ramp)): requests queued by a crowd's first refusals are paced at what
+    /// the host showed it serves, not above it. Defaults to 2 s.
     pub fn hold(self, hold: Duration) -> Self {
         self.map_config(|c| c.rules.hold_ns = nanos(hold))
     }
 
-    /// After the hold, how long until the pacing rate is twice the learned one (it is nine
-    /// times after twice this, 28 times after three times). Defaults to 1 s; at least 1 ms.
+    /// The time scale of the growth after the hold: one `ramp` after it the rate is twice the
+    /// learned one, and [the ramp](super#the-ramp) has the whole curve. Defaults to 1 s; at
+    /// least 1 ms.
     pub fn ramp(self, ramp: Duration) -> Self {
         self.map_config(|c| c.rules.ramp_ns = nanos(ramp).max(1_000_000))
     }
@@ -344,6 +345,15 @@ where
         self.map_config(|c| c.max_hosts = n.get())
     }
 
+    /// The one place that decides what an answer means ([`courier_core::classifier`]): which
+    /// answers are overload signals, which are accepts and which teach nothing is read from
+    /// its verdict, as the [module docs](super) say. Defaults to [`Classifier::new`]; the
+    /// preset gives its own (`CourierLayer::classifier`), so that retry, the breaker and
+    /// pacing judge every answer alike.
+    pub fn classifier(self, classifier: Classifier) -> Self {
+        self.map_config(|c| c.classifier = classifier)
+    }
+
     /// Takes the slots from `store` (e.g. a store shared between processes, so that every
     /// replica keeps to the pace together).
     pub fn store_in<St2>(self, store: St2) -> AdaptivePacingLayer<KF, St2>
@@ -351,7 +361,7 @@ where
         St2: RateLimitStore<KF::Key>,
     {
         AdaptivePacingLayer::from_parts(
-            self.shared.config,
+            self.shared.config.clone(),
             self.shared.key_fn.clone(),
             store,
             false,
@@ -362,7 +372,12 @@ where
         self,
         key_fn: KF2,
     ) -> AdaptivePacingLayer<KF2, InMemoryStore<KF2::Key>> {
-        AdaptivePacingLayer::from_parts(self.shared.config, key_fn, InMemoryStore::new(), true)
+        AdaptivePacingLayer::from_parts(
+            self.shared.config.clone(),
+            key_fn,
+            InMemoryStore::new(),
+            true,
+        )
     }
 
     /// One estimate per host: scheme and authority ([`HostKey`]).
