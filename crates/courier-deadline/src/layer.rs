@@ -64,6 +64,13 @@ impl DeadlineLayer {
     }
 }
 
+/// A budget of `budget`: the same as [`DeadlineLayer::new`].
+impl From<Duration> for DeadlineLayer {
+    fn from(budget: Duration) -> Self {
+        Self::new(budget)
+    }
+}
+
 impl<S> Layer<S> for DeadlineLayer {
     type Service = Deadline<S>;
 
@@ -119,6 +126,13 @@ impl AttemptTimeoutLayer {
     /// What an [`AttemptTimeout`] keeps: the bound, whether it covers the body, the header.
     pub(crate) fn into_parts(self) -> (Duration, bool, Option<HeaderName>) {
         (self.per_attempt, self.through_body, self.header)
+    }
+}
+
+/// A bound of `per_attempt`: the same as [`AttemptTimeoutLayer::new`].
+impl From<Duration> for AttemptTimeoutLayer {
+    fn from(per_attempt: Duration) -> Self {
+        Self::new(per_attempt)
     }
 }
 
