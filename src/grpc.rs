@@ -124,6 +124,7 @@ pub type GrpcBody<B> = MapErr<PresetBody<B>, fn(BoxError) -> BoxError>;
 
 impl<S, RB> Service<Request<tonic::body::Body>> for GrpcService<S>
 where
+    RB: http_body::Body,
     Courier<GrpcTransport<S>>: Service<
             Request<ReplayBody<tonic::body::Body>>,
             Response = Response<PresetBody<RB>>,

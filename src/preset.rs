@@ -9,7 +9,8 @@
 //!          └ RateLimit       per host: pace every attempt, retries included
 //!            └ AdaptivePacing   per host: pace an overloaded host at what it accepts
 //!              └ AttemptTimeout   bound one attempt; never longer than the deadline's rest
-//!                └ transport      hyper-util or reqwest, with its own retries off
+//!                └ ClassifyBody     read an answer's first bytes for the classifier (opt-in)
+//!                  └ transport      hyper-util or reqwest, with its own retries off
 //! ```
 //!
 //! - The deadline is outermost so that it covers retries, backoff and rate-limit waits, and the
@@ -22,16 +23,22 @@
 //! - The limiter is inside retry so that a retry costs a token like a first try: a retry costs
 //!   the server exactly as much.
 //! - The attempt timeout is innermost so that it bounds one attempt, never the waits between.
+//! - The body's classification ([`ClassifyBody`], a pass-through unless the
+//!   [`classifier`](CourierLayer::classifier) has a body rule) is under the attempt timeout,
+//!   so that the bytes it waits for are bounded like the attempt's head, and under every layer
+//!   that decides, so that all of them read the verdict it puts on the answer.
 //! - Retry happens in one place: the transports built here have their own retries off.
 //!
 //! # How the preset judges a host
 //!
 //! One rule, for every layer that judges: **a host is judged by its calls, not by attempts,
 //! and by what a failure says about the host.** Retry, the breaker and pacing read the same
-//! outcome of each attempt (courier-core's classification: a connect failure means nothing
-//! was sent and the host is not there; a timeout or a read failure came after the request
-//! went out; tls and local failures are ours and say nothing about the host; a 503 or 429
-//! without a hint is an overload signal; 500, 502, 503, 504 are failing answers). Overloaded
+//! verdict on each attempt, from one [`Classifier`] ([`CourierLayer::classifier`]; its
+//! default verdicts are the table in [`courier_core::classifier`]): a connect failure means
+//! nothing was sent and the host is not there; a timeout or a read failure came after the
+//! request went out; tls and local failures are ours and say nothing about the host; an
+//! overload without a hint is pacing's signal; answers that count against the host are the
+//! breaker's failing answers. Overloaded
 //! is not down: a host that refuses part of its load, or has a broken path among working
 //! ones, is up, and cutting every caller off would turn a slow service into a dead one.
 //!
@@ -103,7 +110,7 @@
 
 use courier_breaker::{CircuitBreaker, CircuitBreakerLayer, FailureRate, OpenBackoff};
 use courier_cache::{CacheBody, EtagCache, EtagCacheLayer};
-use courier_core::{BoxError, HostKey, PerHost};
+use courier_core::{BoxError, Classifier, HostKey, PerHost};
 use courier_deadline::{
     AttemptTimeout, AttemptTimeoutLayer, Deadline, DeadlineBody, DeadlineLayer,
 };
@@ -112,7 +119,7 @@ use courier_ratelimit::{
 };
 #[cfg(feature = "redis")]
 use courier_redis::{LocalOrRedis, RedisStore};
-use courier_retry::{Retry, RetryLayer};
+use courier_retry::{ClassifiedBody, ClassifyBody, Retry, RetryLayer};
 use std::num::NonZeroU32;
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -125,6 +132,43 @@ pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(90);
 
 /// The preset's default bound on one attempt (to response headers).
 pub const DEFAULT_ATTEMPT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the preset's [`deadline`](CourierLayer::deadline) and
+/// [`attempt_timeout`](CourierLayer::attempt_timeout) take: the layer `L`, anything it is made
+/// from (a [`Duration`]), or `None` for none. Sealed.
+pub trait Setting<L>: sealed::Sealed<L> {
+    /// The layer, or `None`.
+    fn into_layer(self) -> Option<L>;
+}
+
+mod sealed {
+    pub trait Sealed<L> {}
+}
+
+macro_rules! setting {
+    ($($layer:ty),*) => {$(
+        impl sealed::Sealed<$layer> for $layer {}
+        impl Setting<$layer> for $layer {
+            fn into_layer(self) -> Option<$layer> {
+                Some(self)
+            }
+        }
+        impl sealed::Sealed<$layer> for Duration {}
+        impl Setting<$layer> for Duration {
+            fn into_layer(self) -> Option<$layer> {
+                Some(self.into())
+            }
+        }
+        impl sealed::Sealed<$layer> for Option<$layer> {}
+        impl Setting<$layer> for Option<$layer> {
+            fn into_layer(self) -> Option<$layer> {
+                self
+            }
+        }
+    )*};
+}
+
+setting!(DeadlineLayer, AttemptTimeoutLayer);
 
 /// Where the preset's rate limiter keeps its buckets: in process, or (feature `redis`) in
 /// process or in Redis, chosen at run time.
@@ -182,15 +226,19 @@ pub type Stack<S> = Deadline<
     EtagCache<
         Retry<
             CircuitBreaker<
-                TokenBucketRateLimit<AdaptivePacing<AttemptTimeout<S>>, PerHost, PresetStore>,
+                TokenBucketRateLimit<
+                    AdaptivePacing<AttemptTimeout<ClassifyBody<S>>>,
+                    PerHost,
+                    PresetStore,
+                >,
             >,
         >,
     >,
 >;
 
 /// The preset's response body over a transport whose body is `B`: the deadline's bound, the
-/// cache's stored or upstream body, the attempt's bound.
-pub type PresetBody<B> = DeadlineBody<CacheBody<DeadlineBody<B>>>;
+/// cache's stored or upstream body, the attempt's bound, the bytes read for the classifier.
+pub type PresetBody<B> = DeadlineBody<CacheBody<DeadlineBody<ClassifiedBody<B>>>>;
 
 /// The preset as a `tower::Layer`: the order and defaults of docs/ARCHITECTURE.md, each layer
 /// optional.
@@ -218,6 +266,9 @@ pub struct CourierLayer {
     #[cfg(feature = "redis")]
     shared_store: Option<RedisStore<HostKey>>,
     attempt_timeout: Option<AttemptTimeoutLayer>,
+    /// The classifier set with [`CourierLayer::classifier`], given to every layer that reads
+    /// answers, now and when it is set later.
+    classifier: Option<Classifier>,
     #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
     user_agent: Option<http::HeaderValue>,
 }
@@ -256,34 +307,23 @@ impl CourierLayer {
             #[cfg(feature = "redis")]
             shared_store: None,
             attempt_timeout: None,
+            classifier: None,
             #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
             user_agent: crate::transport::default_user_agent(),
         }
     }
 
-    /// The total budget per call, or `None` for no deadline. Defaults to 90 s.
-    pub fn deadline(mut self, budget: impl Into<Option<Duration>>) -> Self {
-        self.deadline = budget.into().map(DeadlineLayer::new);
+    /// The total budget per call: a [`Duration`], a [`DeadlineLayer`] configured by hand (e.g.
+    /// with propagation to the server), or `None` for no deadline. Defaults to 90 s.
+    pub fn deadline(mut self, deadline: impl Setting<DeadlineLayer>) -> Self {
+        self.deadline = deadline.into_layer();
         self
     }
 
-    /// A deadline layer configured by hand (e.g. with propagation to the server).
-    /// Defaults to a 90 s [`DeadlineLayer`].
-    pub fn deadline_layer(mut self, layer: impl Into<Option<DeadlineLayer>>) -> Self {
-        self.deadline = layer.into();
-        self
-    }
-
-    /// The bound on one attempt, or `None` for no bound. Defaults to 30 s.
-    pub fn attempt_timeout(mut self, per_attempt: impl Into<Option<Duration>>) -> Self {
-        self.attempt_timeout = per_attempt.into().map(AttemptTimeoutLayer::new);
-        self
-    }
-
-    /// An attempt-timeout layer configured by hand. Defaults to a 30 s
-    /// [`AttemptTimeoutLayer`].
-    pub fn attempt_timeout_layer(mut self, layer: impl Into<Option<AttemptTimeoutLayer>>) -> Self {
-        self.attempt_timeout = layer.into();
+    /// The bound on one attempt: a [`Duration`], an [`AttemptTimeoutLayer`] configured by
+    /// hand, or `None` for no bound. Defaults to 30 s.
+    pub fn attempt_timeout(mut self, per_attempt: impl Setting<AttemptTimeoutLayer>) -> Self {
+        self.attempt_timeout = per_attempt.into_layer();
         self
     }
 
@@ -294,23 +334,68 @@ impl CourierLayer {
     }
 
     /// The retry policy, or `None` for a single attempt. Defaults to [`RetryLayer::new`].
+    /// It reads answers with the preset's [`classifier`](Self::classifier) when one is set.
     pub fn retry(mut self, layer: impl Into<Option<RetryLayer>>) -> Self {
         self.retry = layer.into();
-        self
+        self.share_classifier()
     }
 
     /// The circuit breaker, or `None` for none. Defaults to [`preset_breaker`]: a layer you
-    /// give here is used as it is, so start from `preset_breaker()` to keep its rule.
+    /// give here is used as it is (but for the preset's [`classifier`](Self::classifier), when
+    /// one is set), so start from `preset_breaker()` to keep its rule.
     pub fn circuit_breaker(mut self, layer: impl Into<Option<CircuitBreakerLayer>>) -> Self {
         self.breaker = layer.into();
-        self
+        self.share_classifier()
     }
 
     /// The adaptive pacing, or `None` for none. Defaults to [`AdaptivePacingLayer::new`]: a
-    /// host that signals overload (a 503 or 429 without a hint, timeouts) is paced at what it
-    /// accepts, every caller of this layer together.
+    /// host that signals overload (an overload verdict without a hint, a 503 or 429 by
+    /// default; timeouts) is paced at what it accepts, every caller of this layer together.
+    /// It reads answers with the preset's [`classifier`](Self::classifier) when one is set.
     pub fn adaptive_pacing(mut self, layer: impl Into<Option<AdaptivePacingLayer>>) -> Self {
         self.pacing = layer.into();
+        self.share_classifier()
+    }
+
+    /// The one place that decides what an answer means, for every layer of the preset: retry
+    /// (may asking again change it? may the request be repeated?), the breaker (does it count
+    /// against the host?), adaptive pacing (is it an overload signal?), the body's reading
+    /// ([`Classifier::classify_body`]) and the spans' `error.type`. Given to the layers set
+    /// now and to those set later. Defaults to each layer's own, which is
+    /// [`Classifier::new`] unless you configured that layer by hand.
+    ///
+    /// Setting it gives each of those layers state of its own (a layer is a value): set it
+    /// before you make services that should share their state.
+    ///
+    /// ```
+    /// use courier::CourierLayer;
+    /// use courier::core::{Classifier, Verdict};
+    /// use http::StatusCode;
+    ///
+    /// // For this API a 409 is transient, and a 200 with `x-throttled` is an overload.
+    /// let layer = CourierLayer::new().classifier(Classifier::new().reclassify(|head, verdict| {
+    ///     if head.status() == StatusCode::CONFLICT {
+    ///         Verdict::transient()
+    ///     } else if head.headers().contains_key("x-throttled") {
+    ///         Verdict::overload(false).against_host(true)
+    ///     } else {
+    ///         verdict
+    ///     }
+    /// }));
+    /// # let _ = layer;
+    /// ```
+    pub fn classifier(mut self, classifier: Classifier) -> Self {
+        self.classifier = Some(classifier);
+        self.share_classifier()
+    }
+
+    /// Gives the preset's classifier, if one is set, to every layer that reads answers.
+    fn share_classifier(mut self) -> Self {
+        if let Some(c) = &self.classifier {
+            self.retry = self.retry.map(|l| l.classifier(c.clone()));
+            self.breaker = self.breaker.map(|l| l.classifier(c.clone()));
+            self.pacing = self.pacing.map(|l| l.classifier(c.clone()));
+        }
         self
     }
 
@@ -379,6 +464,12 @@ impl CourierLayer {
     /// The circuit breaker layer, to reach its control handle.
     pub fn breaker_layer(&self) -> Option<&CircuitBreakerLayer> {
         self.breaker.as_ref()
+    }
+
+    /// The adaptive pacing layer, to read what it learned
+    /// ([`learned_rate`](AdaptivePacingLayer::learned_rate)).
+    pub fn pacing_layer(&self) -> Option<&AdaptivePacingLayer> {
+        self.pacing.as_ref()
     }
 
     /// Wraps `inner`, any `Service<http::Request<B>>`.
@@ -451,6 +542,12 @@ impl<S> Layer<S> for CourierLayer {
     type Service = Courier<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
+        let inner = on_or_pass(
+            self.classifier.clone(),
+            inner,
+            ClassifyBody::new,
+            ClassifyBody::pass_through,
+        );
         let inner = on_or_pass(
             self.attempt_timeout.clone(),
             inner,
@@ -546,6 +643,7 @@ impl<S> Courier<S> {
 impl<S, B, RB> Service<http::Request<B>> for Courier<S>
 where
     S: Service<http::Request<B>, Response = http::Response<RB>>,
+    RB: http_body::Body,
     Stack<S>:
         Service<http::Request<B>, Response = http::Response<PresetBody<RB>>, Error = BoxError>,
 {

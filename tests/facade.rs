@@ -41,8 +41,8 @@ const _: fn() = || {
     assert_preset::<Boxed>();
 };
 
-/// Checked when this file compiles: the preset's stack is the six services, each named once,
-/// whatever is switched on, and its body is the three wrappers.
+/// Checked when this file compiles: the preset's stack is the eight services, each named once,
+/// whatever is switched on, and its body is the four wrappers.
 #[allow(clippy::type_complexity)]
 const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
     use courier::breaker::CircuitBreaker;
@@ -51,13 +51,13 @@ const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
     use courier::deadline::{AttemptTimeout, Deadline, DeadlineBody};
     use courier::preset::{PresetBody, PresetStore};
     use courier::ratelimit::{AdaptivePacing, TokenBucketRateLimit};
-    use courier::retry::Retry;
+    use courier::retry::{ClassifiedBody, ClassifyBody, Retry};
     let _stack: Deadline<
         EtagCache<
             Retry<
                 CircuitBreaker<
                     TokenBucketRateLimit<
-                        AdaptivePacing<AttemptTimeout<HyperService<Full<Bytes>>>>,
+                        AdaptivePacing<AttemptTimeout<ClassifyBody<HyperService<Full<Bytes>>>>>,
                         PerHost,
                         PresetStore,
                     >,
@@ -67,7 +67,8 @@ const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
     > = preset.into_inner();
     let _body: fn(
         PresetBody<hyper::body::Incoming>,
-    ) -> DeadlineBody<CacheBody<DeadlineBody<hyper::body::Incoming>>> = |b| b;
+    )
+        -> DeadlineBody<CacheBody<DeadlineBody<ClassifiedBody<hyper::body::Incoming>>>> = |b| b;
 };
 
 /// With every layer off, the preset hands requests and answers through untouched; each layer

@@ -12,7 +12,7 @@
 //! | cache (miss) | [`LookupFloor`]: hash the method and URI, probe a concurrent map, forward, put `CacheStatus` on the answer |
 
 use courier::core::extensions::{AttemptOutcome, AttemptRecord, Attempts, Decision, Reason};
-use courier::core::{BoxError, CacheStatus, Deadline, HostKey};
+use courier::core::{BoxError, CacheStatus, Deadline, HostKey, Verdict};
 use http::header::{CACHE_CONTROL, ETAG};
 use http::{Request, Response};
 use std::future::Future;
@@ -109,6 +109,11 @@ where
         attempts.push(AttemptRecord {
             attempt: 1,
             outcome: AttemptOutcome::Status(res.status()),
+            verdict: if res.status().is_server_error() {
+                Verdict::transient()
+            } else {
+                Verdict::success()
+            },
             decision: Decision::Stop,
             reason: if retryable {
                 Reason::AttemptsExhausted
