@@ -19,7 +19,7 @@ use axum::{Json, Router};
 use bytes::Bytes;
 use courier::core::Attempts;
 use courier::deadline::propagate::DEFAULT_HEADER;
-use courier::deadline::{AttemptTimeoutLayer, DeadlineLayer, DeadlineScopeLayer};
+use courier::deadline::{AttemptTimeoutLayer, DeadlineScopeLayer};
 use courier::retry::RetryLayer;
 use courier::transport::HyperService;
 use courier::{Courier, CourierLayer};
@@ -91,10 +91,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // The preset, sending the time left on every attempt. The app's own budget is 10 s; a
     // caller's shorter deadline (read by DeadlineScopeLayer) shrinks it.
     let client = CourierLayer::new()
-        .deadline_layer(DeadlineLayer::new(Duration::from_secs(10)))
-        .attempt_timeout_layer(
-            AttemptTimeoutLayer::new(Duration::from_secs(2)).propagate(DEFAULT_HEADER),
-        )
+        .deadline(Duration::from_secs(10))
+        .attempt_timeout(AttemptTimeoutLayer::new(Duration::from_secs(2)).propagate(DEFAULT_HEADER))
         .retry(RetryLayer::new().base(Duration::from_millis(50)))
         .hyper::<Full<Bytes>>();
 

@@ -18,103 +18,135 @@
 //! # let _ = stack;
 //! ```
 //!
-//! The retry and rate-limit methods are named `courier_retry` and `token_bucket_rate_limit`
-//! so that they never clash with tower's own `retry` and `rate_limit`.
+//! # Names
+//!
+//! Each method is named as the preset's setter for the same layer
+//! ([`CourierLayer`](crate::CourierLayer): `deadline`, `attempt_timeout`, `cache`,
+//! `circuit_breaker`, `adaptive_pacing`), or after the layer where the preset has no setter
+//! (`deadline_scope`, `classify_body`). Where `ServiceBuilder` has a method of that name
+//! already (`retry`, `rate_limit`), which an extension trait cannot replace, the name takes
+//! the prefix `courier_`: `courier_retry`, `courier_rate_limit`. Each takes its layer (the
+//! deadline layers also a [`Duration`](std::time::Duration), as the preset does).
 
 use tower::ServiceBuilder;
+use tower::layer::util::Stack;
 
 mod sealed {
     pub trait Sealed<T> {}
     impl<L> Sealed<L> for tower::ServiceBuilder<L> {}
 }
 
-/// courier's layers as `ServiceBuilder` methods. Sealed: implemented for `ServiceBuilder` only.
+/// courier's layers as `ServiceBuilder` methods; see the [module docs](self) for their names.
+/// Sealed: implemented for `ServiceBuilder` only.
 pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     /// Adds the whole preset ([`CourierLayer`](crate::CourierLayer)).
     #[cfg(feature = "preset")]
-    fn courier(
-        self,
-        preset: crate::CourierLayer,
-    ) -> ServiceBuilder<tower::layer::util::Stack<crate::CourierLayer, L>>;
+    fn courier(self, preset: crate::CourierLayer) -> ServiceBuilder<Stack<crate::CourierLayer, L>>;
 
-    /// Adds a [`DeadlineLayer`](courier_deadline::DeadlineLayer) with `budget`.
+    /// Adds a [`DeadlineLayer`](courier_deadline::DeadlineLayer): one, or a budget.
     #[cfg(feature = "deadline")]
     fn deadline(
         self,
-        budget: std::time::Duration,
-    ) -> ServiceBuilder<tower::layer::util::Stack<courier_deadline::DeadlineLayer, L>>;
+        deadline: impl Into<courier_deadline::DeadlineLayer>,
+    ) -> ServiceBuilder<Stack<courier_deadline::DeadlineLayer, L>>;
 
-    /// Adds an [`AttemptTimeoutLayer`](courier_deadline::AttemptTimeoutLayer) bounding each
-    /// attempt to `per_attempt`.
+    /// Adds an [`AttemptTimeoutLayer`](courier_deadline::AttemptTimeoutLayer): one, or the
+    /// bound of each attempt.
     #[cfg(feature = "deadline")]
     fn attempt_timeout(
         self,
-        per_attempt: std::time::Duration,
-    ) -> ServiceBuilder<tower::layer::util::Stack<courier_deadline::AttemptTimeoutLayer, L>>;
+        per_attempt: impl Into<courier_deadline::AttemptTimeoutLayer>,
+    ) -> ServiceBuilder<Stack<courier_deadline::AttemptTimeoutLayer, L>>;
+
+    /// Adds a [`DeadlineScopeLayer`](courier_deadline::DeadlineScopeLayer) (server side).
+    #[cfg(feature = "deadline")]
+    fn deadline_scope(
+        self,
+        layer: courier_deadline::DeadlineScopeLayer,
+    ) -> ServiceBuilder<Stack<courier_deadline::DeadlineScopeLayer, L>>;
 
     /// Adds an [`EtagCacheLayer`](courier_cache::EtagCacheLayer).
     #[cfg(feature = "cache")]
-    fn etag_cache(
+    fn cache(
         self,
         layer: courier_cache::EtagCacheLayer,
-    ) -> ServiceBuilder<tower::layer::util::Stack<courier_cache::EtagCacheLayer, L>>;
+    ) -> ServiceBuilder<Stack<courier_cache::EtagCacheLayer, L>>;
 
     /// Adds a [`RetryLayer`](courier_retry::RetryLayer).
     #[cfg(feature = "retry")]
     fn courier_retry(
         self,
         layer: courier_retry::RetryLayer,
-    ) -> ServiceBuilder<tower::layer::util::Stack<courier_retry::RetryLayer, L>>;
+    ) -> ServiceBuilder<Stack<courier_retry::RetryLayer, L>>;
+
+    /// Adds a [`ClassifyBodyLayer`](courier_retry::ClassifyBodyLayer).
+    #[cfg(feature = "retry")]
+    fn classify_body(
+        self,
+        layer: courier_retry::ClassifyBodyLayer,
+    ) -> ServiceBuilder<Stack<courier_retry::ClassifyBodyLayer, L>>;
 
     /// Adds a [`CircuitBreakerLayer`](courier_breaker::CircuitBreakerLayer).
     #[cfg(feature = "breaker")]
     fn circuit_breaker<M>(
         self,
         layer: courier_breaker::CircuitBreakerLayer<M>,
-    ) -> ServiceBuilder<tower::layer::util::Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
+    ) -> ServiceBuilder<Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
     where
         M: courier_breaker::KeyFn;
 
     /// Adds a [`TokenBucketRateLimitLayer`](courier_ratelimit::TokenBucketRateLimitLayer).
     #[cfg(feature = "ratelimit")]
-    fn token_bucket_rate_limit<KF, St>(
+    fn courier_rate_limit<KF, St>(
         self,
         layer: courier_ratelimit::TokenBucketRateLimitLayer<KF, St>,
-    ) -> ServiceBuilder<
-        tower::layer::util::Stack<courier_ratelimit::TokenBucketRateLimitLayer<KF, St>, L>,
-    >;
+    ) -> ServiceBuilder<Stack<courier_ratelimit::TokenBucketRateLimitLayer<KF, St>, L>>;
+
+    /// Adds an [`AdaptivePacingLayer`](courier_ratelimit::AdaptivePacingLayer).
+    #[cfg(feature = "ratelimit")]
+    fn adaptive_pacing<KF, St>(
+        self,
+        layer: courier_ratelimit::AdaptivePacingLayer<KF, St>,
+    ) -> ServiceBuilder<Stack<courier_ratelimit::AdaptivePacingLayer<KF, St>, L>>
+    where
+        KF: courier_core::KeyFn;
 }
 
 impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     #[cfg(feature = "preset")]
-    fn courier(
-        self,
-        preset: crate::CourierLayer,
-    ) -> ServiceBuilder<tower::layer::util::Stack<crate::CourierLayer, L>> {
+    fn courier(self, preset: crate::CourierLayer) -> ServiceBuilder<Stack<crate::CourierLayer, L>> {
         self.layer(preset)
     }
 
     #[cfg(feature = "deadline")]
     fn deadline(
         self,
-        budget: std::time::Duration,
-    ) -> ServiceBuilder<tower::layer::util::Stack<courier_deadline::DeadlineLayer, L>> {
-        self.layer(courier_deadline::DeadlineLayer::new(budget))
+        deadline: impl Into<courier_deadline::DeadlineLayer>,
+    ) -> ServiceBuilder<Stack<courier_deadline::DeadlineLayer, L>> {
+        self.layer(deadline.into())
     }
 
     #[cfg(feature = "deadline")]
     fn attempt_timeout(
         self,
-        per_attempt: std::time::Duration,
-    ) -> ServiceBuilder<tower::layer::util::Stack<courier_deadline::AttemptTimeoutLayer, L>> {
-        self.layer(courier_deadline::AttemptTimeoutLayer::new(per_attempt))
+        per_attempt: impl Into<courier_deadline::AttemptTimeoutLayer>,
+    ) -> ServiceBuilder<Stack<courier_deadline::AttemptTimeoutLayer, L>> {
+        self.layer(per_attempt.into())
+    }
+
+    #[cfg(feature = "deadline")]
+    fn deadline_scope(
+        self,
+        layer: courier_deadline::DeadlineScopeLayer,
+    ) -> ServiceBuilder<Stack<courier_deadline::DeadlineScopeLayer, L>> {
+        self.layer(layer)
     }
 
     #[cfg(feature = "cache")]
-    fn etag_cache(
+    fn cache(
         self,
         layer: courier_cache::EtagCacheLayer,
-    ) -> ServiceBuilder<tower::layer::util::Stack<courier_cache::EtagCacheLayer, L>> {
+    ) -> ServiceBuilder<Stack<courier_cache::EtagCacheLayer, L>> {
         self.layer(layer)
     }
 
@@ -122,7 +154,15 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     fn courier_retry(
         self,
         layer: courier_retry::RetryLayer,
-    ) -> ServiceBuilder<tower::layer::util::Stack<courier_retry::RetryLayer, L>> {
+    ) -> ServiceBuilder<Stack<courier_retry::RetryLayer, L>> {
+        self.layer(layer)
+    }
+
+    #[cfg(feature = "retry")]
+    fn classify_body(
+        self,
+        layer: courier_retry::ClassifyBodyLayer,
+    ) -> ServiceBuilder<Stack<courier_retry::ClassifyBodyLayer, L>> {
         self.layer(layer)
     }
 
@@ -130,7 +170,7 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     fn circuit_breaker<M>(
         self,
         layer: courier_breaker::CircuitBreakerLayer<M>,
-    ) -> ServiceBuilder<tower::layer::util::Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
+    ) -> ServiceBuilder<Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
     where
         M: courier_breaker::KeyFn,
     {
@@ -138,12 +178,21 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     }
 
     #[cfg(feature = "ratelimit")]
-    fn token_bucket_rate_limit<KF, St>(
+    fn courier_rate_limit<KF, St>(
         self,
         layer: courier_ratelimit::TokenBucketRateLimitLayer<KF, St>,
-    ) -> ServiceBuilder<
-        tower::layer::util::Stack<courier_ratelimit::TokenBucketRateLimitLayer<KF, St>, L>,
-    > {
+    ) -> ServiceBuilder<Stack<courier_ratelimit::TokenBucketRateLimitLayer<KF, St>, L>> {
+        self.layer(layer)
+    }
+
+    #[cfg(feature = "ratelimit")]
+    fn adaptive_pacing<KF, St>(
+        self,
+        layer: courier_ratelimit::AdaptivePacingLayer<KF, St>,
+    ) -> ServiceBuilder<Stack<courier_ratelimit::AdaptivePacingLayer<KF, St>, L>>
+    where
+        KF: courier_core::KeyFn,
+    {
         self.layer(layer)
     }
 }
