@@ -6,7 +6,7 @@
 #![allow(missing_docs)]
 
 use bytes::Bytes;
-use courier_cache::{CacheStore, EtagCacheLayer, MemoryStore, Variants};
+use courier_cache::{EtagCacheLayer, MemoryStore, Variants};
 use criterion::{Criterion, criterion_group, criterion_main};
 use http::{Request, Response, StatusCode};
 use http_body_util::{BodyExt, Empty, Full};
@@ -214,7 +214,7 @@ fn stores(c: &mut Criterion) {
             .await
             .expect("infallible");
         let _ = response.into_body().collect().await;
-        layer.store_ref().get("http://h/x").expect("stored")
+        layer.store_ref().get("http://h/x").await.expect("stored")
     });
     let keys: Vec<String> = (0..KEYS).map(|i| format!("http://h/items/{i}")).collect();
 

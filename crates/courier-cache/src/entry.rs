@@ -114,6 +114,42 @@ impl Entry {
         )
     }
 
+    /// An entry read back from a store that keeps its fields as bytes: `headers` as they were
+    /// stored, `lifetime` its freshness lifetime (for a private cache), `age` its current age
+    /// at `at`.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn restore(
+        status: StatusCode,
+        version: Version,
+        headers: HeaderMap,
+        body: Bytes,
+        credentials: u64,
+        vary: Vec<(HeaderName, Option<Vec<u8>>)>,
+        lifetime: Option<Duration>,
+        age: Duration,
+        at: Instant,
+    ) -> Self {
+        let timing = Timing {
+            request_time: at,
+            response_time: at,
+            response_wall: std::time::UNIX_EPOCH,
+        };
+        let mut entry = Self::assemble(
+            status,
+            version,
+            headers,
+            body,
+            credentials,
+            vary,
+            timing,
+            None,
+            true,
+        );
+        entry.lifetime = lifetime;
+        entry.corrected_initial_age = age;
+        entry
+    }
+
     /// Builds an entry from headers that hold no field a cache must not store. `previous`, the
     /// entry a 304 freshens, lends its parsed `ETag` and `Cache-Control` when the fields are
     /// the same bytes (`same_cache_control` says whether the `Cache-Control` fields are).

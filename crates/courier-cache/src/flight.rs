@@ -1,21 +1,54 @@
-//! Single-flight for revalidations: one upstream request per stored entry at a time.
+//! Single-flight: one upstream request at a time for each stored entry being revalidated and
+//! for each key missing from the store; the other requests wait for its result.
 
 use crate::entry::Entry;
-use std::collections::HashMap;
 use std::collections::hash_map::Entry as Slot;
+use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::task::{Context, Poll};
 use tokio::sync::oneshot;
 
-/// The revalidations in flight, by the identity of the entry they revalidate, with the
-/// followers waiting for each.
+/// The answer of a flight's leader, read on by its followers while they wait: its body ends,
+/// and the entry is stored, whether or not the leader's caller reads it then.
+pub(crate) trait Drive: Send + Sync {
+    /// Reads the answer on; ready once it has been stored or given up.
+    fn poll_drive(&self, cx: &mut Context<'_>) -> Poll<()>;
+}
+
+/// What a flight is for.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub(crate) enum FlightKey {
+    /// A revalidation of the stored entry at this address.
+    Revalidation(usize),
+    /// A request whose answer may be stored under this key text, for these credentials (the
+    /// fingerprint the entry is selected by).
+    Miss(Box<str>, u64),
+}
+
+impl FlightKey {
+    /// The flight revalidating `entry`.
+    pub(crate) fn revalidation(entry: &Arc<Entry>) -> Self {
+        Self::Revalidation(Arc::as_ptr(entry) as usize)
+    }
+}
+
+/// The flights under way, with the followers waiting for each, oldest first.
 #[derive(Default)]
 pub(crate) struct Flights {
     inner: Mutex<Waiters>,
 }
 
-/// The followers of each flight, by entry address (hashed quickly: the addresses are ours).
-type Waiters = HashMap<usize, Vec<oneshot::Sender<Arc<Entry>>>, foldhash::fast::RandomState>;
+/// Each flight (hashed quickly: addresses and key texts are ours).
+type Waiters = HashMap<FlightKey, Flight, foldhash::fast::RandomState>;
+
+/// One flight: its followers, oldest first, and its leader's answer once it has one to read.
+#[derive(Default)]
+struct Flight {
+    followers: VecDeque<oneshot::Sender<Handoff>>,
+    /// Weak: the answer belongs to the leader's caller and to the followers that read it.
+    answer: Option<Weak<dyn Drive>>,
+}
 
 impl fmt::Debug for Flights {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -25,12 +58,23 @@ impl fmt::Debug for Flights {
     }
 }
 
-/// What a request that must revalidate `entry` does.
+/// What a request that joins a flight does.
 pub(crate) enum Role {
-    /// Go upstream; the guard releases the followers when it completes or drops.
+    /// Go upstream; the guard hands the result to the followers.
     Leader(FlightGuard),
-    /// Wait for the leader's updated entry; a closed channel means "go yourself".
-    Follower(oneshot::Receiver<Arc<Entry>>),
+    /// Wait for the leader, reading its answer on once it has one; a closed channel means
+    /// "go yourself".
+    Follower(oneshot::Receiver<Handoff>, Option<Arc<dyn Drive>>),
+}
+
+/// What a follower is handed.
+pub(crate) enum Handoff {
+    /// The entry the leader stored or updated.
+    Entry(Arc<Entry>),
+    /// The leader is gone (dropped before its answer was stored): lead in its place.
+    Lead(FlightGuard),
+    /// The leader's answer, to read on while waiting for what comes next.
+    Answer(Arc<dyn Drive>, oneshot::Receiver<Handoff>),
 }
 
 impl Flights {
@@ -39,26 +83,49 @@ impl Flights {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Joins the flight for `entry`, or starts one.
-    pub(crate) fn join(self: &Arc<Self>, entry: &Arc<Entry>) -> Role {
-        let id = Arc::as_ptr(entry) as usize;
+    /// Joins the flight `key`, or starts one. `entry`, the entry a revalidation is for, is held
+    /// by the flight so that its address cannot be reused while the flight lasts.
+    pub(crate) fn join(self: &Arc<Self>, key: FlightKey, entry: Option<&Arc<Entry>>) -> Role {
         let mut flights = self.lock();
-        match flights.entry(id) {
-            Slot::Occupied(mut waiters) => {
+        match flights.entry(key) {
+            Slot::Occupied(mut flight) => {
+                let flight = flight.get_mut();
                 let (tx, rx) = oneshot::channel();
-                waiters.get_mut().push(tx);
-                return Role::Follower(rx);
+                flight.followers.push_back(tx);
+                Role::Follower(rx, flight.answer.as_ref().and_then(Weak::upgrade))
             }
             Slot::Vacant(slot) => {
-                slot.insert(Vec::new());
+                let key = slot.key().clone();
+                slot.insert(Flight::default());
+                Role::Leader(self.guard(key, entry.cloned()))
             }
         }
-        Role::Leader(FlightGuard {
+    }
+
+    /// Starts the flight `key` unless one is under way already.
+    pub(crate) fn lead(
+        self: &Arc<Self>,
+        key: FlightKey,
+        entry: Option<&Arc<Entry>>,
+    ) -> Option<FlightGuard> {
+        let mut flights = self.lock();
+        match flights.entry(key) {
+            Slot::Occupied(_) => None,
+            Slot::Vacant(slot) => {
+                let key = slot.key().clone();
+                slot.insert(Flight::default());
+                Some(self.guard(key, entry.cloned()))
+            }
+        }
+    }
+
+    fn guard(self: &Arc<Self>, key: FlightKey, entry: Option<Arc<Entry>>) -> FlightGuard {
+        FlightGuard {
             flights: self.clone(),
-            // Held so the address cannot be reused while the flight exists.
-            entry: entry.clone(),
-            done: false,
-        })
+            key,
+            entry,
+            armed: true,
+        }
     }
 
     /// How many flights are open.
@@ -68,41 +135,124 @@ impl Flights {
     }
 }
 
-/// The leader's hold on a flight. Dropping it without [`FlightGuard::complete`] closes every
-/// follower's channel, so no follower waits for a leader that is gone.
+/// The leader's hold on a flight. [`complete`](Self::complete) hands the followers an entry,
+/// [`release`](Self::release) sends each on its own; dropping the guard without either (the
+/// leader was cancelled) hands the flight to the oldest follower still waiting, so that no
+/// follower waits for a leader that is gone and the others keep waiting for one request.
 pub(crate) struct FlightGuard {
     flights: Arc<Flights>,
-    entry: Arc<Entry>,
-    done: bool,
+    key: FlightKey,
+    /// The entry a revalidation is for.
+    entry: Option<Arc<Entry>>,
+    /// Whether the flight is still this guard's to end.
+    armed: bool,
 }
 
 impl FlightGuard {
-    /// Hands the updated entry to every follower.
-    pub(crate) fn complete(mut self, updated: &Arc<Entry>) {
-        self.done = true;
-        for waiter in self.take_waiters() {
-            let _ = waiter.send(updated.clone());
+    /// Whether the flight is for a missing key (else for a revalidation).
+    pub(crate) fn is_miss(&self) -> bool {
+        matches!(self.key, FlightKey::Miss(..))
+    }
+
+    /// What hands the followers the leader's answer, once the guard has gone into it.
+    pub(crate) fn publisher(&self) -> Publisher {
+        Publisher {
+            flights: self.flights.clone(),
+            key: self.key.clone(),
         }
     }
 
-    fn take_waiters(&self) -> Vec<oneshot::Sender<Arc<Entry>>> {
-        let id = Arc::as_ptr(&self.entry) as usize;
-        self.flights.lock().remove(&id).unwrap_or_default()
+    /// Hands `entry` to every follower.
+    pub(crate) fn complete(mut self, entry: &Arc<Entry>) {
+        for waiter in self.end() {
+            let _ = waiter.send(Handoff::Entry(entry.clone()));
+        }
+    }
+
+    /// Sends every follower on its own.
+    pub(crate) fn release(mut self) {
+        drop(self.end());
+    }
+
+    /// Ends the flight: its followers, and the guard disarmed.
+    fn end(&mut self) -> VecDeque<oneshot::Sender<Handoff>> {
+        self.armed = false;
+        let flight = self.flights.lock().remove(&self.key);
+        flight.map(|f| f.followers).unwrap_or_default()
+    }
+}
+
+/// Hands the followers of a flight its leader's answer.
+pub(crate) struct Publisher {
+    flights: Arc<Flights>,
+    key: FlightKey,
+}
+
+impl Publisher {
+    /// Hands the followers the leader's `answer` to read on while they wait, and every
+    /// follower that comes later too. Called while the leader's guard is still in the answer.
+    pub(crate) fn publish(self, answer: &Arc<dyn Drive>) {
+        let mut flights = self.flights.lock();
+        let Some(flight) = flights.get_mut(&self.key) else {
+            return;
+        };
+        flight.answer = Some(Arc::downgrade(answer));
+        let followers = std::mem::take(&mut flight.followers);
+        for follower in followers {
+            let (tx, rx) = oneshot::channel();
+            if follower.send(Handoff::Answer(answer.clone(), rx)).is_ok() {
+                flight.followers.push_back(tx);
+            }
+        }
+    }
+}
+
+impl Handoff {
+    /// A handoff that was never received: a guard in it has nothing left to end.
+    fn disarm(&mut self) {
+        if let Self::Lead(guard) = self {
+            guard.armed = false;
+        }
     }
 }
 
 impl Drop for FlightGuard {
     fn drop(&mut self) {
-        // After `complete` the flight is gone already (and a newer one may use the id).
-        if !self.done {
-            drop(self.take_waiters());
+        if !self.armed {
+            return;
         }
+        let mut flights = self.flights.lock();
+        let Some(flight) = flights.get_mut(&self.key) else {
+            return;
+        };
+        // The answer, if any, went with the leader.
+        flight.answer = None;
+        while let Some(waiter) = flight.followers.pop_front() {
+            if waiter.is_closed() {
+                continue;
+            }
+            let guard = FlightGuard {
+                flights: self.flights.clone(),
+                key: self.key.clone(),
+                entry: self.entry.clone(),
+                armed: true,
+            };
+            match waiter.send(Handoff::Lead(guard)) {
+                Ok(()) => return,
+                // Gone meanwhile: disarmed, the guard is dropped without touching the map
+                // (locked here).
+                Err(mut handoff) => handoff.disarm(),
+            }
+        }
+        flights.remove(&self.key);
     }
 }
 
 impl fmt::Debug for FlightGuard {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("FlightGuard").finish_non_exhaustive()
+        f.debug_struct("FlightGuard")
+            .field("miss", &self.is_miss())
+            .finish_non_exhaustive()
     }
 }
 
@@ -132,59 +282,117 @@ mod tests {
         ))
     }
 
-    #[tokio::test]
-    async fn completing_leader_hands_the_entry_to_every_follower() {
-        let flights = Arc::new(Flights::default());
-        let e = entry();
-        let Role::Leader(guard) = flights.join(&e) else {
-            panic!("the first request leads")
-        };
-        let followers: Vec<_> = (0..3)
-            .map(|_| match flights.join(&e) {
-                Role::Follower(rx) => rx,
-                Role::Leader(_) => panic!("one leader per entry"),
-            })
-            .collect();
-        let updated = entry();
-        guard.complete(&updated);
-        assert_eq!(flights.len(), 0);
-        for rx in followers {
-            assert!(Arc::ptr_eq(&rx.await.unwrap(), &updated));
+    fn join(flights: &Arc<Flights>, e: &Arc<Entry>) -> Role {
+        flights.join(FlightKey::revalidation(e), Some(e))
+    }
+
+    fn follower(role: Role) -> oneshot::Receiver<Handoff> {
+        match role {
+            Role::Follower(rx, _) => rx,
+            Role::Leader(_) => panic!("one leader per flight"),
         }
     }
 
     #[tokio::test]
-    async fn dropped_leader_releases_its_followers() {
+    async fn completing_leader_hands_the_entry_to_every_follower() {
         let flights = Arc::new(Flights::default());
         let e = entry();
-        let leader = flights.join(&e);
-        let Role::Follower(rx) = flights.join(&e) else {
-            panic!("second request follows")
+        let Role::Leader(guard) = join(&flights, &e) else {
+            panic!("the first request leads")
         };
-        drop(leader);
-        assert!(rx.await.is_err(), "the follower is told to go itself");
+        let followers: Vec<_> = (0..3).map(|_| follower(join(&flights, &e))).collect();
+        let updated = entry();
+        guard.complete(&updated);
         assert_eq!(flights.len(), 0);
-        assert!(
-            matches!(flights.join(&e), Role::Leader(_)),
-            "a new flight can start"
+        for rx in followers {
+            let Ok(Handoff::Entry(got)) = rx.await else {
+                panic!("handed the entry")
+            };
+            assert!(Arc::ptr_eq(&got, &updated));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_released_flight_sends_every_follower_on_its_own() {
+        let flights = Arc::new(Flights::default());
+        let key = FlightKey::Miss("http://h/x".into(), 0);
+        let guard = flights.lead(key.clone(), None).expect("no flight yet");
+        assert!(flights.lead(key.clone(), None).is_none(), "one at a time");
+        let followers: Vec<_> = (0..3)
+            .map(|_| follower(flights.join(key.clone(), None)))
+            .collect();
+        guard.release();
+        for rx in followers {
+            assert!(rx.await.is_err());
+        }
+        assert_eq!(flights.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_dropped_leader_hands_the_flight_to_the_oldest_follower_still_waiting() {
+        let flights = Arc::new(Flights::default());
+        let e = entry();
+        let leader = join(&flights, &e);
+        let gone = follower(join(&flights, &e));
+        let next = follower(join(&flights, &e));
+        let last = follower(join(&flights, &e));
+        drop(gone);
+        drop(leader);
+        let Ok(Handoff::Lead(guard)) = next.await else {
+            panic!("the oldest follower still waiting leads")
+        };
+        assert_eq!(flights.len(), 1, "the flight goes on");
+        let updated = entry();
+        guard.complete(&updated);
+        assert!(matches!(last.await, Ok(Handoff::Entry(_))));
+        assert_eq!(flights.len(), 0);
+    }
+
+    #[tokio::test]
+    async fn a_lead_handed_to_a_follower_that_never_takes_it_goes_on_to_the_next() {
+        let flights = Arc::new(Flights::default());
+        let e = entry();
+        let leader = join(&flights, &e);
+        let first = follower(join(&flights, &e));
+        let second = follower(join(&flights, &e));
+        drop(leader);
+        // The handoff sits in the first follower's channel; dropped unread, it passes on.
+        drop(first);
+        assert!(matches!(second.await, Ok(Handoff::Lead(_))));
+        assert_eq!(
+            flights.len(),
+            0,
+            "the second dropped its lead with no one left"
         );
     }
 
     #[tokio::test]
-    async fn an_old_guard_never_closes_a_newer_flight() {
+    async fn a_dropped_leader_without_followers_ends_the_flight() {
         let flights = Arc::new(Flights::default());
         let e = entry();
-        let Role::Leader(first) = flights.join(&e) else {
+        drop(join(&flights, &e));
+        assert_eq!(flights.len(), 0);
+        assert!(
+            matches!(join(&flights, &e), Role::Leader(_)),
+            "a new flight"
+        );
+    }
+
+    #[tokio::test]
+    async fn an_ended_guard_never_touches_a_newer_flight() {
+        let flights = Arc::new(Flights::default());
+        let e = entry();
+        let Role::Leader(first) = join(&flights, &e) else {
             panic!("leads")
         };
-        let updated = entry();
-        first.complete(&updated);
-        let second = flights.join(&e);
-        let Role::Follower(rx) = flights.join(&e) else {
-            panic!("follows the second flight")
-        };
+        first.complete(&entry());
+        let second = join(&flights, &e);
+        let rx = follower(join(&flights, &e));
         assert_eq!(flights.len(), 1);
-        drop(second);
+        let Role::Leader(second) = second else {
+            panic!("leads")
+        };
+        second.release();
         assert!(rx.await.is_err());
     }
 }

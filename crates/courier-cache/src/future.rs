@@ -1,11 +1,16 @@
 //! The response future of [`EtagCache`](crate::EtagCache).
 
 use crate::body::CacheBody;
-use crate::entry::Entry;
-use crate::response::{Completion, Lookup, Pending};
+use crate::entry::Variants;
+use crate::flight::{Drive, Handoff};
+use crate::response::{Completion, Lookup, Pending, pass};
+use crate::service::Route;
+use crate::store::StoreFuture;
 use crate::telemetry::observed;
 use bytes::Bytes;
 use courier_core::Deadline;
+use courier_core::body::RetryBody;
+use courier_core::extensions::CacheStatus;
 use http::header::HeaderMap;
 use http::{Extensions, Method, Request, Response, Uri, Version};
 use http_body::Body;
@@ -13,7 +18,7 @@ use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use tokio::sync::oneshot;
 use tokio::time::Sleep;
@@ -23,16 +28,17 @@ use tracing::Span;
 pin_project! {
     /// The response future of [`EtagCache`](crate::EtagCache): a stored response, ready at
     /// once; the upstream's answer, to merge, store or replace; or, while another request
-    /// revalidates the same entry, a wait for its result. When the 304 to a revalidation the
-    /// cache made selects no stored response, it sends the request once more without the
-    /// conditionals and answers with that.
+    /// revalidates the same entry or asks for the same missing key, a wait for its result.
+    /// When the 304 to a revalidation the cache made selects no stored response, it sends the
+    /// request once more without the conditionals and answers with that. With a store that
+    /// can wait, it looks the key up first.
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<S, B>
     where
         S: Service<Request<B>>,
     {
         #[pin]
-        state: State<S, B, S::Future>,
+        state: State<S, B, S::Future, S::Response>,
         // The call span of an active cache; polled inside it.
         span: Span,
     }
@@ -55,10 +61,14 @@ pin_project! {
 
 pin_project! {
     #[project = StateProj]
-    enum State<S, B, F> {
-        // A fresh hit: no request was sent.
+    pub(crate) enum State<S, B, F, R> {
+        // A response made in the cache: a fresh hit, or a stale one within
+        // `stale-while-revalidate`.
         Ready { response: Option<Response<Bytes>> },
-        // Another request revalidates this entry: wait for it, then maybe go ourselves.
+        // Waiting for a store that can wait to look the key up.
+        Looking { looking: Box<Looking<S, B>> },
+        // Another request revalidates this entry, or asks for this missing key: wait for it,
+        // then maybe go ourselves.
         Following { follower: Box<Follower<S, B>> },
         // Waiting on the upstream; `pending` says what to do with its answer, `resend` how to
         // ask again (once) when that answer is a 304 that selects nothing.
@@ -70,9 +80,28 @@ pin_project! {
         },
         // Waiting for the service to send the request again.
         Resending { resend: Option<Box<Resend<S, B>>>, pending: Option<Pending> },
+        // An unsafe method's answer, held until a store that can wait has removed what it
+        // invalidates.
+        Removing { removing: Box<Mutex<Removing<R>>> },
         // A pass-through service's: the upstream's answer, as it comes.
         Passing { #[pin] future: F },
     }
+}
+
+/// A lookup in a store that can wait (boxed: the in-memory store is looked up in place).
+pub(crate) struct Looking<S, B> {
+    /// In a mutex only to be `Sync`: it is polled through `&mut`, never locked.
+    pub(crate) lookup: Mutex<StoreFuture<'static, Option<Arc<Variants>>>>,
+    pub(crate) route: Route,
+    /// The instance the caller made ready.
+    pub(crate) inner: S,
+    pub(crate) request: Option<Request<B>>,
+}
+
+/// An answer waiting for the removals it made.
+pub(crate) struct Removing<R> {
+    pub(crate) removal: StoreFuture<'static, ()>,
+    pub(crate) response: Option<R>,
 }
 
 /// What it takes to send a GET or HEAD again without the conditionals the cache added: a
@@ -109,9 +138,11 @@ impl<S, B> Resend<S, B> {
     }
 }
 
-/// A revalidation waiting for the leader of its flight (boxed: only under contention).
+/// A request waiting for the leader of its flight (boxed: only under contention).
 pub(crate) struct Follower<S, B> {
-    pub(crate) leader: oneshot::Receiver<Arc<Entry>>,
+    pub(crate) leader: oneshot::Receiver<Handoff>,
+    /// The leader's answer, read on while waiting for it to be stored.
+    pub(crate) answer: Option<Arc<dyn Drive>>,
     pub(crate) waiting: bool,
     pub(crate) timeout: Pin<Box<Sleep>>,
     pub(crate) inner: S,
@@ -120,13 +151,19 @@ pub(crate) struct Follower<S, B> {
     pub(crate) resend: Option<Box<Resend<S, B>>>,
 }
 
-impl<S, B, F> State<S, B, F> {
-    /// Whether the call is unanswered and waits in the cache itself (on another caller's
-    /// revalidation, to send again, or a hit not yet handed out), with the call's deadline
+impl<S, B, F, R> State<S, B, F, R> {
+    /// Whether the call is unanswered and waits in the cache itself (on the store, on another
+    /// caller's request, to send again, or a hit not yet handed out), with the call's deadline
     /// when it is known: a call dropped then was ended from outside, and no layer below
     /// can say so. Waiting on the layers below, the retry layer there says it.
     fn waiting_here(&self) -> Option<Option<Deadline>> {
         match self {
+            Self::Looking { looking } => Some(
+                looking
+                    .request
+                    .as_ref()
+                    .and_then(|r| Deadline::get(r.extensions())),
+            ),
             Self::Following { follower } if follower.pending.is_some() => Some(
                 follower
                     .request
@@ -140,47 +177,58 @@ impl<S, B, F> State<S, B, F> {
             _ => None,
         }
     }
+
+    pub(crate) fn ready(response: Response<Bytes>) -> Self {
+        Self::Ready {
+            response: Some(response),
+        }
+    }
+
+    /// Waiting on the upstream, with how to ask again when its 304 selects nothing.
+    pub(crate) fn forwarded(
+        future: F,
+        pending: Pending,
+        resend: Option<Box<Resend<S, B>>>,
+    ) -> Self {
+        Self::Forwarded {
+            future,
+            pending: Some(pending),
+            resend,
+        }
+    }
+
+    pub(crate) fn following(follower: Follower<S, B>) -> Self {
+        Self::Following {
+            follower: Box::new(follower),
+        }
+    }
+
+    pub(crate) fn looking(looking: Looking<S, B>) -> Self {
+        Self::Looking {
+            looking: Box::new(looking),
+        }
+    }
 }
 
 impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
 {
-    pub(crate) fn ready(response: Response<Bytes>) -> Self {
+    pub(crate) fn new(state: State<S, B, S::Future, S::Response>) -> Self {
         Self {
-            state: State::Ready {
-                response: Some(response),
-            },
+            state,
             span: Span::none(),
         }
     }
 
     /// The inner future and nothing else: a pass-through service's.
     pub(crate) fn passing(future: S::Future) -> Self {
-        Self {
-            state: State::Passing { future },
-            span: Span::none(),
-        }
+        Self::new(State::Passing { future })
     }
 
+    /// Waiting on the upstream.
     pub(crate) fn forwarded(future: S::Future, pending: Pending) -> Self {
-        Self::resendable(future, pending, None)
-    }
-
-    /// Waiting on the upstream, with how to ask again when its 304 selects nothing.
-    pub(crate) fn resendable(
-        future: S::Future,
-        pending: Pending,
-        resend: Option<Box<Resend<S, B>>>,
-    ) -> Self {
-        Self {
-            state: State::Forwarded {
-                future,
-                pending: Some(pending),
-                resend,
-            },
-            span: Span::none(),
-        }
+        Self::new(State::forwarded(future, pending, None))
     }
 
     /// The same future, polled inside `span`.
@@ -188,15 +236,6 @@ where
     pub(crate) fn in_span(mut self, span: Span) -> Self {
         self.span = span;
         self
-    }
-
-    pub(crate) fn following(follower: Follower<S, B>) -> Self {
-        Self {
-            state: State::Following {
-                follower: Box::new(follower),
-            },
-            span: Span::none(),
-        }
     }
 }
 
@@ -207,6 +246,10 @@ where
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match &self.state {
             State::Ready { .. } => f.write_str("ResponseFuture::Ready"),
+            State::Looking { looking } => f
+                .debug_struct("ResponseFuture::Looking")
+                .field("route", &looking.route)
+                .finish(),
             State::Following { follower } => f
                 .debug_struct("ResponseFuture::Following")
                 .field("pending", &follower.pending)
@@ -219,15 +262,42 @@ where
                 .debug_struct("ResponseFuture::Resending")
                 .field("pending", pending)
                 .finish(),
+            State::Removing { .. } => f.write_str("ResponseFuture::Removing"),
             State::Passing { .. } => f.write_str("ResponseFuture::Passing"),
+        }
+    }
+}
+
+impl<S, B> Follower<S, B> {
+    /// Takes what the leader handed over: the answer, when its entry serves this request, or
+    /// else the flight to lead (leaving `waiting`, and sending its own request).
+    fn take<RB>(&mut self, handoff: Handoff) -> Option<Response<CacheBody<RB>>> {
+        match handoff {
+            Handoff::Entry(entry) => {
+                let pending = self.pending.as_ref()?;
+                let response = pending.followed(&entry)?;
+                self.pending = None;
+                Some(response)
+            }
+            Handoff::Lead(guard) => {
+                if let Some(pending) = self.pending.as_mut() {
+                    pending.flight = Some(guard);
+                }
+                None
+            }
+            // Past waiting, there is nothing left to read it for.
+            Handoff::Answer(..) => None,
         }
     }
 }
 
 impl<S, B, RB> Future for ResponseFuture<S, B>
 where
-    S: Service<Request<B>, Response = Response<RB>>,
-    RB: Body,
+    S: Service<Request<B>, Response = Response<RB>> + Clone,
+    S::Future: Send + 'static,
+    B: RetryBody,
+    RB: Body + Send + 'static,
+    RB::Error: Send,
 {
     type Output = Result<Response<CacheBody<RB>>, S::Error>;
 
@@ -248,21 +318,45 @@ where
                         .expect("a ready response future is polled once");
                     return Poll::Ready(observed(span, Ok(response.map(CacheBody::stored))));
                 }
-                // Waiting => (Ready | Forwarded)
+                // Looking => any state but Looking
+                StateProj::Looking { looking } => {
+                    let lookup = looking.lookup.get_mut().unwrap_or_else(|p| p.into_inner());
+                    let variants = ready!(lookup.as_mut().poll(cx));
+                    ready!(looking.inner.poll_ready(cx))?;
+                    let request = looking.request.take().expect("a lookup completes once");
+                    let next =
+                        looking
+                            .route
+                            .clone()
+                            .decide(&mut looking.inner, request, variants, None);
+                    state.set(next);
+                }
+                // Following => (done | Forwarded)
                 StateProj::Following { follower } => {
                     if follower.waiting {
-                        match Pin::new(&mut follower.leader).poll(cx) {
-                            Poll::Ready(Ok(entry)) => {
-                                let pending =
-                                    follower.pending.take().expect("a follower completes once");
-                                return Poll::Ready(observed(span, Ok(pending.followed(&entry))));
+                        let handoff = match Pin::new(&mut follower.leader).poll(cx) {
+                            Poll::Ready(Ok(Handoff::Answer(answer, next))) => {
+                                follower.answer = Some(answer);
+                                follower.leader = next;
+                                continue;
                             }
-                            // The leader failed, was dropped or got another answer.
-                            Poll::Ready(Err(_)) => follower.waiting = false,
+                            Poll::Ready(handoff) => handoff.ok(),
                             Poll::Pending => {
+                                // Once read to its end, the answer's outcome is handed over.
+                                let read = follower.answer.as_ref().map(|a| a.poll_drive(cx));
+                                if read.is_some_and(|r| r.is_ready()) {
+                                    follower.answer = None;
+                                    continue;
+                                }
                                 ready!(follower.timeout.as_mut().poll(cx));
-                                follower.waiting = false;
+                                // Out of time: a handoff made meanwhile still counts.
+                                follower.leader.try_recv().ok()
                             }
+                        };
+                        follower.answer = None;
+                        follower.waiting = false;
+                        if let Some(response) = handoff.and_then(|h| follower.take(h)) {
+                            return Poll::Ready(observed(span, Ok(response)));
                         }
                     }
                     ready!(follower.inner.poll_ready(cx))?;
@@ -279,7 +373,7 @@ where
                         resend,
                     });
                 }
-                // Forwarded => (done | Resending)
+                // Forwarded => (done | Resending | Removing)
                 StateProj::Forwarded {
                     future,
                     pending,
@@ -300,7 +394,25 @@ where
                             let pending = pending.take();
                             state.set(State::Resending { resend, pending });
                         }
+                        Completion::Removing(removal, response) => {
+                            *pending = None;
+                            state.set(State::Removing {
+                                removing: Box::new(Mutex::new(Removing {
+                                    removal,
+                                    response: Some(response),
+                                })),
+                            });
+                        }
                     }
+                }
+                StateProj::Removing { removing } => {
+                    let removing = removing.get_mut().unwrap_or_else(|p| p.into_inner());
+                    ready!(removing.removal.as_mut().poll(cx));
+                    let response = removing
+                        .response
+                        .take()
+                        .expect("an answer is handed on once");
+                    return Poll::Ready(observed(span, Ok(pass(response, CacheStatus::Bypass))));
                 }
                 // Resending => Forwarded, with nothing to resend: never more than once.
                 StateProj::Resending { resend, pending } => {

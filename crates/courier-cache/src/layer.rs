@@ -15,7 +15,7 @@ pub const DEFAULT_CAPACITY: u64 = 64 * 1024 * 1024;
 /// The default largest body stored: 1 MiB.
 pub const DEFAULT_MAX_ENTRY_BYTES: usize = 1024 * 1024;
 
-/// The default longest wait of a revalidation for another one of the same entry: 10 s.
+/// The default longest wait of a request for another one of the same entry or key: 10 s.
 pub const DEFAULT_SINGLE_FLIGHT_WAIT: Duration = Duration::from_secs(10);
 
 /// Wraps a service in an [`EtagCache`].
@@ -160,19 +160,19 @@ impl EtagCacheLayer {
         self.with(|s| s.invalidate_locations = yes)
     }
 
-    /// Collapse concurrent revalidations of one stored entry into one upstream request: the
-    /// first goes upstream, the others wait for its 304 (at most `max_wait`, and never past
-    /// their request's [`Deadline`](courier_core::Deadline) extension) and are answered
-    /// from the updated entry. When the first fails, is dropped or answers anything but a
-    /// matching 304 the cache may keep (a `no-store` one, or one a shared cache must not keep
-    /// for others), or the wait runs out, each waiter sends its own request. `None` sends
-    /// every revalidation. Defaults to `Some(10 s)`.
+    /// Collapse concurrent revalidations of one stored entry, and concurrent GETs of one key
+    /// that has no entry to serve them, into one upstream request: the first goes upstream, the
+    /// others wait for its result (at most `max_wait`, and never past their request's
+    /// [`Deadline`](courier_core::Deadline) extension) and are answered from the entry it
+    /// updated or stored. When its answer cannot serve them, or the wait runs out, each waiter
+    /// sends its own request; when the first is cancelled, one waiter goes in its place. See
+    /// the crate's **Concurrency**. `None` sends every request. Defaults to `Some(10 s)`.
     pub fn single_flight(self, max_wait: Option<Duration>) -> Self {
         self.with(|s| s.single_flight = max_wait)
     }
 
-    /// The store to use instead of a fresh in-memory one. Defaults to a [`MemoryStore`] of
-    /// 64 MiB.
+    /// The store to use instead of a fresh in-memory one: a [`DiskStore`](crate::DiskStore),
+    /// or any [`CacheStore`]. Defaults to a [`MemoryStore`] of 64 MiB.
     pub fn store(self, store: impl CacheStore) -> Self {
         let memory = (&store as &dyn Any).downcast_ref::<MemoryStore>().cloned();
         let store: Arc<dyn CacheStore> = Arc::new(store);

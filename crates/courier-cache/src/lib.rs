@@ -2,10 +2,12 @@
 //!
 //! A private HTTP cache (RFC 9111; a shared one when so configured, see **Shared** below) for a
 //! client: GET responses that carry an `ETag` and/or `Last-Modified`, or a freshness lifetime,
-//! are kept in a bounded store. A fresh entry is served without a request; a stale one is
-//! revalidated with `If-None-Match` / `If-Modified-Since`, and the server's `304 Not Modified` is answered with the stored body. Many APIs (GitHub's among
-//! them) do not count a 304 against the rate limit, so a poller spends quota only on what
-//! changed.
+//! are kept in a bounded store, in memory or on disk. A fresh entry is served without a
+//! request; a stale one is revalidated with `If-None-Match` / `If-Modified-Since` (in the
+//! background, within `stale-while-revalidate`), and the server's `304 Not Modified` is
+//! answered with the stored body. Concurrent requests for one key go upstream once. Many APIs
+//! (GitHub's among them) do not count a 304 against the rate limit, so a poller spends quota
+//! only on what changed.
 //!
 //! ```
 //! # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -45,9 +47,9 @@
 //! - Only bodies whose size is known (`Content-Length`, or the body's size hint) and within
 //!   [`EtagCacheLayer::max_entry_bytes`] (1 MiB by default). Larger bodies and bodies of unknown
 //!   length stream through untouched. A stored body is copied into the store as it streams to
-//!   the caller and stored when it ends; a body that fails, is dropped before its end, or ends
-//!   shorter or longer than its exact announced length (`Content-Length`, or an exact size
-//!   hint), is never stored.
+//!   the caller and stored when it ends; a body that fails, is dropped before its end (and not
+//!   read on by requests waiting for it, see **Concurrency**), or ends shorter or longer than
+//!   its exact announced length (`Content-Length`, or an exact size hint), is never stored.
 //! - Not stored: request or response `no-store` (a response `no-store` also removes the URI's
 //!   entries), `Vary: *`, requests with `Range`. `private` responses are stored (this is a
 //!   private cache), unless [`EtagCacheLayer::credential_headers`] is empty, which makes the
@@ -104,6 +106,16 @@
 //!   [`EtagCacheLayer::stale_if_error`]) is served, so reads keep working while the upstream is
 //!   down or its circuit is open; never one that says `must-revalidate` or `no-cache`, or,
 //!   where the cache is shared, `proxy-revalidate` or `s-maxage` (RFC 9111 section 4.2.4).
+//! - **Stale while revalidating**: an entry within its `stale-while-revalidate` window (RFC
+//!   5861), and allowed stale as above, answers at once, marked `Stale` (with its `Age`), and
+//!   the request, made conditional as for a revalidation, goes on in a tokio task of its own
+//!   (see [`EtagCache`]'s **Bounds**). One such revalidation per stored entry at a time: the
+//!   calls that come meanwhile are answered stale too. It carries a [`Deadline`](courier_core::Deadline) of
+//!   [`BACKGROUND_REVALIDATION_TIMEOUT`] (10 s) in place of the caller's, so that the layers
+//!   below bound it as they bound any call, and is dropped by then whatever they do. Its answer
+//!   updates or replaces the entry as a caller's would; its failure leaves the entry as it
+//!   was. A request `no-cache` or `max-age` the entry is older than, and
+//!   [`EtagCacheLayer::always_revalidate`], wait for the revalidation instead.
 //! - A 2xx or 3xx answer to an unsafe method (any method but GET, HEAD, OPTIONS and TRACE,
 //!   extension methods included) removes the URI's entries (and those of its `Location` /
 //!   `Content-Location` on the same host).
@@ -116,12 +128,13 @@
 //!
 //! A response the cache builds without an answer from below for this call carries an empty
 //! [`Attempts`](courier_core::Attempts) extension (`count() == 0`), with the cache status saying
-//! why: a `Hit` (nothing was sent), a `Revalidated` answered by another caller's revalidation
-//! (see **Concurrency**: this call sent nothing), or a `Stale` served because the call failed
-//! with an error (an error carries no attempt records: it may be a refusal that sent nothing,
-//! such as an open circuit, or the last of several failed attempts). A response built from an
-//! answer from below keeps that answer's extensions, and so the `Attempts` the retry layer below
-//! put there: a `Revalidated` from this call's 304 (every attempt, a retried 503 before it
+//! why: a `Hit` (nothing was sent), a `Revalidated` or a `Miss` answered by another caller's
+//! request (see **Concurrency**: this call sent nothing), a `Stale` within
+//! `stale-while-revalidate` (the revalidation goes on in the background), or a `Stale` served
+//! because the call failed with an error (an error carries no attempt records: it may be a
+//! refusal that sent nothing, such as an open circuit, or the last of several failed
+//! attempts). A response built from an answer from below keeps that answer's extensions, and
+//! so the `Attempts` the retry layer below put there: a `Revalidated` from this call's 304 (every attempt, a retried 503 before it
 //! included), a `Stale` served in place of a 5xx (every attempt, the last one the 5xx).
 //! Responses passed on (`Miss`, `Bypass`) are the layers' below as they came. With a retry
 //! layer below the cache, as in courier's preset, every response therefore carries `Attempts`,
@@ -159,11 +172,15 @@
 //!   every revalidation into a 304). Such a field is stored and served with the response, never
 //!   sent; a `Last-Modified` still validates.
 //!
-//! # Memory
+//! # Stores
 //!
 //! The default [`MemoryStore`] holds at most 64 MiB (bodies, headers and a fixed overhead per
-//! entry), evicting by S3-FIFO. Bodies are `Bytes`: a hit hands out the stored buffer without
-//! copying it. [`CacheStore`] is the seam for a store shared between processes.
+//! entry), evicting by S3-FIFO. It is the default because a hit then costs no I/O and no
+//! allocation: the cache reads and writes it in place, and bodies are `Bytes`, so a hit hands
+//! out the stored buffer without copying it. [`CacheStore`] is the seam for a store that waits
+//! (on a disk, on the network): its reads and writes return futures, and its docs say how the
+//! cache drives them. [`DiskStore`] keeps entries in files across restarts, within a bound in
+//! bytes, and serves none whose file fails its checks.
 //!
 //! # Errors
 //!
@@ -172,29 +189,54 @@
 //!
 //! # Concurrency
 //!
-//! Concurrent revalidations of one stored entry collapse into one upstream request
-//! ([`EtagCacheLayer::single_flight`], on by default): the first goes upstream and the others
-//! wait for its 304, then are answered from the updated entry (marked `Revalidated`). When the
-//! first fails, is dropped, answers anything but a matching 304, or takes longer than the bound
-//! (10 s by default), each waiter sends its own request, so none is stranded. Misses are not
-//! collapsed: each streams its own body.
+//! Concurrent revalidations of one stored entry, and concurrent GETs of one key that has no
+//! entry to serve them, collapse into one upstream request ([`EtagCacheLayer::single_flight`],
+//! on by default): the first goes upstream and the others wait for its result, so that a crowd
+//! that starts together (a deployment warming up, a fan-out asking for one configuration)
+//! reaches the server once.
+//!
+//! - A revalidation's waiters are answered from the entry its matching 304 updated (marked
+//!   `Revalidated`).
+//! - A miss's waiters are the GETs of the same key with the same credentials (the fingerprint
+//!   entries are selected by: requests with other credentials never wait for each other). They
+//!   read the first's answer along with its caller, so that it is stored as soon as its body
+//!   ends, whether its caller reads it then, later (answers gathered before any body is read,
+//!   as a `join_all` does) or never (its body dropped); the caller still gets every frame, in
+//!   order. They are answered from the stored entry (marked `Miss`) when its `Vary` selects it
+//!   for them; a waiter it does not select sends its own request then. GETs the caller made
+//!   conditional and HEAD requests do not take part.
+//! - When the first's answer cannot serve the others (an error or a 5xx; for a revalidation,
+//!   anything but a matching 304 the cache may keep; for a miss, an answer the cache does not
+//!   store, `no-store` among them, or a body that fails or is not the length announced), each
+//!   waiter sends its own request at once. When the first is
+//!   cancelled before its answer comes (its future dropped), the waiter that came first sends
+//!   its request in its place and the others wait for that one.
+//! - No waiter waits longer than the bound (10 s by default: a slow first request delays the
+//!   others by at most that) or past its request's [`Deadline`](courier_core::Deadline):
+//!   then it sends its own request, so none is stranded.
 //!
 //! # Logs
 //!
 //! `tracing` events with target `courier::cache` and an `event` field: `store`, `hit`,
-//! `revalidated`, `stale`, `evict`, `invalidate`, `remove`, `validator_mismatch`. The URI is
-//! logged without its query; credentials are never logged.
+//! `revalidated`, `coalesced`, `stale`, `evict`, `invalidate`, `remove`, `validator_mismatch`,
+//! `write_dropped`; and from [`DiskStore`], `corrupt`, `refused`, `remove_file`,
+//! `remove_failed`, `write_failed`. The URI is logged without its query; credentials are never
+//! logged.
 //!
 //! # Telemetry
 //!
 //! An active cache makes the call span, `courier.call`, and polls the layers below inside it,
 //! so that courier's retry layer hangs its attempt spans under it; a fresh hit is a call span
 //! with no attempt. The span ends with `courier.cache.status` and the status the caller gets.
+//! A revalidation within `stale-while-revalidate` has a span of its own,
+//! `courier.cache.revalidate` (`DEBUG`, with no parent: the caller's call has ended), that the
+//! layers below hang their attempts under.
 //! With the `metrics` feature, `courier.cache.lookups` counts the lookups by status. See
 //! [`telemetry`].
 
 mod ascii;
 mod body;
+mod disk;
 mod entry;
 mod flight;
 pub mod future;
@@ -206,9 +248,10 @@ mod store;
 pub mod telemetry;
 
 pub use body::CacheBody;
+pub use disk::DiskStore;
 pub use entry::{Entry, Variants};
 pub use layer::{
     DEFAULT_CAPACITY, DEFAULT_MAX_ENTRY_BYTES, DEFAULT_SINGLE_FLIGHT_WAIT, EtagCacheLayer,
 };
-pub use service::EtagCache;
-pub use store::{CacheStore, MemoryStore};
+pub use service::{BACKGROUND_REVALIDATION_TIMEOUT, EtagCache};
+pub use store::{CacheStore, MemoryStore, StoreFuture};

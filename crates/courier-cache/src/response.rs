@@ -8,6 +8,7 @@ use crate::flight::FlightGuard;
 use crate::key::{KeyText, UriKey, loggable};
 use crate::layer::Shared;
 use crate::service::TARGET;
+use crate::store::StoreFuture;
 use bytes::Bytes;
 use courier_core::Attempts;
 use courier_core::cache_control::CacheControl;
@@ -100,7 +101,7 @@ fn age_value(secs: u64) -> HeaderValue {
     HeaderValue::from(secs)
 }
 
-fn pass<RB>(mut response: Response<RB>, status: CacheStatus) -> Response<CacheBody<RB>> {
+pub(crate) fn pass<RB>(mut response: Response<RB>, status: CacheStatus) -> Response<CacheBody<RB>> {
     response.extensions_mut().insert(status);
     response.map(CacheBody::upstream)
 }
@@ -137,7 +138,8 @@ pub(crate) struct Lookup {
     /// when the request had none), without the conditionals the cache added.
     pub(crate) request_headers: Option<HeaderMap>,
     pub(crate) request_time: Instant,
-    /// Held by the request that revalidates for others (single-flight).
+    /// Held by the request that goes upstream for others (single-flight): one that
+    /// revalidates their entry, or asks for the key they miss.
     pub(crate) flight: Option<FlightGuard>,
 }
 
@@ -162,42 +164,67 @@ impl fmt::Debug for Lookup {
     }
 }
 
-/// What becomes of the upstream's answer.
-pub(crate) enum Completion<T> {
+/// What becomes of the upstream's answer `R`.
+pub(crate) enum Completion<T, R> {
     /// The answer to the caller.
     Done(T),
     /// A 304 that selects no stored response answered a request that was conditional only
     /// because the cache made it so: send it again without the conditionals.
     Resend,
+    /// An unsafe method's success: hand it on (marked `Bypass`) once a store that can wait has
+    /// removed what it invalidates.
+    Removing(StoreFuture<'static, ()>, R),
 }
 
 impl Pending {
     /// The answer to the caller, made from the upstream's; called once, in place (the future
     /// drops `self` afterwards), unless it asks for the request to be sent again (`resendable`
     /// says whether it may), after which it is called once more with the new answer.
-    pub(crate) fn complete<RB: Body, E>(
+    pub(crate) fn complete<RB, E>(
         &mut self,
         result: Result<Response<RB>, E>,
         resendable: bool,
-    ) -> Completion<Result<Response<CacheBody<RB>>, E>> {
+    ) -> Completion<Result<Response<CacheBody<RB>>, E>, Response<RB>>
+    where
+        RB: Body + Send + 'static,
+        RB::Error: Send,
+    {
         match self {
             Self::Bypass => Completion::Done(result.map(|r| pass(r, CacheStatus::Bypass))),
-            Self::Invalidate { shared, key } => Completion::Done(result.map(|response| {
-                let status = response.status();
-                if status.is_success() || status.is_redirection() {
-                    invalidate(shared, key, response.headers());
+            Self::Invalidate { shared, key } => match result {
+                Ok(response)
+                    if response.status().is_success() || response.status().is_redirection() =>
+                {
+                    match invalidate(shared, key, response.headers()) {
+                        None => Completion::Done(Ok(pass(response, CacheStatus::Bypass))),
+                        Some(removal) => Completion::Removing(removal, response),
+                    }
                 }
-                pass(response, CacheStatus::Bypass)
-            })),
-            Self::Lookup(lookup) => lookup.complete(result, resendable),
+                other => Completion::Done(other.map(|r| pass(r, CacheStatus::Bypass))),
+            },
+            Self::Lookup(lookup) => {
+                let completion = lookup.complete(result, resendable);
+                // Whatever the answer did not hand the flight to (an entry to store, a 304
+                // merged), its followers ask on their own.
+                if let Some(flight) = lookup.flight.take() {
+                    flight.release();
+                }
+                completion
+            }
         }
     }
 }
 
-fn invalidate(shared: &Shared, key: &UriKey, headers: &HeaderMap) {
-    let key = key.text();
-    let origin = key.origin();
-    let mut removed = shared.store.remove(key.as_str());
+/// Removes the URI's entries, and those of its `Location` and `Content-Location` on the same
+/// host: at once from the in-memory store; from a store that can wait, by the future returned.
+fn invalidate(
+    shared: &Shared,
+    key: &UriKey,
+    headers: &HeaderMap,
+) -> Option<StoreFuture<'static, ()>> {
+    let text = key.text();
+    let origin = text.origin();
+    let mut targets = Vec::new();
     if shared.invalidate_locations {
         for name in [header::LOCATION, header::CONTENT_LOCATION] {
             let Some(value) = headers.get(&name).and_then(|v| v.to_str().ok()) else {
@@ -219,35 +246,70 @@ fn invalidate(shared: &Shared, key: &UriKey, headers: &HeaderMap) {
                 None
             };
             if let Some(target) = target {
-                removed |= shared.store.remove(&target);
+                targets.push(target);
             }
         }
     }
-    if removed {
-        tracing::debug!(target: TARGET, event = "invalidate", uri = %loggable(key.as_str()), "unsafe method invalidated stored entries");
+    let logged = |removed: bool, key: &str| {
+        if removed {
+            tracing::debug!(target: TARGET, event = "invalidate", uri = %loggable(key), "unsafe method invalidated stored entries");
+        }
+    };
+    if let Some(memory) = &shared.memory {
+        let mut removed = memory.remove(text.as_str());
+        for target in &targets {
+            removed |= memory.remove(target);
+        }
+        logged(removed, text.as_str());
+        return None;
     }
+    let store = shared.store.clone();
+    let key = text.as_str().to_owned();
+    Some(Box::pin(async move {
+        let mut removed = store.remove(&key).await;
+        for target in &targets {
+            removed |= store.remove(target).await;
+        }
+        logged(removed, &key);
+    }))
 }
 
 impl Lookup {
-    /// The answer of a request whose leader revalidated the entry for it.
-    pub(crate) fn followed<RB>(self, updated: &Entry) -> Response<CacheBody<RB>> {
+    /// The answer of a request whose leader revalidated its entry (marked `Revalidated`), or
+    /// stored the entry for the key it missed (marked `Miss`); `None` when that entry does not
+    /// serve this request (its `Vary` selects another variant).
+    pub(crate) fn followed<RB>(&self, entry: &Entry) -> Option<Response<CacheBody<RB>>> {
+        let status = if self.added_conditionals {
+            CacheStatus::Revalidated
+        } else {
+            let none = HeaderMap::new();
+            let request = self.request_headers.as_ref().unwrap_or(&none);
+            if !entry.matches(self.credentials, request) {
+                return None;
+            }
+            CacheStatus::Miss
+        };
         tracing::debug!(
             target: TARGET,
-            event = "revalidated",
+            event = if status == CacheStatus::Miss { "coalesced" } else { "revalidated" },
             uri = %self.key.loggable(),
             head = self.head,
             single_flight = true,
-            "answered by a concurrent revalidation"
+            "answered by a concurrent request"
         );
-        cached_response(updated, self.head, CacheStatus::Revalidated, None, None)
-            .map(CacheBody::stored)
+        let response = cached_response(entry, self.head, status, None, None);
+        Some(response.map(CacheBody::stored))
     }
 
-    fn complete<RB: Body, E>(
+    fn complete<RB, E>(
         &mut self,
         result: Result<Response<RB>, E>,
         resendable: bool,
-    ) -> Completion<Result<Response<CacheBody<RB>>, E>> {
+    ) -> Completion<Result<Response<CacheBody<RB>>, E>, Response<RB>>
+    where
+        RB: Body + Send + 'static,
+        RB::Error: Send,
+    {
         let response = match result {
             Ok(response) if !response.status().is_server_error() => response,
             failed => return Completion::Done(self.failed(failed)),
@@ -262,7 +324,11 @@ impl Lookup {
     }
 
     /// The request's (or HEAD's) full answer: stored when it may be.
-    fn full<RB: Body>(&mut self, response: Response<RB>) -> Response<CacheBody<RB>> {
+    fn full<RB>(&mut self, response: Response<RB>) -> Response<CacheBody<RB>>
+    where
+        RB: Body + Send + 'static,
+        RB::Error: Send,
+    {
         let status = response.status();
 
         if self.head {
@@ -290,9 +356,7 @@ impl Lookup {
         }
         let cc = CacheControl::from_headers(response.headers());
         if cc.no_store {
-            if self.shared.store.remove(self.key.text().as_str()) {
-                tracing::debug!(target: TARGET, event = "remove", uri = %self.key.loggable(), "no-store removed the stored entries");
-            }
+            self.shared.remove_uri(&self.key, self.key_hash, "no-store");
             return pass(response, CacheStatus::Miss);
         }
         if self.forbidden_when_shared(&cc) {
@@ -317,7 +381,18 @@ impl Lookup {
             })
             .collect();
         let timing = self.timing(Instant::now());
+        // The followers of a missing key wait for the entry; those of a revalidation that got a
+        // full answer ask on their own.
+        let flight = match self.flight.take() {
+            Some(flight) if flight.is_miss() => Some(flight),
+            Some(flight) => {
+                flight.release();
+                None
+            }
+            None => None,
+        };
         let storing = Storing {
+            flight,
             shared: self.shared.clone(),
             key: self.key.clone(),
             key_hash: self.key_hash,
@@ -336,7 +411,14 @@ impl Lookup {
             storing.finish(Bytes::new());
             return response.map(CacheBody::upstream);
         }
-        response.map(|body| CacheBody::teed(body, len, exact, max, storing))
+        let Some(publisher) = storing.flight.as_ref().map(FlightGuard::publisher) else {
+            return response.map(|body| CacheBody::teed(body, len, exact, max, storing));
+        };
+        // Others wait for it: they read it too, and are handed it to read as they come.
+        let (parts, body) = response.into_parts();
+        let (body, answer) = CacheBody::shared(body, len, exact, max, storing);
+        publisher.publish(&answer);
+        Response::from_parts(parts, body)
     }
 
     /// The request's headers as they were sent: the caller's, with the conditionals the cache
@@ -428,7 +510,9 @@ impl Lookup {
                 return Some(pass(response, CacheStatus::Miss));
             }
             // The callers waiting on this revalidation ask on their own.
-            drop(self.flight.take());
+            if let Some(flight) = self.flight.take() {
+                flight.release();
+            }
             self.added_conditionals = false;
             self.request_time = Instant::now();
             return None;
@@ -443,9 +527,10 @@ impl Lookup {
         let refused = (has_cache_control && updated.cache_control.no_store)
             || self.forbidden_when_shared(&updated.cache_control);
         if refused {
-            self.shared.store.remove(self.key.text().as_str());
-            // Not ours to share: the callers waiting on this revalidation ask on their own.
-            drop(self.flight.take());
+            self.shared
+                .remove_uri(&self.key, self.key_hash, "refused_update");
+            // Not ours to share: the callers waiting on this revalidation ask on their own
+            // (the flight is released once the answer is made).
         } else {
             self.shared
                 .replace_entry(&self.key, self.key_hash, entry, updated.clone());
@@ -542,7 +627,11 @@ impl Lookup {
 // === impl Storing ===
 
 /// A response on its way into the store, waiting for its body to end.
+///
+/// Dropped before [`finish`](Self::finish) or [`abandon`](Self::abandon) (the caller let go of
+/// the body), it hands the flight of a missing key it leads to one of the followers.
 pub(crate) struct Storing {
+    flight: Option<FlightGuard>,
     shared: Arc<Shared>,
     key: UriKey,
     key_hash: Option<u64>,
@@ -569,14 +658,17 @@ impl Storing {
             self.timing,
         ));
         let weight = entry.weight();
-        let (credentials, request) = (self.credentials, &self.request_headers);
+        let (credentials, request) = (self.credentials, self.request_headers);
         // The new entry replaces every variant this request would have selected.
         self.shared.update_variants(
             &self.key,
             self.key_hash,
-            |e| !e.matches(credentials, request),
-            Some(entry),
+            move |e| !e.matches(credentials, &request),
+            Some(entry.clone()),
         );
+        if let Some(flight) = self.flight {
+            flight.complete(&entry);
+        }
         tracing::debug!(
             target: TARGET,
             event = "store",
@@ -585,5 +677,13 @@ impl Storing {
             weight,
             "response stored"
         );
+    }
+
+    /// Gives up storing: the body failed, or its length is not the one announced. The
+    /// followers of a missing key ask on their own.
+    pub(crate) fn abandon(self) {
+        if let Some(flight) = self.flight {
+            flight.release();
+        }
     }
 }

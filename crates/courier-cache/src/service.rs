@@ -4,12 +4,12 @@
 
 use crate::body::CacheBody;
 use crate::entry::{Entry, EntryList, MAX_VARIANTS, Variants};
-use crate::flight::Role;
-use crate::future::{Follower, Resend, ResponseFuture};
+use crate::flight::{FlightKey, Role};
+use crate::future::{Follower, Looking, Resend, ResponseFuture, State};
 use crate::key::{KeyText, Parts, UriKey};
 use crate::layer::{EtagCacheLayer, Shared};
-use crate::response::{Lookup, Pending, cached_response};
-use crate::store::CacheStore;
+use crate::response::{Completion, Lookup, Pending, cached_response};
+use crate::store::{CacheStore, StoreFuture};
 use courier_core::Deadline;
 use courier_core::body::RetryBody;
 use courier_core::cache_control::CacheControl;
@@ -19,10 +19,12 @@ use http::{HeaderMap, Method, Request, Response, Uri};
 use http_body::Body;
 use std::fmt;
 use std::hash::{BuildHasher, Hash, Hasher};
-use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker, ready};
+use std::time::Duration;
 use tokio::time::Instant;
 use tower_service::Service;
+use tracing::Instrument;
 
 /// The target of the cache's `tracing` events.
 pub(crate) const TARGET: &str = "courier::cache";
@@ -40,6 +42,13 @@ pub(crate) const TARGET: &str = "courier::cache";
 /// ([`RetryBody::try_clone_aside`]: any `Clone` body, an empty `ReplayBody`). A request whose
 /// body gives no such copy is not made conditional: a stale entry for it is refreshed by
 /// sending the request as it is.
+///
+/// # Bounds
+///
+/// The inner service's future and response body are `Send + 'static`, and so is the body's
+/// error `Send`: a revalidation within `stale-while-revalidate` runs in a tokio task of its
+/// own, and the body of an answer other requests wait for is read by them too (see the crate's
+/// **Concurrency**).
 ///
 /// # Clone
 ///
@@ -126,8 +135,11 @@ impl<S: fmt::Debug> fmt::Debug for EtagCache<S> {
 impl<S, B, RB> Service<Request<B>> for EtagCache<S>
 where
     S: Service<Request<B>, Response = Response<RB>> + Clone,
+    // A revalidation within `stale-while-revalidate` runs in a task of its own.
+    S::Future: Send + 'static,
     B: RetryBody,
-    RB: Body,
+    RB: Body + Send + 'static,
+    RB::Error: Send,
 {
     type Response = Response<CacheBody<RB>>;
     type Error = S::Error;
@@ -157,11 +169,13 @@ where
 impl<S> EtagCache<S> {
     /// Answers from the store, or forwards the request with what to do with the answer.
     #[inline(always)]
-    fn route<B, RB>(&mut self, mut req: Request<B>) -> ResponseFuture<S, B>
+    fn route<B, RB>(&mut self, req: Request<B>) -> ResponseFuture<S, B>
     where
         S: Service<Request<B>, Response = Response<RB>> + Clone,
+        S::Future: Send + 'static,
         B: RetryBody,
-        RB: Body,
+        RB: Body + Send + 'static,
+        RB::Error: Send,
     {
         let Some(shared) = &self.shared else {
             return ResponseFuture::passing(self.inner.call(req));
@@ -198,7 +212,81 @@ impl<S> EtagCache<S> {
         } else {
             0
         };
-        let (variants, key_hash) = shared.get(parts);
+        let found = shared.memory.as_ref().map(|memory| memory.get_key(parts));
+        let route = Route {
+            shared,
+            fields,
+            req_cc,
+            credentials,
+            head,
+        };
+        match found {
+            Some((variants, hash)) => {
+                ResponseFuture::new(route.decide(&mut self.inner, req, variants, Some(hash)))
+            }
+            // A store that can wait: looked up in the response future.
+            None => {
+                let store = route.shared.store.clone();
+                let key = KeyText::from_parts(parts).as_str().to_owned();
+                let lookup: StoreFuture<'static, _> =
+                    Box::pin(async move { store.get(&key).await });
+                let clone = self.inner.clone();
+                let inner = std::mem::replace(&mut self.inner, clone);
+                ResponseFuture::new(State::looking(Looking {
+                    lookup: Mutex::new(lookup),
+                    route,
+                    inner,
+                    request: Some(req),
+                }))
+            }
+        }
+    }
+}
+
+/// What the cache learnt of a GET or HEAD before looking its key up.
+#[derive(Clone)]
+pub(crate) struct Route {
+    shared: Arc<Shared>,
+    fields: RequestFields,
+    req_cc: CacheControl,
+    credentials: u64,
+    head: bool,
+}
+
+impl fmt::Debug for Route {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Route")
+            .field("head", &self.head)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Route {
+    /// Answers from the `variants` stored for the request's key, or forwards the request
+    /// through `inner` (made ready) with what to do with the answer. `key_hash` is the key's
+    /// hash in the in-memory store.
+    #[inline(always)]
+    pub(crate) fn decide<S, B, RB>(
+        self,
+        inner: &mut S,
+        mut req: Request<B>,
+        variants: Option<Arc<Variants>>,
+        key_hash: Option<u64>,
+    ) -> State<S, B, S::Future, S::Response>
+    where
+        S: Service<Request<B>, Response = Response<RB>> + Clone,
+        S::Future: Send + 'static,
+        B: RetryBody,
+        RB: Body + Send + 'static,
+        RB::Error: Send,
+    {
+        let Self {
+            shared,
+            fields,
+            req_cc,
+            credentials,
+            head,
+        } = self;
         let entry = variants.and_then(|v| v.select(credentials, req.headers()).cloned());
         let now = Instant::now();
         // The caller's fields, for `Vary`, taken before the conditionals are added (they are put
@@ -209,44 +297,56 @@ impl<S> EtagCache<S> {
         let mut added_conditionals = false;
         // What it takes to ask again without the conditionals, should the 304 select nothing.
         let mut resend = None;
+        // Within `stale-while-revalidate`: the caller is answered with the stale entry, and
+        // the request, made conditional, revalidates it in the background.
+        let mut background = false;
         if let Some(entry) = entry.as_ref().filter(|_| !fields.conditional) {
             let age = entry.current_age(now);
             let request_allows = !req_cc.no_cache
                 && req_cc
                     .max_age
                     .is_none_or(|max| !max.is_zero() && age <= max);
-            let fresh = entry.is_fresh_at(age, shared.is_shared_for(fields.authorization));
+            let shared_for = shared.is_shared_for(fields.authorization);
+            let fresh = entry.is_fresh_at(age, shared_for);
             if !shared.always_revalidate && request_allows && fresh {
                 tracing::debug!(
                     target: TARGET,
                     event = "hit",
-                    uri = %parts.loggable(),
+                    uri = %Parts::of_request(req.uri(), req.headers()).loggable(),
                     age_secs = age.as_secs(),
                     head,
                     "served from the cache"
                 );
                 let response = cached_response(entry, head, CacheStatus::Hit, Some(age), None);
-                return ResponseFuture::ready(response);
+                return State::ready(response);
             }
+            background = !shared.always_revalidate
+                && request_allows
+                && shared.revalidates_in_background(entry, now, shared_for);
             request_headers = Some(caller_headers(&req));
             // The stored field as it came (it parsed as an entity tag), not a re-rendering.
             let etag = entry.etag_value.as_ref().filter(|_| entry.etag.is_some());
             // Made conditional only when it can be sent again without the conditionals: a 304
             // that selects nothing is no answer to a caller who asked no conditional question.
             // The copy is one to keep aside: it holds back no replay by a retry below, and it
-            // stays whole whatever the first request reads.
-            if (etag.is_some() || entry.last_modified.is_some())
-                && let Some(body) = req.body().try_clone_aside()
-            {
-                resend = Some(Box::new(Resend {
-                    inner: self.inner.clone(),
-                    version: req.version(),
-                    uri: req.uri().clone(),
-                    // HEAD keeps no copy of the caller's fields (for `Vary`): one to send.
-                    headers: head.then(|| req.headers().clone()),
-                    extensions: req.extensions().clone(),
-                    body,
-                }));
+            // stays whole whatever the first request reads. A background revalidation answers
+            // no caller: it keeps no copy, and a 304 that selects nothing is left at that.
+            let body = match background {
+                true => None,
+                false => req.body().try_clone_aside(),
+            };
+            if (etag.is_some() || entry.last_modified.is_some()) && (background || body.is_some()) {
+                if let Some(body) = body {
+                    resend = Some(Box::new(Resend {
+                        inner: inner.clone(),
+                        version: req.version(),
+                        uri: req.uri().clone(),
+                        // HEAD keeps no copy of the caller's fields (for `Vary`): one to send.
+                        headers: head.then(|| req.headers().clone()),
+                        extensions: req.extensions().clone(),
+                        body,
+                    }));
+                }
                 if let Some(value) = etag {
                     req.headers_mut()
                         .insert(header::IF_NONE_MATCH, value.clone());
@@ -259,12 +359,6 @@ impl<S> EtagCache<S> {
             }
         }
 
-        let role = match (&entry, shared.single_flight) {
-            (Some(entry), Some(max_wait)) if added_conditionals => {
-                Some((shared.flights.join(entry), max_wait))
-            }
-            _ => None,
-        };
         let key = UriKey::new(req.uri(), req.headers());
         let mut lookup = Lookup {
             request_headers: request_headers.unwrap_or_else(|| caller_headers(&req)),
@@ -279,10 +373,33 @@ impl<S> EtagCache<S> {
             request_time: now,
             flight: None,
         };
+        if background {
+            let entry = lookup.entry.clone();
+            if let Some(stale) = entry.as_ref() {
+                return revalidate_in_background(inner, req, lookup, stale, now);
+            }
+        }
+        // Concurrent revalidations of one entry, and concurrent requests for one missing key
+        // whose answer may be stored (a GET that is no question of the caller's own), go
+        // upstream once.
+        let flight = match (&lookup.entry, lookup.shared.single_flight) {
+            (Some(entry), Some(max_wait)) if added_conditionals => {
+                Some((FlightKey::revalidation(entry), Some(entry), max_wait))
+            }
+            (_, Some(max_wait)) if !added_conditionals && !head && !fields.conditional => {
+                let key = FlightKey::Miss(lookup.key.text().as_str().into(), credentials);
+                Some((key, None, max_wait))
+            }
+            _ => None,
+        };
+        let role = flight.map(|(key, entry, max_wait)| {
+            let role = lookup.shared.flights.join(key, entry);
+            (role, max_wait)
+        });
         match role {
-            Some((Role::Follower(leader), max_wait)) => {
-                let clone = self.inner.clone();
-                let inner = std::mem::replace(&mut self.inner, clone);
+            Some((Role::Follower(leader, answer), max_wait)) => {
+                let clone = inner.clone();
+                let inner = std::mem::replace(inner, clone);
                 // Never past the caller's deadline: then it asks on its own, and the layers
                 // below (an attempt timeout) end the call by the deadline.
                 let deadline = Deadline::get(req.extensions()).map(|d| d.instant());
@@ -291,8 +408,9 @@ impl<S> EtagCache<S> {
                     (None, Some(deadline)) => tokio::time::sleep_until(deadline),
                     (_, None) => tokio::time::sleep(max_wait),
                 };
-                ResponseFuture::following(Follower {
+                State::following(Follower {
                     leader,
+                    answer,
                     waiting: true,
                     timeout: Box::pin(timeout),
                     inner,
@@ -303,12 +421,114 @@ impl<S> EtagCache<S> {
             }
             Some((Role::Leader(guard), _)) => {
                 lookup.flight = Some(guard);
-                ResponseFuture::resendable(self.inner.call(req), Pending::Lookup(lookup), resend)
+                State::forwarded(inner.call(req), Pending::Lookup(lookup), resend)
             }
-            None => {
-                ResponseFuture::resendable(self.inner.call(req), Pending::Lookup(lookup), resend)
-            }
+            None => State::forwarded(inner.call(req), Pending::Lookup(lookup), resend),
         }
+    }
+}
+
+/// How long a revalidation within `stale-while-revalidate` may take: 10 s, the longest a
+/// caller waits for another's revalidation by default ([`DEFAULT_SINGLE_FLIGHT_WAIT`]). No
+/// caller waits on it, but while it runs no other background revalidation of the entry starts.
+///
+/// [`DEFAULT_SINGLE_FLIGHT_WAIT`]: crate::DEFAULT_SINGLE_FLIGHT_WAIT
+pub const BACKGROUND_REVALIDATION_TIMEOUT: Duration = crate::layer::DEFAULT_SINGLE_FLIGHT_WAIT;
+
+/// Answers with the `stale` entry at once, and sends `req` (made conditional when it could be)
+/// through `inner` in a task of its own, unless a revalidation of that entry is under way
+/// already. The request carries a [`Deadline`] of [`BACKGROUND_REVALIDATION_TIMEOUT`] in place
+/// of the caller's, and the task ends by then whatever the layers below do: its failure, or
+/// its end, leaves the stale entry as it was.
+#[cold]
+#[inline(never)]
+fn revalidate_in_background<S, B, RB>(
+    inner: &mut S,
+    mut req: Request<B>,
+    mut lookup: Lookup,
+    stale: &Arc<Entry>,
+    now: Instant,
+) -> State<S, B, S::Future, S::Response>
+where
+    S: Service<Request<B>, Response = Response<RB>>,
+    S::Future: Send + 'static,
+    RB: Body + Send + 'static,
+    RB::Error: Send,
+{
+    let shared_for = lookup.shared.is_shared_for(lookup.authorization);
+    tracing::debug!(
+        target: TARGET,
+        event = "stale",
+        uri = %lookup.key.loggable(),
+        staleness_secs = stale.staleness(now, shared_for).as_secs(),
+        "served a stored entry within stale-while-revalidate"
+    );
+    let age = stale.current_age(now);
+    let response = cached_response(stale, lookup.head, CacheStatus::Stale, Some(age), None);
+    let guard = match tokio::runtime::Handle::try_current() {
+        Ok(handle) => lookup
+            .shared
+            .flights
+            .lead(FlightKey::revalidation(stale), Some(stale))
+            .map(|guard| (handle, guard)),
+        Err(_) => None,
+    };
+    let Some((handle, guard)) = guard else {
+        // Under way already (or no runtime to run it on).
+        return State::ready(response);
+    };
+    lookup.flight = Some(guard);
+    req.extensions_mut()
+        .insert(Deadline::after(BACKGROUND_REVALIDATION_TIMEOUT));
+    // Its own span (no parent): the caller's call ends with this answer.
+    let span = tracing::debug_span!(target: TARGET, parent: None, "courier.cache.revalidate");
+    let future = {
+        let _entered = span.enter();
+        inner.call(req)
+    };
+    let task = async move {
+        let Some(response) = revalidated(future.await, lookup) else {
+            return;
+        };
+        // Read to its end, so that a full answer is stored.
+        let mut body = std::pin::pin!(response.into_body());
+        std::future::poll_fn(|cx| {
+            loop {
+                match ready!(body.as_mut().poll_frame(cx)) {
+                    Some(Ok(_)) => {}
+                    _ => return Poll::Ready(()),
+                }
+            }
+        })
+        .await;
+    };
+    handle.spawn(tokio::time::timeout(BACKGROUND_REVALIDATION_TIMEOUT, task).instrument(span));
+    State::ready(response)
+}
+
+/// The answer to a background revalidation, to read to its end; `None` when there is nothing
+/// to read. A failure leaves the entry as it was (no stale answer to make: the caller has
+/// one), and the requests waiting on the revalidation ask on their own.
+fn revalidated<RB, E>(
+    result: Result<Response<RB>, E>,
+    mut lookup: Lookup,
+) -> Option<Response<CacheBody<RB>>>
+where
+    RB: Body + Send + 'static,
+    RB::Error: Send,
+{
+    if result
+        .as_ref()
+        .map_or(true, |r| r.status().is_server_error())
+    {
+        if let Some(flight) = lookup.flight.take() {
+            flight.release();
+        }
+        return None;
+    }
+    match Pending::Lookup(lookup).complete(result, false) {
+        Completion::Done(Ok(response)) => Some(response),
+        _ => None,
     }
 }
 
@@ -327,7 +547,7 @@ fn is_invalidating(method: &Method) -> bool {
 }
 
 /// What the cache needs to know of a request's fields, found in one pass over their names.
-#[derive(Default)]
+#[derive(Default, Clone, Copy)]
 struct RequestFields {
     range: bool,
     /// A conditional the caller set (`If-None-Match`, `If-Modified-Since`, `If-Match`,
@@ -389,18 +609,6 @@ impl Shared {
         hasher.finish().max(1)
     }
 
-    /// The variants stored for the key made of `parts`, and the key's hash in the in-memory
-    /// store.
-    fn get(&self, parts: Parts<'_>) -> (Option<Arc<Variants>>, Option<u64>) {
-        match &self.memory {
-            Some(memory) => {
-                let (found, hash) = memory.get_key(parts);
-                (found, Some(hash))
-            }
-            None => (self.store.get(KeyText::from_parts(parts).as_str()), None),
-        }
-    }
-
     /// Rewrites the variants of `key`: keeps those `keep` says, then adds `add` (dropping the
     /// oldest beyond the limit).
     ///
@@ -409,10 +617,10 @@ impl Shared {
         &self,
         key: &UriKey,
         hash: Option<u64>,
-        keep: impl Fn(&Arc<Entry>) -> bool,
+        keep: impl Fn(&Arc<Entry>) -> bool + Send + 'static,
         add: Option<Arc<Entry>>,
     ) {
-        self.modify_variants(key, hash, |current| next_variants(current, keep, add));
+        self.modify_variants(key, hash, move |current| next_variants(current, keep, add));
     }
 
     /// Replaces `entry` by `updated`, if `entry` is still stored: one invalidated or replaced
@@ -424,24 +632,26 @@ impl Shared {
         entry: &Arc<Entry>,
         updated: Arc<Entry>,
     ) {
-        self.modify_variants(key, hash, |current| {
+        let entry = entry.clone();
+        self.modify_variants(key, hash, move |current| {
             let stored = current
                 .as_ref()
-                .is_some_and(|c| c.entries().iter().any(|e| Arc::ptr_eq(e, entry)));
+                .is_some_and(|c| c.entries().iter().any(|e| Arc::ptr_eq(e, &entry)));
             if stored {
-                next_variants(current, |e| !Arc::ptr_eq(e, entry), Some(updated))
+                next_variants(current, |e| !Arc::ptr_eq(e, &entry), Some(updated))
             } else {
                 Next::Unchanged
             }
         });
     }
 
-    /// Rewrites the variants of `key` to what `next` makes of the current ones.
+    /// Rewrites the variants of `key` to what `next` makes of the current ones: in place in
+    /// the in-memory store, by [`finish_write`] in a store that can wait.
     fn modify_variants(
         &self,
         key: &UriKey,
         hash: Option<u64>,
-        next: impl FnOnce(Option<Arc<Variants>>) -> Next,
+        next: impl FnOnce(Option<Arc<Variants>>) -> Next + Send + 'static,
     ) {
         match &self.memory {
             // Looked up by the key's parts; the text is built only for a key not stored yet.
@@ -462,21 +672,67 @@ impl Shared {
                 }
             }
             None => {
-                let key = key.text();
-                let key = key.as_str();
-                match next(self.store.get(key)) {
-                    Next::Unchanged => {}
-                    Next::Remove => {
-                        self.store.remove(key);
+                let store = self.store.clone();
+                let key = key.text().as_str().to_owned();
+                finish_write(Box::pin(async move {
+                    match next(store.get(&key).await) {
+                        Next::Unchanged => {}
+                        Next::Remove => {
+                            store.remove(&key).await;
+                        }
+                        Next::Insert(variants) => store.insert(key, variants).await,
                     }
-                    Next::Insert(variants) => self.store.insert(key.to_owned(), variants),
-                }
+                }));
             }
         }
     }
 
     pub(crate) fn remove_entry(&self, key: &UriKey, hash: Option<u64>, entry: &Arc<Entry>) {
-        self.update_variants(key, hash, |e| !Arc::ptr_eq(e, entry), None);
+        let entry = entry.clone();
+        self.update_variants(key, hash, move |e| !Arc::ptr_eq(e, &entry), None);
+    }
+
+    /// Removes every entry of `key` (`why`, for the log): in place in the in-memory store, by
+    /// [`finish_write`] in a store that can wait.
+    pub(crate) fn remove_uri(&self, key: &UriKey, hash: Option<u64>, why: &'static str) {
+        let removed = move |key: &UriKey| {
+            tracing::debug!(target: TARGET, event = "remove", uri = %key.loggable(), reason = why, "stored entries removed");
+        };
+        match &self.memory {
+            Some(memory) => {
+                let parts = key.parts();
+                let hash = hash.unwrap_or_else(|| memory.hash_parts(parts));
+                if memory.remove_hashed(hash, parts) {
+                    removed(key);
+                }
+            }
+            None => {
+                let store = self.store.clone();
+                let key = key.clone();
+                finish_write(Box::pin(async move {
+                    let text = key.text().as_str().to_owned();
+                    if store.remove(&text).await {
+                        removed(&key);
+                    }
+                }));
+            }
+        }
+    }
+
+    /// Whether the stale `entry` may be served while it is revalidated in the background, by a
+    /// `shared` cache or a private one: within its `stale-while-revalidate` window (RFC 5861),
+    /// and never when `must-revalidate`, `no-cache` or, where shared, `proxy-revalidate` or
+    /// `s-maxage` forbid serving it stale (RFC 9111 section 4.2.4). Only where a tokio runtime
+    /// can run the revalidation.
+    fn revalidates_in_background(&self, entry: &Entry, now: Instant, shared: bool) -> bool {
+        let cc = &entry.cache_control;
+        let Some(window) = cc.stale_while_revalidate else {
+            return false;
+        };
+        !entry.must_revalidate(shared)
+            && !cc.no_cache
+            && entry.staleness(now, shared) <= window
+            && tokio::runtime::Handle::try_current().is_ok()
     }
 
     /// Whether, for a request that carries `Authorization` (`authorization`) or not, the cache
@@ -503,6 +759,22 @@ impl Shared {
             return false;
         };
         entry.staleness(now, shared) <= window
+    }
+}
+
+/// Finishes a write to a store that can wait: polled once in place, then, if it waits, in a
+/// task of its own. Outside a tokio runtime such a write is dropped (the entry is missed
+/// later, nothing else).
+fn finish_write(mut write: StoreFuture<'static, ()>) {
+    let mut cx = Context::from_waker(Waker::noop());
+    if write.as_mut().poll(&mut cx).is_ready() {
+        return;
+    }
+    match tokio::runtime::Handle::try_current() {
+        Ok(handle) => drop(handle.spawn(write)),
+        Err(_) => {
+            tracing::debug!(target: TARGET, event = "write_dropped", "no tokio runtime to finish a store write");
+        }
     }
 }
 

@@ -6,27 +6,42 @@ use quick_cache::sync::Cache;
 use quick_cache::{Equivalent, Lifecycle, Weighter};
 use std::cell::RefCell;
 use std::fmt;
+use std::future::{Future, ready};
 use std::hash::{BuildHasher, Hash, Hasher};
+use std::pin::Pin;
 use std::sync::Arc;
 
 /// Bookkeeping bytes counted per URI on top of its key and entries.
 const KEY_OVERHEAD: u64 = 64;
 
+/// The future of a [`CacheStore`] operation.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
 /// A store of responses, keyed by URI, each holding the [`Variants`] of that URI.
 ///
-/// The cache reads a URI's variants, builds a new set and writes it back; two concurrent writes
-/// to one URI may lose one of them, which costs a later miss and nothing else. The in-process
-/// [`MemoryStore`] is the default; a store shared between processes implements this trait.
+/// Reads and writes return futures, so that a store may wait (on a disk, on the network). The
+/// cache looks a request's key up before it decides what to do with it, and writes after an
+/// answer: the removals an unsafe method's answer makes are awaited before that answer is
+/// handed on, so that a request sent after it never reads what it removed; the other writes
+/// (a body that ended, a 304 merged, what `no-store` forbids removed) are polled once in place
+/// and, when they wait, finished in a tokio task of their own (dropped outside a runtime). A
+/// write reads the URI's variants, builds a new set and writes it back; two concurrent writes
+/// to one URI may lose one of them, which costs a later miss and nothing else.
+///
+/// The in-process [`MemoryStore`] is the default: the cache reads and writes it in place,
+/// without these futures. [`DiskStore`](crate::DiskStore) keeps entries across restarts.
 pub trait CacheStore: fmt::Debug + Send + Sync + 'static {
     /// The variants stored for `key`.
-    fn get(&self, key: &str) -> Option<Arc<Variants>>;
+    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Arc<Variants>>>;
 
     /// Stores `variants` under `key`, replacing what was there. A store may evict other keys to
-    /// make room, or refuse a value too large to hold.
-    fn insert(&self, key: String, variants: Arc<Variants>);
+    /// make room, or refuse a value too large to hold. Once the future is ready, `get` finds
+    /// what it stored.
+    fn insert(&self, key: String, variants: Arc<Variants>) -> StoreFuture<'_, ()>;
 
-    /// Removes `key`; returns whether it was there.
-    fn remove(&self, key: &str) -> bool;
+    /// Removes `key`; the future says whether it was there. Once it is ready, `get` no longer
+    /// finds it.
+    fn remove<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool>;
 
     /// The bytes held, as counted against the capacity.
     fn weight(&self) -> u64;
@@ -44,7 +59,8 @@ pub trait CacheStore: fmt::Debug + Send + Sync + 'static {
 /// entry), evicting by S3-FIFO (the `quick_cache` crate) when full.
 ///
 /// Bodies are held as `Bytes`, so a hit hands out the stored buffer without copying it.
-/// Clones share the same store.
+/// Clones share the same store. Its own `get`, `insert` and `remove` work at once; those of
+/// [`CacheStore`] wrap them in ready futures.
 #[derive(Clone)]
 pub struct MemoryStore {
     cache: Arc<Cache<StoreKey, Arc<Variants>, ByWeight, PassThrough, LogEvictions>>,
@@ -165,6 +181,34 @@ impl MemoryStore {
     pub fn capacity(&self) -> u64 {
         self.cache.capacity()
     }
+
+    /// The variants stored for `key`, at once ([`CacheStore::get`] without the future).
+    pub fn get(&self, key: &str) -> Option<Arc<Variants>> {
+        let hash = self.hash_text(key);
+        self.cache.get(&ByText { hash, text: key })
+    }
+
+    /// Stores `variants` under `key`, at once ([`CacheStore::insert`] without the future).
+    pub fn insert(&self, key: String, variants: Arc<Variants>) {
+        let hash = self.hash_text(&key);
+        let Some(variants) = self.admissible(&key, variants) else {
+            return;
+        };
+        self.cache.insert(
+            StoreKey {
+                hash,
+                text: Arc::from(key),
+            },
+            variants,
+        );
+    }
+
+    /// Removes `key`, at once ([`CacheStore::remove`] without the future); returns whether it
+    /// was there.
+    pub fn remove(&self, key: &str) -> bool {
+        let hash = self.hash_text(key);
+        self.cache.remove(&ByText { hash, text: key }).is_some()
+    }
 }
 
 impl Default for MemoryStore {
@@ -185,28 +229,17 @@ impl fmt::Debug for MemoryStore {
 }
 
 impl CacheStore for MemoryStore {
-    fn get(&self, key: &str) -> Option<Arc<Variants>> {
-        let hash = self.hash_text(key);
-        self.cache.get(&ByText { hash, text: key })
+    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Arc<Variants>>> {
+        Box::pin(ready(MemoryStore::get(self, key)))
     }
 
-    fn insert(&self, key: String, variants: Arc<Variants>) {
-        let hash = self.hash_text(&key);
-        let Some(variants) = self.admissible(&key, variants) else {
-            return;
-        };
-        self.cache.insert(
-            StoreKey {
-                hash,
-                text: Arc::from(key),
-            },
-            variants,
-        );
+    fn insert(&self, key: String, variants: Arc<Variants>) -> StoreFuture<'_, ()> {
+        MemoryStore::insert(self, key, variants);
+        Box::pin(ready(()))
     }
 
-    fn remove(&self, key: &str) -> bool {
-        let hash = self.hash_text(key);
-        self.cache.remove(&ByText { hash, text: key }).is_some()
+    fn remove<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool> {
+        Box::pin(ready(MemoryStore::remove(self, key)))
     }
 
     fn weight(&self) -> u64 {

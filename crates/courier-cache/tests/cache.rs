@@ -307,6 +307,7 @@ async fn vary_keeps_one_variant_per_request_field_combination() {
         svc.store()
             .expect("an active cache")
             .get(URL)
+            .await
             .unwrap()
             .entries()
             .len(),
@@ -557,6 +558,7 @@ async fn the_body_streams_to_the_caller_while_it_is_stored() {
         .store()
         .expect("an active cache")
         .get(URL)
+        .await
         .expect("stored at the end of the body");
     assert_eq!(stored.entries()[0].body(), "hello");
 }
@@ -617,10 +619,10 @@ async fn location_on_the_same_host_is_invalidated_too() {
     .await
     .unwrap();
     let store = svc.store().expect("an active cache");
-    assert!(store.get("http://api.example/things/1").is_none());
-    assert!(store.get("http://api.example/things/2").is_some());
+    assert!(store.get("http://api.example/things/1").await.is_none());
+    assert!(store.get("http://api.example/things/2").await.is_some());
     assert!(
-        store.get("http://other.example/things/1").is_some(),
+        store.get("http://other.example/things/1").await.is_some(),
         "another host's entries are not ours to drop"
     );
 }
@@ -856,8 +858,10 @@ async fn contract_calls_the_instance_made_ready() {
         },
     )
     .await;
-    // No body is read before the last answer, so nothing is stored: every request goes up.
-    assert_eq!(checked.calls, contract::CALLS);
+    // No body is read before the last answer; but a GET made while the previous GET's answer
+    // is unread (and not yet invalidated) waits for it and reads it for itself (see the crate's
+    // **Concurrency**): two of the four GETs send nothing.
+    assert_eq!(checked.calls, contract::CALLS - 2);
     for (n, response) in checked.responses.into_iter().enumerate() {
         let got = read(response).await.unwrap();
         if n % 2 == 0 {

@@ -100,10 +100,25 @@ async fn the_in_memory_store_keeps_its_text_keys() {
         .await
         .unwrap();
     let store = svc.store().expect("an active cache");
-    assert!(store.get("https://api.example:8443/a/B?x=Y").is_some());
-    assert!(store.get("HTTPS://API.example:8443/a/B?x=Y").is_none());
-    assert!(store.get("https://api.example:8443/a/b?x=Y").is_none());
-    assert!(store.remove("https://api.example:8443/a/B?x=Y"));
+    assert!(
+        store
+            .get("https://api.example:8443/a/B?x=Y")
+            .await
+            .is_some()
+    );
+    assert!(
+        store
+            .get("HTTPS://API.example:8443/a/B?x=Y")
+            .await
+            .is_none()
+    );
+    assert!(
+        store
+            .get("https://api.example:8443/a/b?x=Y")
+            .await
+            .is_none()
+    );
+    assert!(store.remove("https://api.example:8443/a/B?x=Y").await);
     assert!(store.is_empty());
 }
 

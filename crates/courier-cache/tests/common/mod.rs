@@ -16,25 +16,78 @@ use tower::{Service, ServiceExt};
 
 pub type TestBody = BoxBody<Bytes, BoxError>;
 
-/// A store by key text only, in a map: the path every store but the in-memory one takes.
+/// A store by key text only, in a map: the path every store but the in-memory one takes. Its
+/// futures are ready at once.
 #[derive(Debug, Default, Clone)]
 pub struct TextStore(Arc<Mutex<std::collections::HashMap<String, Arc<courier_cache::Variants>>>>);
 
 impl courier_cache::CacheStore for TextStore {
-    fn get(&self, key: &str) -> Option<Arc<courier_cache::Variants>> {
-        self.0.lock().unwrap().get(key).cloned()
+    fn get<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> courier_cache::StoreFuture<'a, Option<Arc<courier_cache::Variants>>> {
+        Box::pin(std::future::ready(self.0.lock().unwrap().get(key).cloned()))
     }
-    fn insert(&self, key: String, variants: Arc<courier_cache::Variants>) {
+    fn insert(
+        &self,
+        key: String,
+        variants: Arc<courier_cache::Variants>,
+    ) -> courier_cache::StoreFuture<'_, ()> {
         self.0.lock().unwrap().insert(key, variants);
+        Box::pin(std::future::ready(()))
     }
-    fn remove(&self, key: &str) -> bool {
-        self.0.lock().unwrap().remove(key).is_some()
+    fn remove<'a>(&'a self, key: &'a str) -> courier_cache::StoreFuture<'a, bool> {
+        Box::pin(std::future::ready(
+            self.0.lock().unwrap().remove(key).is_some(),
+        ))
     }
     fn weight(&self) -> u64 {
         self.0.lock().unwrap().values().map(|v| v.weight()).sum()
     }
     fn len(&self) -> usize {
         self.0.lock().unwrap().len()
+    }
+}
+
+/// A [`TextStore`] whose every read and write waits `delay` (on tokio's clock) before it is
+/// done: a store that can wait.
+#[derive(Debug, Clone)]
+pub struct SlowStore {
+    pub inner: TextStore,
+    pub delay: Duration,
+}
+
+impl courier_cache::CacheStore for SlowStore {
+    fn get<'a>(
+        &'a self,
+        key: &'a str,
+    ) -> courier_cache::StoreFuture<'a, Option<Arc<courier_cache::Variants>>> {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            self.inner.get(key).await
+        })
+    }
+    fn insert(
+        &self,
+        key: String,
+        variants: Arc<courier_cache::Variants>,
+    ) -> courier_cache::StoreFuture<'_, ()> {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            self.inner.insert(key, variants).await
+        })
+    }
+    fn remove<'a>(&'a self, key: &'a str) -> courier_cache::StoreFuture<'a, bool> {
+        Box::pin(async move {
+            tokio::time::sleep(self.delay).await;
+            self.inner.remove(key).await
+        })
+    }
+    fn weight(&self) -> u64 {
+        self.inner.weight()
+    }
+    fn len(&self) -> usize {
+        self.inner.len()
     }
 }
 
