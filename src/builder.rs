@@ -29,6 +29,13 @@
 //! deadline layers also a [`Duration`](std::time::Duration), as the preset does).
 
 use tower::ServiceBuilder;
+#[cfg(any(
+    feature = "deadline",
+    feature = "cache",
+    feature = "retry",
+    feature = "breaker",
+    feature = "ratelimit"
+))]
 use tower::layer::util::Stack;
 
 mod sealed {
@@ -93,7 +100,7 @@ pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
         layer: courier_breaker::CircuitBreakerLayer<M>,
     ) -> ServiceBuilder<Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
     where
-        M: courier_breaker::KeyFn;
+        M: courier_core::KeyFn;
 
     /// Adds a [`TokenBucketRateLimitLayer`](courier_ratelimit::TokenBucketRateLimitLayer).
     #[cfg(feature = "ratelimit")]
@@ -172,7 +179,7 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
         layer: courier_breaker::CircuitBreakerLayer<M>,
     ) -> ServiceBuilder<Stack<courier_breaker::CircuitBreakerLayer<M>, L>>
     where
-        M: courier_breaker::KeyFn,
+        M: courier_core::KeyFn,
     {
         self.layer(layer)
     }

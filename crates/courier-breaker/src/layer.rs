@@ -201,7 +201,7 @@ impl<K: KeyFn> CircuitBreakerLayer<K> {
     /// the room is free. A breaker forced open or closed through the handle is never dropped.
     ///
     /// Defaults to 4096.
-    pub fn max_hosts(self, n: NonZeroUsize) -> Self {
+    pub fn max_keys(self, n: NonZeroUsize) -> Self {
         self.set(|c| c.max_hosts = n)
     }
 

@@ -60,7 +60,8 @@
 //!   states and refusals per host are metrics. See [`telemetry`].
 //!
 //! ```
-//! use courier_breaker::{CircuitBreakerLayer, CircuitOpen, CircuitState};
+//! use courier_breaker::{CircuitBreakerLayer, CircuitState};
+//! use courier_core::CircuitOpen;
 //! use courier_core::{BoxError, HostKey};
 //! use http::{Request, Response, StatusCode};
 //! use std::num::NonZeroU32;
@@ -98,12 +99,16 @@
 //! successes); no lock is taken and the clock is read only on a failure or while open (and on
 //! every call with the slow-call threshold on). A request with extensions costs one look for
 //! the retry's records. Breakers live in a concurrent map (`papaya`), bounded by
-//! [`max_hosts`](CircuitBreakerLayer::max_hosts).
+//! [`max_keys`](CircuitBreakerLayer::max_keys).
 //!
 //! # Errors
 //!
-//! The service's error is [`BoxError`]: [`CircuitOpen`] when the circuit refused the call,
-//! else the inner service's error, unchanged.
+//! The service's error is [`BoxError`](courier_core::BoxError):
+//! [`CircuitOpen`](courier_core::CircuitOpen) when the circuit refused the call (test for it
+//! with [`is_caused_by`](courier_core::is_caused_by)), else the inner service's error,
+//! unchanged. A setting that cannot work (a failure rate out of range) is refused when it is
+//! built, with [`InvalidConfig`](courier_core::InvalidConfig). Each is defined in
+//! `courier-core`, where every layer and the facade find it.
 //!
 //! # Differences from other breakers
 //!
@@ -112,7 +117,6 @@
 //! needs no `Buffer`: clones share the state.
 
 mod config;
-pub mod error;
 pub mod future;
 mod handle;
 mod key;
@@ -125,9 +129,6 @@ pub mod telemetry;
 mod window;
 
 pub use config::{FailureRate, OpenBackoff};
-pub use courier_core::{BoxError, CircuitOpen, HostKey};
-pub use courier_core::{Global, KeyBy, KeyFn, PerHost, RequestHead};
-pub use error::InvalidConfig;
 pub use handle::{BreakerHandle, CircuitState, CircuitStatus};
 pub use key::BreakerKey;
 pub use layer::CircuitBreakerLayer;
@@ -136,6 +137,7 @@ pub use service::CircuitBreaker;
 #[cfg(test)]
 mod send_sync {
     use super::*;
+    use courier_core::{BoxError, CircuitOpen, Global, HostKey, InvalidConfig};
 
     fn assert_send_sync_static<T: Send + Sync + 'static>() {}
 

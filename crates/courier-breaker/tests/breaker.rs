@@ -1,13 +1,13 @@
 //! Behaviour of the circuit breaker, on paused time.
 
 use courier_breaker::{
-    BreakerHandle, CircuitBreaker, CircuitBreakerLayer, CircuitOpen, CircuitState, FailureRate,
-    OpenBackoff, RequestHead,
+    BreakerHandle, CircuitBreaker, CircuitBreakerLayer, CircuitState, FailureRate, OpenBackoff,
 };
 use courier_core::grpc::GrpcCode;
 use courier_core::{
     BoxError, Classifier, DeadlineExceeded, Global, HostKey, RateLimited, ResponseHead, Verdict,
 };
+use courier_core::{CircuitOpen, RequestHead};
 use courier_testkit::contract::{self, ReadyOnce};
 use http::{Request, Response, StatusCode, Version};
 use std::collections::VecDeque;
@@ -845,7 +845,7 @@ async fn handle_forces_open_and_closed_and_resets() {
 
 #[tokio::test(start_paused = true)]
 async fn idle_hosts_are_evicted_under_the_maximum() {
-    let layer = CircuitBreakerLayer::new().max_hosts(NonZeroUsize::new(2).unwrap());
+    let layer = CircuitBreakerLayer::new().max_keys(NonZeroUsize::new(2).unwrap());
     let (svc, up, handle) = setup(layer);
     trip(&svc, &up, "down", 5).await;
     send(&svc, "b").await.unwrap();
@@ -862,7 +862,7 @@ async fn idle_hosts_are_evicted_under_the_maximum() {
         assert!(handle.len() <= 2);
     }
     // A host used since the last sweep outlives one that was not.
-    let layer = CircuitBreakerLayer::new().max_hosts(NonZeroUsize::new(4).unwrap());
+    let layer = CircuitBreakerLayer::new().max_keys(NonZeroUsize::new(4).unwrap());
     let (svc, _up, handle) = setup(layer);
     for h in ["a", "b", "c", "d"] {
         send(&svc, h).await.unwrap();
@@ -887,7 +887,7 @@ async fn idle_hosts_are_evicted_under_the_maximum() {
 
 #[tokio::test(start_paused = true)]
 async fn a_forced_breaker_outlives_any_eviction() {
-    let layer = CircuitBreakerLayer::new().max_hosts(NonZeroUsize::new(4).unwrap());
+    let layer = CircuitBreakerLayer::new().max_keys(NonZeroUsize::new(4).unwrap());
     let (svc, up, handle) = setup(layer);
     for h in ["a", "b", "c"] {
         handle.force_open(key(h));
@@ -933,7 +933,7 @@ async fn a_service_follows_its_hosts_state_from_call_to_call() {
 
 #[tokio::test(start_paused = true)]
 async fn a_service_drops_its_previous_breaker_once_evicted() {
-    let layer = CircuitBreakerLayer::new().max_hosts(NonZeroUsize::new(2).unwrap());
+    let layer = CircuitBreakerLayer::new().max_keys(NonZeroUsize::new(2).unwrap());
     let (mut svc, _up, handle) = setup(layer);
     send_here(&mut svc, "a").await.unwrap();
     // Other callers fill the map until "a" is evicted.

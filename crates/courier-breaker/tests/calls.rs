@@ -4,7 +4,8 @@
 //! finds nothing listening counts), a failure after the request went out is weighed by the
 //! rate.
 
-use courier_breaker::{CircuitBreakerLayer, CircuitState, FailureRate, HostKey};
+use courier_breaker::{CircuitBreakerLayer, CircuitState, FailureRate};
+use courier_core::HostKey;
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
 use courier_core::{
     AttemptRecord, Attempts, BoxError, Classifier, FailureKind, ResponseHead, Verdict,

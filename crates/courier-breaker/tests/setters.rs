@@ -1,7 +1,8 @@
 //! What a setter does to the breakers: a layer is a value, and each setter gives the services
 //! made after it breakers of their own.
 
-use courier_breaker::{CircuitBreakerLayer, CircuitOpen, CircuitState};
+use courier_breaker::{CircuitBreakerLayer, CircuitState};
+use courier_core::CircuitOpen;
 use courier_core::{BoxError, HostKey};
 use http::{Request, Response, StatusCode};
 use std::num::NonZeroU32;

@@ -6,11 +6,11 @@
 //!
 //! - [`DeadlineLayer`] (outermost): the total budget. It sets the [`courier_core::Deadline`]
 //!   request extension (shrinking one already there, never extending it) for the layers below,
-//!   fails the call with [`DeadlineExceeded`](error::DeadlineExceeded) when the budget is
+//!   fails the call with [`DeadlineExceeded`](courier_core::DeadlineExceeded) when the budget is
 //!   spent, and wraps the response body so that reading past the deadline fails the same way
 //!   instead of hanging.
 //! - [`AttemptTimeoutLayer`] (innermost, above the transport): bounds one attempt to
-//!   `min(per_attempt, time left)`, failing with [`AttemptTimedOut`](error::AttemptTimedOut),
+//!   `min(per_attempt, time left)`, failing with [`AttemptTimedOut`](courier_core::AttemptTimedOut),
 //!   which a retry layer may retry, or with `DeadlineExceeded` when the deadline was the tighter
 //!   bound, which it must not.
 //! - [`DeadlineScopeLayer`] (server side, works as axum or tower-http middleware): reads the
@@ -33,7 +33,7 @@
 //! ```
 //! # #[tokio::main(flavor = "current_thread", start_paused = true)] async fn main() {
 //! use courier_deadline::{AttemptTimeoutLayer, DeadlineLayer, propagate::DEFAULT_HEADER};
-//! use courier_deadline::error::AttemptTimedOut;
+//! use courier_core::AttemptTimedOut;
 //! use http::{Request, Response};
 //! use std::time::Duration;
 //! use tower::{ServiceBuilder, ServiceExt, service_fn};
@@ -77,7 +77,6 @@
 
 mod body;
 mod bound;
-pub mod error;
 pub mod future;
 mod layer;
 pub mod propagate;

@@ -75,8 +75,8 @@ fn layers_services_futures_and_bodies_are_send_sync_static() {
     assert_send_sync_static::<DeadlineBody<Empty<Bytes>>>();
     assert_send_sync_static::<ResponseFuture<Ready<()>>>();
     assert_send_static::<ScopeFuture<Ready<()>>>();
-    assert_send_sync_static::<courier_deadline::error::DeadlineExceeded>();
-    assert_send_sync_static::<courier_deadline::error::AttemptTimedOut>();
+    assert_send_sync_static::<courier_core::DeadlineExceeded>();
+    assert_send_sync_static::<courier_core::AttemptTimedOut>();
 }
 
 #[tokio::test(start_paused = true)]

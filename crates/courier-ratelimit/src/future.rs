@@ -1,11 +1,11 @@
 //! The response future of [`TokenBucketRateLimit`](crate::TokenBucketRateLimit), and how the
 //! token bucket holds a request's slot in it.
 
-use crate::error::RateLimited;
 use crate::layer::Shared;
 use crate::slot::{Next, Slot, SlotFuture};
 use crate::store::{Decision, Denial, Entry, Grant, RateLimitStore};
 use courier_core::KeyFn;
+use courier_core::RateLimited;
 use courier_core::{BoxError, CacheStatus, WaitSource};
 use http::header::RETRY_AFTER;
 use http::{HeaderMap, HeaderName, Response};

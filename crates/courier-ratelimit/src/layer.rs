@@ -5,7 +5,7 @@ use courier_core::{Global, HintConfig, HostKey, KeyBy, KeyFn, PerHost, RequestHe
 use std::any::Any;
 use std::fmt;
 use std::hash::Hash;
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
 use std::time::Duration;
 use tower_layer::Layer;
@@ -215,9 +215,9 @@ impl<KF: KeyFn + Clone, St: Clone + 'static> TokenBucketRateLimitLayer<KF, St> {
 impl<KF: KeyFn + Clone> TokenBucketRateLimitLayer<KF, InMemoryStore<KF::Key>> {
     /// How many keys the in-process store keeps before it evicts idle ones (a fresh store
     /// replaces the current one). Defaults to 10 000.
-    pub fn max_keys(self, max_keys: usize) -> Self {
+    pub fn max_keys(self, max_keys: NonZeroUsize) -> Self {
         let shared = self.into_shared();
-        let store = InMemoryStore::with_max_keys(max_keys);
+        let store = InMemoryStore::with_max_keys(max_keys.get());
         Self::from_parts(shared.config, shared.key_fn, store, true)
     }
 }

@@ -90,8 +90,11 @@
 //!
 //! # Errors
 //!
-//! The service's error is [`BoxError`](courier_core::BoxError): [`RateLimited`] when no slot was
-//! free soon enough, the inner service's error otherwise. HTTP statuses stay responses.
+//! The service's error is [`BoxError`](courier_core::BoxError):
+//! [`RateLimited`](courier_core::RateLimited) when no slot was free soon enough, the inner
+//! service's error otherwise. HTTP statuses stay responses. A bad rate is refused when it is
+//! built, with [`InvalidConfig`](courier_core::InvalidConfig). Both are defined in
+//! `courier-core`, where every layer and the facade find them.
 //!
 //! # State and eviction
 //!
@@ -123,7 +126,6 @@
 
 pub mod adaptive;
 mod config;
-pub mod error;
 pub mod future;
 mod gcra;
 mod layer;
@@ -134,8 +136,6 @@ pub mod telemetry;
 
 pub use adaptive::{AdaptivePacing, AdaptivePacingLayer};
 pub use config::{MAX_INTERVAL, Mode, Quota, Rate};
-pub use courier_core::{Global, KeyBy, KeyFn, PerHost, RequestHead};
-pub use error::{InvalidConfig, RateLimited};
 pub use layer::{DEFAULT_LOG_WAITS_OVER, DEFAULT_MAX_WAIT, TokenBucketRateLimitLayer};
 pub use service::TokenBucketRateLimit;
 pub use store::{Decision, Denial, Grant, InMemoryStore, RateLimitStore};

@@ -523,7 +523,7 @@ async fn a_wait_past_the_deadline_fails_at_once_with_rate_limited() {
 
 #[tokio::test(start_paused = true)]
 async fn idle_hosts_are_forgotten_past_the_maximum() {
-    let layer = eager().max_hosts(NonZeroUsize::new(10).unwrap());
+    let layer = eager().max_keys(NonZeroUsize::new(10).unwrap());
     let svc = layer.layer(Host::default());
     for i in 0..100 {
         let req = Request::get(format!("http://h{i}.example/"))
@@ -538,7 +538,7 @@ async fn idle_hosts_are_forgotten_past_the_maximum() {
 
 #[tokio::test(start_paused = true)]
 async fn paced_hosts_are_kept_past_the_maximum() {
-    let layer = eager().max_hosts(NonZeroUsize::new(2).unwrap());
+    let layer = eager().max_keys(NonZeroUsize::new(2).unwrap());
     let host = Host::default();
     host.push(Answer::Status(503), 3);
     let svc = layer.layer(host);

@@ -9,6 +9,7 @@ use http::{Request, Response, StatusCode};
 use std::collections::{HashMap, VecDeque};
 use std::convert::Infallible;
 use std::num::NonZeroU32;
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -232,7 +233,7 @@ async fn global_bucket_spans_hosts_and_key_by_splits_by_header() {
 
     let up = Upstream::new();
     let svc = layer(1.0, 1)
-        .key_by(|head: &courier_ratelimit::RequestHead<'_>| head.headers().get("x-tenant").cloned())
+        .key_by(|head: &courier_core::RequestHead<'_>| head.headers().get("x-tenant").cloned())
         .layer(up.clone());
     let tenant = |t: &'static str| {
         let mut r = get("a");
@@ -540,7 +541,9 @@ async fn a_dropped_waiter_never_stalls_the_ones_behind_it() {
 #[tokio::test(start_paused = true)]
 async fn idle_keys_are_evicted_under_the_maximum() {
     let up = Upstream::new();
-    let svc = layer(1000.0, 1).max_keys(8).layer(up.clone());
+    let svc = layer(1000.0, 1)
+        .max_keys(NonZeroUsize::new(8).unwrap())
+        .layer(up.clone());
     let mut most = 0;
     for i in 0..300 {
         let host: &'static str = Box::leak(format!("h{i}").into_boxed_str());
@@ -556,7 +559,9 @@ async fn idle_keys_are_evicted_under_the_maximum() {
 async fn eviction_never_lets_a_busy_or_parked_host_burst() {
     let up = Upstream::new();
     up.plan("parked", vec![step(429, &[("retry-after", "10")])]);
-    let svc = layer(1.0, 1).max_keys(4).layer(up.clone());
+    let svc = layer(1.0, 1)
+        .max_keys(NonZeroUsize::new(4).unwrap())
+        .layer(up.clone());
     send(svc.clone(), get("busy")).await.unwrap(); // refilling until 1 s
     send(svc.clone(), get("parked")).await.unwrap(); // parked until 10 s
     for i in 0..50 {
@@ -618,7 +623,9 @@ async fn a_host_differing_in_case_shares_its_bucket_and_a_host_header_makes_its_
 #[tokio::test(start_paused = true)]
 async fn a_bucket_evicted_under_a_service_is_made_afresh() {
     let up = Upstream::new();
-    let mut a = layer(1000.0, 1).max_keys(4).layer(up.clone());
+    let mut a = layer(1000.0, 1)
+        .max_keys(NonZeroUsize::new(4).unwrap())
+        .layer(up.clone());
     a.ready().await.unwrap().call(get("a")).await.unwrap();
     // Another instance fills the map: `a`'s bucket, full again, is evicted.
     let mut others = a.clone();

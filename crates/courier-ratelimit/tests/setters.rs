@@ -5,6 +5,7 @@ use courier_core::{BoxError, RateLimited};
 use courier_ratelimit::{InMemoryStore, Mode, Rate, TokenBucketRateLimitLayer};
 use http::{Request, Response, StatusCode};
 use std::num::NonZeroU32;
+use std::num::NonZeroUsize;
 use std::time::Duration;
 use tower::{Layer, Service, ServiceExt, service_fn};
 
@@ -71,7 +72,9 @@ async fn a_setter_leaves_earlier_services_their_settings_and_their_buckets() {
 
 #[tokio::test(start_paused = true)]
 async fn a_setter_keeps_the_room_of_a_store_the_layer_made() {
-    let second = layer().max_keys(7).max_wait(Duration::from_secs(1));
+    let second = layer()
+        .max_keys(NonZeroUsize::new(7).unwrap())
+        .max_wait(Duration::from_secs(1));
     assert_eq!(second.store().max_keys(), 7);
 }
 

@@ -12,7 +12,7 @@
 //! 1.0 window after it was made.
 //!
 //! Budgets are per host by default, keyed by [`HostKey`] as the breaker and the rate limiter
-//! are, in a map bounded by [`RetryBudget::max_hosts`]; a key with nothing left in its window
+//! are, in a map bounded by [`RetryBudget::max_keys`]; a key with nothing left in its window
 //! holds no information and is evicted first. The same three choices as every keyed layer pick
 //! the key: [`per_host`](RetryBudget::per_host), [`global`](RetryBudget::global) or
 //! [`key_by`](RetryBudget::key_by) a function of the request head. Per host, the budget hashes
@@ -31,6 +31,7 @@ use std::cell::RefCell;
 use std::collections::HashMap;
 use std::fmt;
 use std::hash::{BuildHasher, BuildHasherDefault, Hash};
+use std::num::NonZeroUsize;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -187,10 +188,10 @@ impl RetryBudget {
     }
 
     /// How many keys (hosts, unless [`key_by`](Self::key_by) says otherwise) are tracked at
-    /// most; past it, idle keys and then the least recently used are evicted. At least 1.
-    /// Not used by a [`global`](Self::global) budget. Defaults to 1024.
-    pub fn max_hosts(mut self, max_hosts: usize) -> Self {
-        self.max_hosts = max_hosts.max(1);
+    /// most; past it, idle keys and then the least recently used are evicted. Not used by a
+    /// [`global`](Self::global) budget. Defaults to 1024.
+    pub fn max_keys(mut self, max_keys: NonZeroUsize) -> Self {
+        self.max_hosts = max_keys.get();
         self
     }
 

@@ -1,9 +1,9 @@
 use super::estimate::{Estimate, Rules};
 use super::service::AdaptivePacing;
 use crate::config::Rate;
-use crate::error::InvalidConfig;
 use crate::layer::DEFAULT_MAX_WAIT;
 use crate::store::{InMemoryStore, RateLimitStore};
+use courier_core::InvalidConfig;
 use courier_core::{Classifier, Global, HostKey, KeyBy, KeyFn, PerHost, RequestHead};
 use std::fmt;
 use std::hash::Hash;
@@ -341,7 +341,7 @@ where
     }
 
     /// How many keys are kept before idle ones are forgotten. Defaults to 10 000.
-    pub fn max_hosts(self, n: NonZeroUsize) -> Self {
+    pub fn max_keys(self, n: NonZeroUsize) -> Self {
         self.map_config(|c| c.max_hosts = n.get())
     }
 

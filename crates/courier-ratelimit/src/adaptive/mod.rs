@@ -46,7 +46,7 @@
 //!   With the [`InMemoryStore`](crate::InMemoryStore) (the default) the slots are this
 //!   process's; with a shared store (`store_in`, e.g. courier-redis) every replica draws its
 //!   slots from the same buckets, so a crowd of replicas together keeps to the pace.
-//! - **Bounded**: at most [`max_hosts`](AdaptivePacingLayer::max_hosts) keys are kept; when
+//! - **Bounded**: at most [`max_keys`](AdaptivePacingLayer::max_keys) keys are kept; when
 //!   more come, keys that are unpaced and answered nothing in the last second are forgotten
 //!   (forgetting one loses nothing).
 //!

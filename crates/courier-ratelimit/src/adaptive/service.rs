@@ -1,10 +1,10 @@
 use super::estimate::Signal;
 use super::layer::{AdaptivePacingLayer, Host, Shared};
 use crate::config::{Quota, Rate};
-use crate::error::RateLimited;
 use crate::service::is_key;
 use crate::slot::{Next, Slot, SlotFuture};
 use crate::store::{Decision, Denial, Grant, RateLimitStore};
+use courier_core::RateLimited;
 use courier_core::{BoxError, Class, Deadline, FailureKind, KeyFn, RequestHead, Verdict};
 use http::{Request, Response, StatusCode};
 use std::fmt;

@@ -68,7 +68,11 @@ async fn dropped_withdrawal_is_refunded() {
 
 #[tokio::test(start_paused = true)]
 async fn hosts_are_separate_and_bounded() {
-    let b = RetryBudget::new().ratio(0.0).floor(1).max_hosts(2).build();
+    let b = RetryBudget::new()
+        .ratio(0.0)
+        .floor(1)
+        .max_keys(NonZeroUsize::new(2).unwrap())
+        .build();
     b.withdraw_(&host("a"), Instant::now()).unwrap().commit();
     assert!(b.withdraw_(&host("a"), Instant::now()).is_none());
     b.withdraw_(&host("b"), Instant::now()).unwrap().commit();
@@ -92,7 +96,7 @@ async fn key_by_gives_each_key_its_own_budget_across_hosts() {
     let b = RetryBudget::new()
         .ratio(0.0)
         .floor(1)
-        .max_hosts(2)
+        .max_keys(NonZeroUsize::new(2).unwrap())
         .key_by(|head: &RequestHead<'_>| head.headers().get("x-tenant").cloned())
         .build();
     let now = Instant::now();
@@ -147,7 +151,11 @@ async fn host_matching_ignores_case_and_reads_the_host_header() {
 
 #[tokio::test(start_paused = true)]
 async fn a_deposit_after_an_eviction_reaches_the_hosts_new_cell() {
-    let b = RetryBudget::new().ratio(1.0).floor(0).max_hosts(1).build();
+    let b = RetryBudget::new()
+        .ratio(1.0)
+        .floor(0)
+        .max_keys(NonZeroUsize::new(1).unwrap())
+        .build();
     let now = Instant::now();
     // This thread now keeps "a"'s cell; making "b" evicts it.
     b.deposit_(&host("a"), now);
@@ -348,7 +356,11 @@ async fn a_retry_given_back_after_its_window_refunds_nothing_newer() {
 
 #[tokio::test(start_paused = true)]
 async fn idle_hosts_go_first_and_busy_ones_keep_what_they_spent() {
-    let b = RetryBudget::new().ratio(0.0).floor(1).max_hosts(2).build();
+    let b = RetryBudget::new()
+        .ratio(0.0)
+        .floor(1)
+        .max_keys(NonZeroUsize::new(2).unwrap())
+        .build();
     b.withdraw_(&host("a"), Instant::now()).unwrap().commit();
     b.deposit_(&host("b"), Instant::now());
     // Both idle after a window: a third host evicts both, not only the least recent.
@@ -370,7 +382,11 @@ async fn idle_hosts_go_first_and_busy_ones_keep_what_they_spent() {
 #[tokio::test(start_paused = true)]
 async fn past_the_bound_the_least_recently_used_host_goes() {
     for (older, newer) in [("p", "q"), ("q", "p")] {
-        let b = RetryBudget::new().ratio(0.0).floor(1).max_hosts(2).build();
+        let b = RetryBudget::new()
+            .ratio(0.0)
+            .floor(1)
+            .max_keys(NonZeroUsize::new(2).unwrap())
+            .build();
         b.withdraw_(&host(older), Instant::now()).unwrap().commit();
         tokio::time::advance(Duration::from_secs(3)).await;
         b.withdraw_(&host(newer), Instant::now()).unwrap().commit();
