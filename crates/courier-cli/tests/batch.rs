@@ -228,6 +228,33 @@ async fn failures_and_error_statuses_are_reported_and_exit_1() {
 }
 
 #[tokio::test]
+async fn a_crowd_of_identical_lines_reaches_the_server_once() {
+    let server = FaultServer::start().await.unwrap();
+    // A cacheable answer that takes 300 ms: every line asks while the first is in flight.
+    server.set_plan(
+        "config",
+        vec![
+            Step::status(200)
+                .header("cache-control", "max-age=60")
+                .header("etag", "\"v1\"")
+                .body("{\"flags\": []}")
+                .delay(Duration::from_millis(300))
+                .times(50),
+        ],
+    );
+    let input = TempFile::with("crowd.txt", lines_of(50, |_| server.url_for("/s/config")));
+    let run = courier(&["batch", input.arg(), "--parallel", "50"]).await;
+    assert_eq!(run.code, 0, "{run:?}");
+    let results = results(&run.stdout);
+    assert_eq!(results.len(), 50);
+    for r in &results {
+        assert_eq!(r["status"], 200, "{r}");
+        assert_eq!(r["bytes"], 13, "{r}");
+    }
+    assert_eq!(server.hits("config").len(), 1, "one request for the crowd");
+}
+
+#[tokio::test]
 async fn batch_usage_errors_exit_2() {
     let missing = TempFile::path("no-such-batch.txt");
     for (args, says) in [
