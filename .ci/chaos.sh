@@ -4,7 +4,8 @@
 # then the broken-paths mix (the preset's defaults, one host, one path in six resetting or
 # stalling), which fails when the breaker refuses over 1 % of the calls to answering paths.
 # About a minute per mix on each transport, the two transports side by side (a soak keeps a
-# core less than a quarter busy); fails on any broken invariant.
+# core less than a quarter busy), the cache in memory over hyper and on disk over reqwest;
+# fails on any broken invariant.
 #
 #   .ci/chaos.sh                       # 60 s per transport, a random seed (printed)
 #   CHAOS_SECONDS=600 .ci/chaos.sh     # longer
@@ -22,8 +23,9 @@ bin=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_director
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT
 pids=()
-for transport in hyper reqwest; do
-    "$bin" --transport "$transport" --seconds "$seconds" --seed "$seed" "$@" \
+for run in "hyper memory" "reqwest disk"; do
+    read -r transport store <<<"$run"
+    "$bin" --transport "$transport" --store "$store" --seconds "$seconds" --seed "$seed" "$@" \
         >"$logs/$transport" 2>&1 &
     pids+=($!)
 done

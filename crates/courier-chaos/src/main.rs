@@ -28,11 +28,15 @@
 //! to an answering path that the breaker refuses was refused for nothing. Both report the
 //! share of those refusals; the broken-paths mix fails over 1 %.
 //!
+//! The cache keeps its entries in memory, or with `--store disk` in a `DiskStore` of the same
+//! size (a directory of its own, removed after the run): the same invariants hold over either.
+//!
 //! It prints a summary table per transport and exits with status 1 when any invariant broke.
 //!
 //! ```text
 //! cargo run -p courier-chaos --release -- --transport both --seconds 60
 //! cargo run -p courier-chaos --release -- --transport hyper --seconds 600 --seed 7
+//! cargo run -p courier-chaos --release -- --transport reqwest --store disk --seconds 60
 //! ```
 
 mod check;
@@ -79,6 +83,16 @@ struct Args {
     /// Which faults: the chaos mix, the broken-paths mix, or both, one after the other.
     #[arg(long, value_enum, default_value_t = Mixes::Both)]
     mix: Mixes,
+    /// Where the cache keeps its entries: in memory, or on disk (a `DiskStore` in a directory
+    /// of its own under the system's temporary directory, removed after the run).
+    #[arg(long, value_enum, default_value_t = Store::Memory)]
+    store: Store,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Store {
+    Memory,
+    Disk,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -150,9 +164,24 @@ fn main() -> ExitCode {
         .iter()
         .flat_map(|t| mixes.iter().map(move |m| (*t, *m)))
     {
+        let disk = (args.store == Store::Disk).then(|| {
+            std::env::temp_dir().join(format!(
+                "courier-chaos-{}-{}-{}",
+                std::process::id(),
+                transport.name(),
+                mix.name()
+            ))
+        });
+        let cache = match soak::cache(disk.as_deref()) {
+            Ok(cache) => cache,
+            Err(e) => {
+                eprintln!("chaos: cannot open the disk store: {e}");
+                return ExitCode::FAILURE;
+            }
+        };
         let (hosts, layer) = match mix {
-            Mix::Chaos => (args.hosts, soak::preset(seed)),
-            Mix::BrokenPaths => (1, soak::defaults(seed)),
+            Mix::Chaos => (args.hosts, soak::preset(seed, cache)),
+            Mix::BrokenPaths => (1, soak::defaults(seed, cache)),
         };
         let config = Config {
             transport,
@@ -190,6 +219,10 @@ fn main() -> ExitCode {
                 .get(n as usize)
                 .map_or("(message not kept)", String::as_str);
             report.tally.violate(Invariant::NoPanic, message);
+        }
+        drop(layer);
+        if let Some(dir) = &disk {
+            let _ = std::fs::remove_dir_all(dir);
         }
         println!("{}", report::render(&report));
         passed &= report.tally.passed();

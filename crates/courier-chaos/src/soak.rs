@@ -10,7 +10,7 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use courier::CourierLayer;
 use courier::breaker::CircuitBreakerLayer;
-use courier::cache::EtagCacheLayer;
+use courier::cache::{DiskStore, EtagCacheLayer};
 use courier::core::BoxError;
 use courier::retry::{RetryBudget, RetryLayer};
 use courier_faultserver::FaultServer;
@@ -100,7 +100,7 @@ type Client =
     BoxCloneSyncService<Request<Full<Bytes>>, Response<UnsyncBoxBody<Bytes, BoxError>>, BoxError>;
 
 /// The preset every call of a run goes through, one instance shared by all callers.
-pub(crate) fn preset(seed: u64) -> CourierLayer {
+pub(crate) fn preset(seed: u64, cache: EtagCacheLayer) -> CourierLayer {
     CourierLayer::new()
         .deadline(DEADLINE)
         .attempt_timeout(ATTEMPT_TIMEOUT)
@@ -124,18 +124,26 @@ pub(crate) fn preset(seed: u64) -> CourierLayer {
                 .failing_answers_for(FAILING_ANSWERS_FOR)
                 .open_duration(OPEN_DURATION),
         )
-        .cache(EtagCacheLayer::new().capacity(CACHE_BYTES))
+        .cache(cache)
+}
+
+/// The soak's cache: [`CACHE_BYTES`] in memory, or in a [`DiskStore`] of that size in `dir`.
+pub(crate) fn cache(disk: Option<&std::path::Path>) -> std::io::Result<EtagCacheLayer> {
+    Ok(match disk {
+        None => EtagCacheLayer::new().capacity(CACHE_BYTES),
+        Some(dir) => EtagCacheLayer::new().store(DiskStore::open(dir, CACHE_BYTES)?),
+    })
 }
 
 /// The preset of the broken-paths mix: the preset's defaults (breaker, adaptive pacing, retry
 /// with its budget and backoff), with only the soak's deadline, attempt timeout and cache
 /// size, so that a stall costs half a second, not half a minute.
-pub(crate) fn defaults(seed: u64) -> CourierLayer {
+pub(crate) fn defaults(seed: u64, cache: EtagCacheLayer) -> CourierLayer {
     CourierLayer::new()
         .deadline(DEADLINE)
         .attempt_timeout(ATTEMPT_TIMEOUT)
         .retry(RetryLayer::new().seed(seed))
-        .cache(EtagCacheLayer::new().capacity(CACHE_BYTES))
+        .cache(cache)
 }
 
 /// The most calls to answering paths the breaker may refuse in the broken-paths mix.
@@ -616,7 +624,7 @@ mod tests {
             .enable_all()
             .build()
             .unwrap();
-        let broken = preset(1).deadline(None).retry(
+        let broken = preset(1, cache(None).unwrap()).deadline(None).retry(
             RetryLayer::new()
                 .base(BACKOFF_BASE)
                 .cap(BACKOFF_CAP)
