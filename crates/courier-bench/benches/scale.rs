@@ -10,7 +10,7 @@
 
 use bytes::Bytes;
 use courier::breaker::CircuitBreakerLayer;
-use courier::cache::EtagCacheLayer;
+use courier::cache::{DiskStore, EtagCacheLayer};
 use courier::core::BoxError;
 use courier::ratelimit::{AdaptivePacingLayer, Rate, TokenBucketRateLimitLayer};
 use courier::retry::RetryLayer;
@@ -163,6 +163,45 @@ async fn fill_cache(capacity: u64, size: usize, entries: usize) -> (isize, usize
     (live() - base, store.len())
 }
 
+/// What a [`DiskStore`] bounded at `max_bytes` holds after `entries` responses of `size` bytes
+/// each went through the cache: (bytes of its files, files kept).
+async fn fill_disk(max_bytes: u64, size: usize, entries: usize) -> (u64, usize) {
+    let dir = std::env::temp_dir().join(format!("courier-scale-disk-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let store = DiskStore::open(&dir, max_bytes).expect("a disk store in the temporary directory");
+    let layer = EtagCacheLayer::new().store(store.clone());
+    let body = Bytes::from(vec![b'x'; size]);
+    let upstream = service_fn(move |_req: Request<Body>| {
+        let body = body.clone();
+        async move {
+            let resp = Response::builder()
+                .header("cache-control", "max-age=3600")
+                .header("etag", "\"v1\"")
+                .body(Body::new(body))
+                .expect("a valid response");
+            Ok::<_, BoxError>(resp)
+        }
+    });
+    let svc = layer.layer(upstream);
+    for i in 0..entries {
+        let req = Request::get(format!("http://cache.example/item/{i}"))
+            .body(Body::default())
+            .expect("a valid request");
+        let resp = svc.clone().oneshot(req).await.expect("answered");
+        let _ = resp.into_body().collect().await.expect("the body");
+    }
+    store.flush().await;
+    let (mut bytes, mut files) = (0, 0);
+    for item in std::fs::read_dir(&dir).expect("the store's directory") {
+        let meta = item.expect("an entry").metadata().expect("its size");
+        bytes += meta.len();
+        files += 1;
+    }
+    drop(svc);
+    let _ = std::fs::remove_dir_all(&dir);
+    (bytes, files)
+}
+
 fn mib(bytes: isize) -> String {
     format!("{:.1} MiB", bytes as f64 / (1024.0 * 1024.0))
 }
@@ -215,6 +254,19 @@ fn main() {
             "| {entries} | {size_text} | {kept} | {} | {:.2} |",
             mib(bytes),
             bytes as f64 / CAP as f64
+        );
+    }
+    const DISK: u64 = 16 * 1024 * 1024;
+    println!("\n### a disk store (bound 16 MiB) filled four times over\n");
+    println!("| entries | entry size | files kept | bytes on disk | on disk / bound |");
+    println!("| ---: | ---: | ---: | ---: | ---: |");
+    for (size, entries) in [(1024usize, 64 * 1024), (64 * 1024, 1024)] {
+        let (bytes, files) = rt.block_on(fill_disk(DISK, size, entries));
+        println!(
+            "| {entries} | {} KiB | {files} | {} | {:.2} |",
+            size / 1024,
+            mib(bytes as isize),
+            bytes as f64 / DISK as f64,
         );
     }
     println!("\n({:.1} s in all)", started.elapsed().as_secs_f64());
