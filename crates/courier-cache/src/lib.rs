@@ -182,6 +182,10 @@
 //! cache drives them. [`DiskStore`] keeps entries in files across restarts, within a bound in
 //! bytes, and serves none whose file fails its checks.
 //!
+//! There is no store shared by replicas over the network: it would put a round trip in front
+//! of every local miss to save a revalidation that costs about as much whenever the origin is
+//! as near as the store (BENCHMARKS.md, "The cache behind an async store").
+//!
 //! # Errors
 //!
 //! The cache adds no failure of its own: errors are the inner service's, passed through (or
