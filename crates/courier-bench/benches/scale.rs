@@ -134,11 +134,9 @@ async fn keyed_layers() -> Vec<Row> {
     rows
 }
 
-/// What the cache holds after `entries` responses of `size` bytes each, all fresh and
-/// storable, were read through it: (bytes live over the start, entries kept).
-async fn fill_cache(capacity: u64, size: usize, entries: usize) -> (isize, usize) {
-    let layer = EtagCacheLayer::new().capacity(capacity);
-    let store = std::sync::Arc::clone(layer.store_ref());
+/// Sends `entries` GETs of distinct URLs through `layer`, each answered with a fresh,
+/// storable `size`-byte body, and reads every body.
+async fn fill(layer: EtagCacheLayer, size: usize, entries: usize) {
     let body = Bytes::from(vec![b'x'; size]);
     let upstream = service_fn(move |_req: Request<Body>| {
         let body = body.clone();
@@ -152,7 +150,6 @@ async fn fill_cache(capacity: u64, size: usize, entries: usize) -> (isize, usize
         }
     });
     let svc = layer.layer(upstream);
-    let base = live();
     for i in 0..entries {
         let req = Request::get(format!("http://cache.example/item/{i}"))
             .body(Body::default())
@@ -160,6 +157,15 @@ async fn fill_cache(capacity: u64, size: usize, entries: usize) -> (isize, usize
         let resp = svc.clone().oneshot(req).await.expect("answered");
         let _ = resp.into_body().collect().await.expect("the body");
     }
+}
+
+/// What the cache holds after `entries` responses of `size` bytes each, all fresh and
+/// storable, were read through it: (bytes live over the start, entries kept).
+async fn fill_cache(capacity: u64, size: usize, entries: usize) -> (isize, usize) {
+    let layer = EtagCacheLayer::new().capacity(capacity);
+    let store = std::sync::Arc::clone(layer.store_ref());
+    let base = live();
+    fill(layer, size, entries).await;
     (live() - base, store.len())
 }
 
@@ -169,27 +175,7 @@ async fn fill_disk(max_bytes: u64, size: usize, entries: usize) -> (u64, usize) 
     let dir = std::env::temp_dir().join(format!("courier-scale-disk-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let store = DiskStore::open(&dir, max_bytes).expect("a disk store in the temporary directory");
-    let layer = EtagCacheLayer::new().store(store.clone());
-    let body = Bytes::from(vec![b'x'; size]);
-    let upstream = service_fn(move |_req: Request<Body>| {
-        let body = body.clone();
-        async move {
-            let resp = Response::builder()
-                .header("cache-control", "max-age=3600")
-                .header("etag", "\"v1\"")
-                .body(Body::new(body))
-                .expect("a valid response");
-            Ok::<_, BoxError>(resp)
-        }
-    });
-    let svc = layer.layer(upstream);
-    for i in 0..entries {
-        let req = Request::get(format!("http://cache.example/item/{i}"))
-            .body(Body::default())
-            .expect("a valid request");
-        let resp = svc.clone().oneshot(req).await.expect("answered");
-        let _ = resp.into_body().collect().await.expect("the body");
-    }
+    fill(EtagCacheLayer::new().store(store.clone()), size, entries).await;
     store.flush().await;
     let (mut bytes, mut files) = (0, 0);
     for item in std::fs::read_dir(&dir).expect("the store's directory") {
@@ -197,7 +183,6 @@ async fn fill_disk(max_bytes: u64, size: usize, entries: usize) -> (u64, usize) 
         bytes += meta.len();
         files += 1;
     }
-    drop(svc);
     let _ = std::fs::remove_dir_all(&dir);
     (bytes, files)
 }
