@@ -22,8 +22,9 @@ pub(crate) enum FlightKey {
     /// A revalidation of the stored entry at this address.
     Revalidation(usize),
     /// A request whose answer may be stored under this key text, for these credentials (the
-    /// fingerprint the entry is selected by).
-    Miss(Box<str>, u64),
+    /// fingerprint the entry is selected by). Shared: the guard and the publisher hold the key
+    /// without copying it.
+    Miss(Arc<str>, u64),
 }
 
 impl FlightKey {
