@@ -17,16 +17,6 @@
 //!     });
 //! # let _ = stack;
 //! ```
-//!
-//! # Names
-//!
-//! Each method is named as the preset's setter for the same layer
-//! ([`CourierLayer`](crate::CourierLayer): `deadline`, `attempt_timeout`, `cache`,
-//! `circuit_breaker`, `adaptive_pacing`), or after the layer where the preset has no setter
-//! (`deadline_scope`, `classify_body`). Where `ServiceBuilder` has a method of that name
-//! already (`retry`, `rate_limit`), which an extension trait cannot replace, the name takes
-//! the prefix `courier_`: `courier_retry`, `courier_rate_limit`. Each takes its layer (the
-//! deadline layers also a [`Duration`](std::time::Duration), as the preset does).
 
 use tower::ServiceBuilder;
 #[cfg(any(
@@ -43,8 +33,17 @@ mod sealed {
     impl<L> Sealed<L> for tower::ServiceBuilder<L> {}
 }
 
-/// courier's layers as `ServiceBuilder` methods; see the [module docs](self) for their names.
-/// Sealed: implemented for `ServiceBuilder` only.
+/// courier's layers as `ServiceBuilder` methods. Sealed: implemented for `ServiceBuilder` only.
+///
+/// # Names
+///
+/// Each method is named as the preset's setter for the same layer
+/// ([`CourierLayer`](crate::CourierLayer): `deadline`, `attempt_timeout`, `cache`,
+/// `circuit_breaker`, `adaptive_pacing`), or after the layer where the preset has no setter
+/// (`deadline_scope`, `classify_body`). Where `ServiceBuilder` has a method of that name
+/// already (`retry`, `rate_limit`), which an extension trait cannot replace, the name takes
+/// the prefix `courier_`: `courier_retry`, `courier_rate_limit`. Each takes its layer (the
+/// deadline layers also a [`Duration`](std::time::Duration), as the preset does).
 pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     /// Adds the whole preset ([`CourierLayer`](crate::CourierLayer)).
     #[cfg(feature = "preset")]

@@ -32,7 +32,7 @@ impl FailureRate {
     ///
     /// # Errors
     ///
-    /// [`InvalidConfig`] when `threshold` is not in `(0, 1]` or `window` is shorter than 10 ms.
+    /// [`InvalidConfig`](courier_core::InvalidConfig) when `threshold` is not in `(0, 1]` or `window` is shorter than 10 ms.
     pub fn new(
         threshold: f64,
         window: Duration,

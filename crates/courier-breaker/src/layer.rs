@@ -60,7 +60,7 @@ impl<K: KeyFn> CircuitBreakerLayer<K> {
         Self::with(self.config, self.key_fn)
     }
 
-    /// How breakers are keyed: [`PerHost`], [`Global`] or [`KeyBy`].
+    /// How breakers are keyed: [`PerHost`](courier_core::PerHost), [`Global`](courier_core::Global) or [`KeyBy`](courier_core::KeyBy).
     pub fn key_fn(&self) -> &K {
         &self.key_fn
     }

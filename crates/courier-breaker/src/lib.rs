@@ -1,7 +1,7 @@
 //! `CircuitBreakerLayer`: stop calling a host that is down.
 //!
 //! After repeated failures a host's circuit opens and calls to it fail at once with
-//! [`CircuitOpen`], without calling the inner service, so a dead host costs nothing below
+//! [`CircuitOpen`](courier_core::CircuitOpen), without calling the inner service, so a dead host costs nothing below
 //! this layer (no rate-limit token, no connection, no timeout). When the open duration has
 //! passed, a bounded number of trial calls go through (half-open), judged together: a
 //! majority of successes closes the circuit, half of them failed opens it again.
@@ -14,11 +14,11 @@
 //!     └────────────────────────────────────── most trials succeeded ─────┘
 //! ```
 //!
-//! - **Keys**: one breaker per host (scheme and authority, [`HostKey`]) by default
+//! - **Keys**: one breaker per host (scheme and authority, [`HostKey`](courier_core::HostKey)) by default
 //!   ([`CircuitBreakerLayer::per_host`]); one for everything with
 //!   [`CircuitBreakerLayer::global`]; or a key of your own with
-//!   [`CircuitBreakerLayer::key_by`]. The keys are courier-core's [`KeyFn`]s ([`PerHost`],
-//!   [`Global`], [`KeyBy`]), as the rate limiter's are.
+//!   [`CircuitBreakerLayer::key_by`]. The keys are courier-core's [`KeyFn`](courier_core::KeyFn)s ([`PerHost`](courier_core::PerHost),
+//!   [`Global`](courier_core::Global), [`KeyBy`](courier_core::KeyBy)), as the rate limiter's are.
 //! - **Calls, not attempts**: courier's retry layer, above this one, puts the records of a
 //!   call's earlier attempts on each retry ([`Attempts`](courier_core::Attempts) as a request
 //!   extension), each with the verdict on its attempt. The breaker reads those verdicts and

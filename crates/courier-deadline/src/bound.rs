@@ -20,9 +20,9 @@ pub(crate) fn saturating_after(now: Instant, budget: Duration) -> Instant {
 /// Why a bound exists, which decides the error it fails with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Cause {
-    /// The call's deadline: fails with [`DeadlineExceeded`], never retried.
+    /// The call's deadline: fails with [`DeadlineExceeded`](courier_core::DeadlineExceeded), never retried.
     Deadline,
-    /// An attempt's own timeout: fails with [`AttemptTimedOut`], which retry may retry.
+    /// An attempt's own timeout: fails with [`AttemptTimedOut`](courier_core::AttemptTimedOut), which retry may retry.
     Attempt(Duration),
 }
 

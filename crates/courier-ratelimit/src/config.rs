@@ -38,7 +38,7 @@ impl Rate {
     ///
     /// # Errors
     ///
-    /// [`InvalidConfig`] unless `rps` is finite, above zero, at most 1e9 and at least one a
+    /// [`InvalidConfig`](courier_core::InvalidConfig) unless `rps` is finite, above zero, at most 1e9 and at least one a
     /// year.
     pub fn per_second(rps: f64) -> Result<Self, InvalidConfig> {
         const WHAT: &str = "a rate must be a finite number of requests per second above zero, \
@@ -66,7 +66,7 @@ impl Rate {
     ///
     /// # Errors
     ///
-    /// [`InvalidConfig`] when `per / count` is below 1 ns or above [`MAX_INTERVAL`].
+    /// [`InvalidConfig`](courier_core::InvalidConfig) when `per / count` is below 1 ns or above [`MAX_INTERVAL`].
     pub fn new(count: NonZeroU32, per: Duration) -> Result<Self, InvalidConfig> {
         let (per_ns, count) = (per.as_nanos(), u128::from(count.get()));
         // Rounded up, so the bucket never runs faster than asked; below 1 ns is refused.
@@ -92,7 +92,7 @@ impl Rate {
     ///
     /// # Errors
     ///
-    /// [`InvalidConfig`] when `interval` is below 1 ns or above [`MAX_INTERVAL`].
+    /// [`InvalidConfig`](courier_core::InvalidConfig) when `interval` is below 1 ns or above [`MAX_INTERVAL`].
     pub fn every(interval: Duration) -> Result<Self, InvalidConfig> {
         Self::new(NonZeroU32::MIN, interval)
     }

@@ -104,7 +104,7 @@ impl<KF, St> TokenBucketRateLimitLayer<KF, St> {
         &self.shared.store
     }
 
-    /// How buckets are keyed: [`PerHost`], [`Global`] or [`KeyBy`].
+    /// How buckets are keyed: [`PerHost`](courier_core::PerHost), [`Global`](courier_core::Global) or [`KeyBy`](courier_core::KeyBy).
     pub fn key_fn(&self) -> &KF {
         &self.shared.key_fn
     }
@@ -183,7 +183,7 @@ impl<KF: KeyFn + Clone, St: Clone + 'static> TokenBucketRateLimitLayer<KF, St> {
         TokenBucketRateLimitLayer::from_parts(shared.config, key_fn, InMemoryStore::new(), true)
     }
 
-    /// One bucket per host: scheme and authority ([`HostKey`]), in a fresh [`InMemoryStore`]
+    /// One bucket per host: scheme and authority ([`HostKey`](courier_core::HostKey)), in a fresh [`InMemoryStore`]
     /// (call `max_keys` or `store_in` after this one).
     ///
     /// Defaults to one bucket per host.

@@ -4,8 +4,8 @@
 //! keeps one token bucket per host (scheme + authority) by default
 //! ([`TokenBucketRateLimitLayer::per_host`]), per key of your own
 //! ([`TokenBucketRateLimitLayer::key_by`]), or one for everything
-//! ([`TokenBucketRateLimitLayer::global`]); the keys are courier-core's [`KeyFn`]s
-//! ([`PerHost`], [`KeyBy`], [`Global`]), as the circuit breaker's are. `burst` requests may
+//! ([`TokenBucketRateLimitLayer::global`]); the keys are courier-core's [`KeyFn`](courier_core::KeyFn)s
+//! ([`PerHost`](courier_core::PerHost), [`KeyBy`](courier_core::KeyBy), [`Global`](courier_core::Global)), as the circuit breaker's are. `burst` requests may
 //! start at once; after that one every `1 / rate`. In any window of length `d`, at most
 //! `burst + rate * d` requests start.
 //!
@@ -48,10 +48,10 @@
 //!   it, then calls the inner service. Reservation means concurrent callers get slots one
 //!   interval apart: a burst of callers is spread out, not woken together. A wait longer than
 //!   `max_wait` (default 60 s), or one that would end past the request's
-//!   [`Deadline`](courier_core::Deadline), fails at once with [`RateLimited`] and takes no slot;
+//!   [`Deadline`](courier_core::Deadline), fails at once with [`RateLimited`](courier_core::RateLimited) and takes no slot;
 //!   its `retry_in` is the wait it would have had (when a slot is free), not the time left to
 //!   the deadline. A request whose timer wakes it just past its deadline (tokio's timer ticks
-//!   in whole milliseconds) is not sent either: it fails with [`RateLimited`], gives its slot
+//!   in whole milliseconds) is not sent either: it fails with [`RateLimited`](courier_core::RateLimited), gives its slot
 //!   back, and `retry_in` says when a slot is free after that (zero when its own slot went
 //!   back). A store that answers through a future (not [`InMemoryStore`]) cannot be asked that
 //!   without reserving a slot: with one, `retry_in` is zero there, as it is when such a store

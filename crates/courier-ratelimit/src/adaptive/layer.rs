@@ -226,7 +226,7 @@ impl<KF: KeyFn, St> AdaptivePacingLayer<KF, St> {
         &self.shared.store
     }
 
-    /// How estimates are keyed: [`PerHost`], [`Global`] or [`KeyBy`].
+    /// How estimates are keyed: [`PerHost`](courier_core::PerHost), [`Global`](courier_core::Global) or [`KeyBy`](courier_core::KeyBy).
     pub fn key_fn(&self) -> &KF {
         &self.shared.key_fn
     }
@@ -335,7 +335,7 @@ where
     }
 
     /// The longest a request waits for its slot; past it (or past the request's deadline) it
-    /// fails at once with [`RateLimited`](crate::RateLimited). Defaults to 60 s.
+    /// fails at once with [`RateLimited`](courier_core::RateLimited). Defaults to 60 s.
     pub fn max_wait(self, max_wait: Duration) -> Self {
         self.map_config(|c| c.max_wait = max_wait)
     }
@@ -380,7 +380,7 @@ where
         )
     }
 
-    /// One estimate per host: scheme and authority ([`HostKey`]).
+    /// One estimate per host: scheme and authority ([`HostKey`](courier_core::HostKey)).
     ///
     /// Defaults to one estimate per host.
     pub fn per_host(self) -> AdaptivePacingLayer<PerHost, InMemoryStore<HostKey>> {
