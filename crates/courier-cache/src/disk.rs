@@ -185,7 +185,8 @@ impl DiskStore {
             max_bytes,
             index: Mutex::new(index),
         });
-        core.evict(&mut core.lock());
+        let evicted = core.evict(&mut core.lock());
+        core.remove_evicted(evicted);
         let (jobs, queue) = mpsc::channel();
         let writer = core.clone();
         std::thread::Builder::new()
@@ -369,16 +370,22 @@ impl Core {
                 written,
             } => self.write(id, seq, key, &variants, written),
             Job::Remove { id, seq } => {
-                let mut index = self.lock();
-                index.clear_pending(id, seq);
-                if index.take(id).is_some() {
+                let taken = {
+                    let mut index = self.lock();
+                    index.clear_pending(id, seq);
+                    index.take(id).is_some()
+                };
+                if taken {
                     remove_file(&self.path(id), "removed");
                 }
             }
             Job::Discard { id, seq } => {
-                let mut index = self.lock();
-                if index.files.get(&id).is_some_and(|r| r.seq == seq) {
-                    index.take(id);
+                let taken = {
+                    let mut index = self.lock();
+                    let current = index.files.get(&id).is_some_and(|r| r.seq == seq);
+                    current && index.take(id).is_some()
+                };
+                if taken {
                     remove_file(&self.path(id), "failed its checks");
                 }
             }
@@ -388,8 +395,14 @@ impl Core {
         }
     }
 
+    /// Writes one entry. Only this thread touches the files, so no file call is made under
+    /// the index's lock: a slow disk stalls the writer, never a caller that reads the index.
     fn write(&self, id: u64, seq: u64, key: String, variants: &Variants, written: Instant) {
         let superseded = |index: &Index| index.pending.get(&id).is_none_or(|p| p.seq != seq);
+        if superseded(&self.lock()) {
+            // A later write or removal of this file follows.
+            return;
+        }
         let file = encode(&key, variants, written, SystemTime::now());
         let temp = self.dir.join(format!("{id:016x}.{seq}{TEMP_SUFFIX}"));
         if let Err(error) = fs::write(&temp, &file) {
@@ -398,35 +411,36 @@ impl Core {
             tracing::warn!(target: TARGET, event = "write_failed", %error, "a disk store could not write an entry");
             return;
         }
-        let mut index = self.lock();
-        if superseded(&index) {
-            // A later write or removal of this file follows.
-            drop(index);
-            remove_file(&temp, "superseded");
-            return;
-        }
-        index.pending.remove(&id);
+        // Until the index records the file, readers are answered from the pending value.
         if let Err(error) = fs::rename(&temp, self.path(id)) {
-            drop(index);
+            self.lock().clear_pending(id, seq);
             remove_file(&temp, "unrenamed");
             tracing::warn!(target: TARGET, event = "write_failed", %error, "a disk store could not write an entry");
             return;
         }
-        index.put(
-            id,
-            Record {
-                key: key.into(),
-                seq,
-                bytes: file.len() as u64,
-                written,
-                extra: Duration::ZERO,
-            },
-        );
-        self.evict(&mut index);
+        let evicted = {
+            let mut index = self.lock();
+            // The file is on disk whatever came since: a later job for it finds it recorded.
+            index.clear_pending(id, seq);
+            index.put(
+                id,
+                Record {
+                    key: key.into(),
+                    seq,
+                    bytes: file.len() as u64,
+                    written,
+                    extra: Duration::ZERO,
+                },
+            );
+            self.evict(&mut index)
+        };
+        self.remove_evicted(evicted);
     }
 
-    /// Removes the oldest files until the rest fits.
-    fn evict(&self, index: &mut Index) {
+    /// Forgets the oldest files until the rest fits, and returns them for
+    /// [`remove_evicted`](Self::remove_evicted) to delete once the lock is released.
+    fn evict(&self, index: &mut Index) -> Vec<u64> {
+        let mut evicted = Vec::new();
         while index.bytes > self.max_bytes {
             let Some((_, id)) = index.order.pop_first() else {
                 break;
@@ -435,6 +449,13 @@ impl Core {
                 index.bytes = index.bytes.saturating_sub(record.bytes);
                 tracing::debug!(target: TARGET, event = "evict", uri = %crate::key::loggable(&record.key), bytes = record.bytes, "disk store entry evicted");
             }
+            evicted.push(id);
+        }
+        evicted
+    }
+
+    fn remove_evicted(&self, evicted: Vec<u64>) {
+        for id in evicted {
             remove_file(&self.path(id), "evicted");
         }
     }
