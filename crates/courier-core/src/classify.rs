@@ -30,7 +30,9 @@
 //! established connection wraps it ([`Recognized::Connection`]): hyper reports the same kinds
 //! on a socket that has already sent the request.
 
-use crate::error::{AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, RateLimited};
+use crate::error::{
+    AttemptTimedOut, BoxError, CircuitOpen, ConcurrencyLimited, DeadlineExceeded, RateLimited,
+};
 use http::{HeaderMap, StatusCode};
 use std::error::Error;
 use std::fmt;
@@ -210,7 +212,11 @@ fn classify_one(
     if let Some(known) = recognize(e) {
         return Some(known);
     }
-    let kind = if e.is::<DeadlineExceeded>() || e.is::<CircuitOpen>() || e.is::<RateLimited>() {
+    let kind = if e.is::<DeadlineExceeded>()
+        || e.is::<CircuitOpen>()
+        || e.is::<RateLimited>()
+        || e.is::<ConcurrencyLimited>()
+    {
         FailureKind::Local
     } else if e.is::<AttemptTimedOut>() || e.is::<tokio::time::error::Elapsed>() {
         FailureKind::Timeout

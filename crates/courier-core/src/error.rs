@@ -268,6 +268,45 @@ impl fmt::Display for RateLimited {
 
 impl Error for RateLimited {}
 
+/// The concurrency limit refused the call: as many calls as the limit allows were in flight to
+/// its key, and no permit came free within the wait allowed (none, by default).
+///
+/// Nothing was sent. Like [`RateLimited`] it is a local refusal: it says nothing about the host.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConcurrencyLimited {
+    in_flight: usize,
+    limit: usize,
+}
+
+impl ConcurrencyLimited {
+    /// `in_flight` calls were under way when the call was refused, against a limit of `limit`.
+    pub const fn new(in_flight: usize, limit: usize) -> Self {
+        Self { in_flight, limit }
+    }
+
+    /// How many calls to the key were in flight.
+    pub const fn in_flight(&self) -> usize {
+        self.in_flight
+    }
+
+    /// The limit at the time of the refusal.
+    pub const fn limit(&self) -> usize {
+        self.limit
+    }
+}
+
+impl fmt::Display for ConcurrencyLimited {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "concurrency limited: {} calls in flight to this host, limit {}",
+            self.in_flight, self.limit
+        )
+    }
+}
+
+impl Error for ConcurrencyLimited {}
+
 /// A setting that cannot work, refused when it is built, with what to use instead.
 ///
 /// Every layer's fallible setting answers this one type, so a caller handles a bad rate, a bad

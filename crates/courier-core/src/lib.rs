@@ -55,8 +55,8 @@ pub use classifier::{Class, Classifier, ResponseHead, StatusSet, Verdict};
 pub use classify::FailureKind;
 pub use clock::{ManualClock, SystemClock, WallClock};
 pub use error::{
-    AttemptTimedOut, BoxError, CallFailed, CircuitOpen, DeadlineExceeded, InvalidConfig,
-    RateLimited, attempts_of, cause_ref, is_caused_by,
+    AttemptTimedOut, BoxError, CallFailed, CircuitOpen, ConcurrencyLimited, DeadlineExceeded,
+    InvalidConfig, RateLimited, attempts_of, cause_ref, is_caused_by,
 };
 pub use extensions::{AttemptRecord, Attempts, CacheStatus, Deadline, WaitSource};
 pub use hints::{HintConfig, ResetFormat, ServerHint};

@@ -10,8 +10,8 @@
 //!   explicit or the scheme's default.
 //! - [`UrlFull`]: `url.full` without userinfo, and without the query unless asked.
 //! - [`error_type`]: `error.type` of a failure: one of courier's refusals by name
-//!   (`circuit_open`, `rate_limited`, `deadline_exceeded`, `attempt_timeout`), else the
-//!   failure's [`FailureKind`](crate::FailureKind).
+//!   (`circuit_open`, `rate_limited`, `concurrency_limited`, `deadline_exceeded`,
+//!   `attempt_timeout`), else the failure's [`FailureKind`](crate::FailureKind).
 //! - [`status_class`]: `2xx` to `5xx`, the bounded label of a status.
 //! - [`key_label`]: the label of a layer's key: a host as `scheme://host[:port]`, the global
 //!   key as `global`.
@@ -21,7 +21,9 @@
 
 use crate::HostKey;
 use crate::classify::classify_error;
-use crate::error::{AttemptTimedOut, CircuitOpen, DeadlineExceeded, RateLimited, cause_ref};
+use crate::error::{
+    AttemptTimedOut, CircuitOpen, ConcurrencyLimited, DeadlineExceeded, RateLimited, cause_ref,
+};
 use http::{HeaderMap, Method, StatusCode, Uri};
 use std::any::Any;
 use std::error::Error;
@@ -163,6 +165,8 @@ pub fn error_type(err: &(dyn Error + 'static)) -> &'static str {
         "circuit_open"
     } else if cause_ref::<RateLimited>(err).is_some() {
         "rate_limited"
+    } else if cause_ref::<ConcurrencyLimited>(err).is_some() {
+        "concurrency_limited"
     } else if cause_ref::<DeadlineExceeded>(err).is_some() {
         ended_from_outside(true)
     } else if cause_ref::<AttemptTimedOut>(err).is_some() {
@@ -284,6 +288,8 @@ mod tests {
         assert_eq!(error_type(&open), "circuit_open");
         let limited = RateLimited::new(std::time::Duration::from_secs(1));
         assert_eq!(error_type(&limited), "rate_limited");
+        let bounded = ConcurrencyLimited::new(8, 8);
+        assert_eq!(error_type(&bounded), "concurrency_limited");
         let io = std::io::Error::other("boom");
         assert_eq!(error_type(&io), "other");
     }

@@ -18,8 +18,9 @@ use courier_core::classify::FailureKind;
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
 use courier_core::grpc::Pushback;
 use courier_core::{
-    AttemptRecord, Attempts, BoxError, CallFailed, CircuitOpen, Class, Deadline, DeadlineExceeded,
-    HostKey, RateLimited, ResponseHead, Verdict, WaitSource, is_caused_by,
+    AttemptRecord, Attempts, BoxError, CallFailed, CircuitOpen, Class, ConcurrencyLimited,
+    Deadline, DeadlineExceeded, HostKey, RateLimited, ResponseHead, Verdict, WaitSource,
+    is_caused_by,
 };
 use http::request::Parts;
 use http::{Request, Response};
@@ -265,10 +266,12 @@ where
                     ctx.svc.call(req)
                 };
                 let res = fut.instrument(span).await.map_err(Into::into);
-                // Refused below by the breaker or the rate limiter: nothing was sent, so the retry
+                // Refused below by the breaker, the rate limiter or the concurrency limit: nothing was sent, so the retry
                 // goes back to the budget. (A spent deadline may have cut it on the server.)
                 if let (Some(w), Err(e)) = (withdrawal, &res)
-                    && (is_caused_by::<CircuitOpen>(&**e) || is_caused_by::<RateLimited>(&**e))
+                    && (is_caused_by::<CircuitOpen>(&**e)
+                        || is_caused_by::<RateLimited>(&**e)
+                        || is_caused_by::<ConcurrencyLimited>(&**e))
                 {
                     w.give_back();
                 }
