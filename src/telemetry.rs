@@ -39,7 +39,7 @@
 //! | `url.full` | scheme, host, port and path; userinfo never; the query only with `RetryLayer::record_url_query(true)` |
 //! | `http.request.resend_count` | absent on the first attempt, then 1, 2, ... |
 //! | `http.response.status_code` | the status, when a response came |
-//! | `error.type` | the status (`503`) for a 4xx or 5xx; for a failure, courier's refusal (`circuit_open`, `rate_limited`, `deadline_exceeded`, `attempt_timeout`) or the failure's kind (`connect`, `timeout`, `read`, `tls`, `local`, `other`); `canceled` for an attempt its caller dropped |
+//! | `error.type` | the status (`503`) for a 4xx or 5xx; for a failure, courier's refusal (`circuit_open`, `rate_limited`, `concurrency_limited`, `deadline_exceeded`, `attempt_timeout`) or the failure's kind (`connect`, `timeout`, `read`, `tls`, `local`, `other`); `canceled` for an attempt its caller dropped |
 //! | `otel.status_code` | `ERROR` whenever `error.type` is set |
 //! | `courier.attempt` | the attempt's number, from 1 |
 //! | `courier.retry.decision`, `courier.retry.reason` | `retry` or `stop`, and why (the names of [`Reason`](crate::core::extensions::Reason)) |
