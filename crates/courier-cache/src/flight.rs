@@ -2,9 +2,11 @@
 //! for each key missing from the store; the other requests wait for its result.
 
 use crate::entry::Entry;
+use crate::key::UriKey;
 use std::collections::hash_map::Entry as Slot;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use tokio::sync::oneshot;
@@ -17,14 +19,33 @@ pub(crate) trait Drive: Send + Sync {
 }
 
 /// What a flight is for.
-#[derive(Clone, PartialEq, Eq, Hash)]
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) enum FlightKey {
     /// A revalidation of the stored entry at this address.
     Revalidation(usize),
-    /// A request whose answer may be stored under this key text, for these credentials (the
-    /// fingerprint the entry is selected by). Shared: the guard and the publisher hold the key
-    /// without copying it.
-    Miss(Arc<str>, u64),
+    /// A request whose answer may be stored under `key`, for these `credentials` (the
+    /// fingerprint the entry is selected by). The key's parts are held by reference count, so
+    /// opening a flight copies no URI; `hash` is the key text's, computed once.
+    Miss {
+        hash: u64,
+        key: UriKey,
+        credentials: u64,
+    },
+}
+
+impl Hash for FlightKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        match self {
+            Self::Revalidation(address) => state.write_usize(*address),
+            // Equal keys have equal texts, so equal hashes: the parts are compared only by `eq`.
+            Self::Miss {
+                hash, credentials, ..
+            } => {
+                state.write_u64(*hash);
+                state.write_u64(*credentials);
+            }
+        }
+    }
 }
 
 impl FlightKey {
@@ -38,6 +59,8 @@ impl FlightKey {
 #[derive(Default)]
 pub(crate) struct Flights {
     inner: Mutex<Waiters>,
+    /// Hashes key texts when the store gave no hash of its own.
+    hasher: foldhash::fast::RandomState,
 }
 
 /// Each flight (hashed quickly: addresses and key texts are ours).
@@ -49,6 +72,9 @@ struct Flight {
     followers: VecDeque<oneshot::Sender<Handoff>>,
     /// Weak: the answer belongs to the leader's caller and to the followers that read it.
     answer: Option<Weak<dyn Drive>>,
+    /// The answer came with no one waiting, so it was not made one to share: a request that
+    /// comes later goes on its own.
+    unshared: bool,
 }
 
 impl fmt::Debug for Flights {
@@ -66,6 +92,8 @@ pub(crate) enum Role {
     /// Wait for the leader, reading its answer on once it has one; a closed channel means
     /// "go yourself".
     Follower(oneshot::Receiver<Handoff>, Option<Arc<dyn Drive>>),
+    /// Go upstream outside the flight: its leader's answer is under way with no one to share it.
+    Alone,
 }
 
 /// What a follower is handed.
@@ -91,6 +119,9 @@ impl Flights {
         match flights.entry(key) {
             Slot::Occupied(mut flight) => {
                 let flight = flight.get_mut();
+                if flight.unshared {
+                    return Role::Alone;
+                }
                 let (tx, rx) = oneshot::channel();
                 flight.followers.push_back(tx);
                 Role::Follower(rx, flight.answer.as_ref().and_then(Weak::upgrade))
@@ -129,6 +160,17 @@ impl Flights {
         }
     }
 
+    /// The flight key of a request missing from the store: `hash` is its key text's hash in
+    /// the store when the store gave one (every key of a cache is hashed alike, either way).
+    pub(crate) fn miss_key(&self, key: &UriKey, credentials: u64, hash: Option<u64>) -> FlightKey {
+        let hash = hash.unwrap_or_else(|| self.hasher.hash_one(key.text().as_str()));
+        FlightKey::Miss {
+            hash,
+            key: key.clone(),
+            credentials,
+        }
+    }
+
     /// How many flights are open.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
@@ -152,15 +194,24 @@ pub(crate) struct FlightGuard {
 impl FlightGuard {
     /// Whether the flight is for a missing key (else for a revalidation).
     pub(crate) fn is_miss(&self) -> bool {
-        matches!(self.key, FlightKey::Miss(..))
+        matches!(self.key, FlightKey::Miss { .. })
     }
 
-    /// What hands the followers the leader's answer, once the guard has gone into it.
-    pub(crate) fn publisher(&self) -> Publisher {
-        Publisher {
+    /// What hands the followers the leader's answer, once the guard has gone into it; `None`
+    /// when no one waits, and then no one will: a request that comes later goes on its own
+    /// rather than wait for an answer its leader's caller may read at leisure. The answer is
+    /// made one to share only for a crowd.
+    pub(crate) fn publisher(&self) -> Option<Publisher> {
+        let mut flights = self.flights.lock();
+        let flight = flights.get_mut(&self.key)?;
+        if flight.followers.is_empty() {
+            flight.unshared = true;
+            return None;
+        }
+        Some(Publisher {
             flights: self.flights.clone(),
             key: self.key.clone(),
-        }
+        })
     }
 
     /// Hands `entry` to every follower.
@@ -291,6 +342,7 @@ mod tests {
         match role {
             Role::Follower(rx, _) => rx,
             Role::Leader(_) => panic!("one leader per flight"),
+            Role::Alone => panic!("no answer yet, so it waits"),
         }
     }
 
@@ -316,7 +368,8 @@ mod tests {
     #[tokio::test]
     async fn a_released_flight_sends_every_follower_on_its_own() {
         let flights = Arc::new(Flights::default());
-        let key = FlightKey::Miss("http://h/x".into(), 0);
+        let uri = http::Uri::from_static("http://h/x");
+        let key = flights.miss_key(&UriKey::new(&uri, &HeaderMap::new()), 0, None);
         let guard = flights.lead(key.clone(), None).expect("no flight yet");
         assert!(flights.lead(key.clone(), None).is_none(), "one at a time");
         let followers: Vec<_> = (0..3)
@@ -365,6 +418,48 @@ mod tests {
             0,
             "the second dropped its lead with no one left"
         );
+    }
+
+    #[tokio::test]
+    async fn an_answer_no_one_waited_for_sends_later_requests_on_their_own() {
+        let flights = Arc::new(Flights::default());
+        let uri = http::Uri::from_static("http://h/x");
+        let key = flights.miss_key(&UriKey::new(&uri, &HeaderMap::new()), 0, None);
+        let Role::Leader(guard) = flights.join(key.clone(), None) else {
+            panic!("the first request leads")
+        };
+        assert!(guard.publisher().is_none(), "no one waits: nothing shared");
+        assert!(matches!(flights.join(key.clone(), None), Role::Alone));
+        guard.release();
+        assert!(
+            matches!(flights.join(key.clone(), None), Role::Leader(_)),
+            "a new flight once the answer has ended"
+        );
+
+        let Role::Leader(guard) = flights.join(key.clone(), None) else {
+            panic!("leads")
+        };
+        let rx = follower(flights.join(key.clone(), None));
+        assert!(guard.publisher().is_some(), "someone waits: shared");
+        drop(rx);
+    }
+
+    #[tokio::test]
+    async fn keys_with_one_hash_and_other_parts_are_other_flights() {
+        let flights = Arc::new(Flights::default());
+        let (a, b) = (
+            http::Uri::from_static("http://h/a"),
+            http::Uri::from_static("http://h/b"),
+        );
+        let none = HeaderMap::new();
+        let first = flights.miss_key(&UriKey::new(&a, &none), 0, Some(7));
+        let other = flights.miss_key(&UriKey::new(&b, &none), 0, Some(7));
+        let Role::Leader(_guard) = flights.join(first, None) else {
+            panic!("leads")
+        };
+        let second = flights.join(other, None);
+        assert!(matches!(second, Role::Leader(_)), "not a follower of /a");
+        assert_eq!(flights.len(), 2);
     }
 
     #[tokio::test]

@@ -22,8 +22,10 @@ use std::hash::Hasher;
 const INLINE: usize = 256;
 
 /// The parts of a request that its key is made of, kept by reference count (cloning one copies
-/// no URI bytes).
-#[derive(Clone)]
+/// no URI bytes). Two equal keys have the same key text (the URI's scheme and authority compare
+/// without case, as the text lowercases them); two keys with one text may still differ (a port
+/// written out, userinfo), and are then told apart.
+#[derive(Clone, PartialEq, Eq)]
 pub(crate) struct UriKey {
     uri: Uri,
     /// The `Host` field, when the URI has no authority.

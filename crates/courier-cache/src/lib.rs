@@ -209,6 +209,10 @@
 //!   order. They are answered from the stored entry (marked `Miss`) when its `Vary` selects it
 //!   for them; a waiter it does not select sends its own request then. GETs the caller made
 //!   conditional and HEAD requests do not take part.
+//! - Only requests that come before the first's answer wait. When its answer arrives with no
+//!   one waiting (the common case: no crowd), it goes to its caller as it came, with nothing
+//!   made to share it, and a GET of the key that comes while its body is still being read
+//!   sends its own request: it would otherwise wait on a caller that reads at leisure.
 //! - When the first's answer cannot serve the others (an error or a 5xx; for a revalidation,
 //!   anything but a matching 304 the cache may keep; for a miss, an answer the cache does not
 //!   store, `no-store` among them, or a body that fails or is not the length announced), each

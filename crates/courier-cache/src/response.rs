@@ -411,7 +411,7 @@ impl Lookup {
             storing.finish(Bytes::new());
             return response.map(CacheBody::upstream);
         }
-        let Some(publisher) = storing.flight.as_ref().map(FlightGuard::publisher) else {
+        let Some(publisher) = storing.flight.as_ref().and_then(FlightGuard::publisher) else {
             return response.map(|body| CacheBody::teed(body, len, exact, max, storing));
         };
         // Others wait for it: they read it too, and are handed it to read as they come.

@@ -387,7 +387,8 @@ impl Route {
                 Some((FlightKey::revalidation(entry), Some(entry), max_wait))
             }
             (_, Some(max_wait)) if !added_conditionals && !head && !fields.conditional => {
-                let key = FlightKey::Miss(lookup.key.text().as_str().into(), credentials);
+                let flights = &lookup.shared.flights;
+                let key = flights.miss_key(&lookup.key, credentials, lookup.key_hash);
                 Some((key, None, max_wait))
             }
             _ => None,
@@ -423,7 +424,9 @@ impl Route {
                 lookup.flight = Some(guard);
                 State::forwarded(inner.call(req), Pending::Lookup(lookup), resend)
             }
-            None => State::forwarded(inner.call(req), Pending::Lookup(lookup), resend),
+            Some((Role::Alone, _)) | None => {
+                State::forwarded(inner.call(req), Pending::Lookup(lookup), resend)
+            }
         }
     }
 }

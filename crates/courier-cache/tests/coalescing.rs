@@ -248,8 +248,12 @@ async fn a_body_that_fails_sends_the_others_on_and_its_caller_gets_the_error() {
     for _ in 1..5 {
         mock.push(ok(CACHEABLE, "config"));
     }
-    let leader = svc.clone().oneshot(get(URL)).await.unwrap();
+    // The first call is made (its flight open) before the others come, and answered after.
+    let mut first = svc.clone();
+    let leader = first.ready().await.unwrap().call(get(URL));
     let followers: Vec<_> = (1..5).map(|_| spawn_call(&svc, get(URL))).collect();
+    tokio::task::yield_now().await;
+    let leader = leader.await.unwrap();
     for task in followers {
         assert_eq!(task.await.unwrap().0.body, "config");
     }
