@@ -56,7 +56,6 @@ impl FlightKey {
 }
 
 /// The flights under way, with the followers waiting for each, oldest first.
-#[derive(Default)]
 pub(crate) struct Flights {
     inner: Mutex<Waiters>,
     /// Hashes key texts when the store gave no hash of its own.
@@ -75,6 +74,22 @@ struct Flight {
     /// The answer came with no one waiting, so it was not made one to share: a request that
     /// comes later goes on its own.
     unshared: bool,
+}
+
+/// Room for this many flights from the start. A smaller table marks most removals as
+/// tombstones, and one flight opened and ended per miss then rebuilds it every few calls.
+const INITIAL_FLIGHTS: usize = 16;
+
+impl Default for Flights {
+    fn default() -> Self {
+        Self {
+            inner: Mutex::new(Waiters::with_capacity_and_hasher(
+                INITIAL_FLIGHTS,
+                foldhash::fast::RandomState::default(),
+            )),
+            hasher: foldhash::fast::RandomState::default(),
+        }
+    }
 }
 
 impl fmt::Debug for Flights {
