@@ -2,8 +2,8 @@
 
 use courier_core::classify::{FailureKind, TransportError};
 use courier_core::{
-    AttemptTimedOut, Attempts, BoxError, CallFailed, CircuitOpen, DeadlineExceeded, RateLimited,
-    attempts_of, cause_ref,
+    AttemptTimedOut, Attempts, BoxError, CallFailed, CircuitOpen, ConcurrencyLimited,
+    DeadlineExceeded, RateLimited, attempts_of, cause_ref,
 };
 use std::error::Error as StdError;
 use std::fmt;
@@ -43,6 +43,8 @@ pub enum Error {
     CircuitOpen(Attempted<CircuitOpen>),
     /// The rate limiter refused the call.
     RateLimited(Attempted<RateLimited>),
+    /// The concurrency limit refused the call: as many calls as it allows were in flight.
+    ConcurrencyLimited(Attempted<ConcurrencyLimited>),
     /// The transport failed: connect, timeout, read, tls or other.
     Transport {
         /// What kind of failure it was.
@@ -73,6 +75,7 @@ impl Error {
             Self::AttemptTimedOut(e) => e.attempts(),
             Self::CircuitOpen(e) => e.attempts(),
             Self::RateLimited(e) => e.attempts(),
+            Self::ConcurrencyLimited(e) => e.attempts(),
             Self::Transport { attempts, .. } => attempts,
             #[cfg(feature = "paginate")]
             Self::Pagination(_) => &NO_ATTEMPTS,
@@ -82,9 +85,10 @@ impl Error {
     /// The failure kind, as the retry layer classifies it.
     pub fn kind(&self) -> FailureKind {
         match self {
-            Self::DeadlineExceeded(_) | Self::CircuitOpen(_) | Self::RateLimited(_) => {
-                FailureKind::Local
-            }
+            Self::DeadlineExceeded(_)
+            | Self::CircuitOpen(_)
+            | Self::RateLimited(_)
+            | Self::ConcurrencyLimited(_) => FailureKind::Local,
             Self::AttemptTimedOut(_) => FailureKind::Timeout,
             Self::Transport { kind, .. } => *kind,
             #[cfg(feature = "paginate")]
@@ -102,7 +106,8 @@ impl Error {
     }
 
     /// Whether the attempt that ended the call never reached the network: the circuit
-    /// breaker or the rate limiter refused it, or its connection was never made.
+    /// breaker, the rate limiter or the concurrency limit refused it, or its connection was
+    /// never made.
     ///
     /// A spent deadline says `false`: it may fire while the request is out or its response
     /// is read. For a request that is not retry-safe (POST or PATCH without an
@@ -114,6 +119,7 @@ impl Error {
             self,
             Self::CircuitOpen(_)
                 | Self::RateLimited(_)
+                | Self::ConcurrencyLimited(_)
                 | Self::Transport {
                     kind: FailureKind::Connect,
                     ..
@@ -152,6 +158,9 @@ fn classify_box(err: BoxError, attempts: Attempts) -> Error {
     }
     if let Some(r) = cause_ref::<RateLimited>(e) {
         return Error::RateLimited(Attempted::new(*r, attempts));
+    }
+    if let Some(c) = cause_ref::<ConcurrencyLimited>(e) {
+        return Error::ConcurrencyLimited(Attempted::new(*c, attempts));
     }
     if let Some(t) = cause_ref::<AttemptTimedOut>(e) {
         return Error::AttemptTimedOut(Attempted::new(*t, attempts));
@@ -219,6 +228,7 @@ impl fmt::Display for Error {
             Self::AttemptTimedOut(e) => e.fmt(f),
             Self::CircuitOpen(e) => e.fmt(f),
             Self::RateLimited(e) => e.fmt(f),
+            Self::ConcurrencyLimited(e) => e.fmt(f),
             Self::Transport { kind, source, .. } => {
                 // Each part quoted as an excerpt: a client's message may hold the URL or a
                 // header it was given, whole, control characters and all.
@@ -246,6 +256,7 @@ impl StdError for Error {
             Self::AttemptTimedOut(e) => Some(&**e),
             Self::CircuitOpen(e) => Some(&**e),
             Self::RateLimited(e) => Some(&**e),
+            Self::ConcurrencyLimited(e) => Some(&**e),
             Self::Transport { source, .. } => Some(&**source),
             #[cfg(feature = "paginate")]
             Self::Pagination(e) => Some(e),
@@ -280,6 +291,15 @@ mod tests {
         assert!(matches!(e, Error::RateLimited(_)));
         assert_eq!(e.retry_in(), Some(Duration::from_secs(1)));
         assert!(e.nothing_sent());
+
+        let e = Error::from(BoxError::from(ConcurrencyLimited::new(8, 8)));
+        let Error::ConcurrencyLimited(limited) = &e else {
+            panic!("a concurrency refusal, got {e:?}")
+        };
+        assert_eq!((limited.in_flight(), limited.limit()), (8, 8));
+        assert_eq!(e.kind(), FailureKind::Local);
+        assert!(e.nothing_sent());
+        assert_eq!(e.retry_in(), None);
 
         let e = Error::from(BoxError::from(io::Error::from(
             io::ErrorKind::ConnectionReset,

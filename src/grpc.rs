@@ -45,7 +45,8 @@ use crate::transport::{Classified, classified};
 use bytes::Bytes;
 use courier_core::classify::TransportError;
 use courier_core::{
-    AttemptTimedOut, BoxError, CircuitOpen, DeadlineExceeded, RateLimited, cause_ref,
+    AttemptTimedOut, BoxError, CircuitOpen, ConcurrencyLimited, DeadlineExceeded, RateLimited,
+    cause_ref,
 };
 use courier_retry::ReplayBody;
 use http::{Request, Response};
@@ -189,7 +190,9 @@ pub fn to_status(err: BoxError) -> BoxError {
         || cause_ref::<AttemptTimedOut>(&*err).is_some()
     {
         tonic::Status::deadline_exceeded(err.to_string())
-    } else if cause_ref::<CircuitOpen>(&*err).is_some() || cause_ref::<RateLimited>(&*err).is_some()
+    } else if cause_ref::<CircuitOpen>(&*err).is_some()
+        || cause_ref::<RateLimited>(&*err).is_some()
+        || cause_ref::<ConcurrencyLimited>(&*err).is_some()
     {
         tonic::Status::unavailable(err.to_string())
     } else {

@@ -374,8 +374,8 @@ async fn a_deadline_holds_while_the_cache_waits_on_another_revalidation() {
     assert_eq!(calls.load(Ordering::SeqCst), 2, "the leader is upstream");
 
     let mut req = get();
-    req.extensions_mut()
-        .insert(courier::core::Deadline::after(Duration::from_secs(1)));
+    courier_core::CallContext::get_or_insert(&mut req)
+        .shrink_deadline_after(Duration::from_secs(1));
     let start = tokio::time::Instant::now();
     let err = client.clone().oneshot(req).await.unwrap_err();
     assert_eq!(start.elapsed(), Duration::from_secs(1));

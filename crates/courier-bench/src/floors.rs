@@ -3,7 +3,7 @@
 //!
 //! | layer | floor |
 //! | --- | --- |
-//! | deadline | [`deadline_only`]: put the `Deadline` extension on the request, no timer |
+//! | deadline | [`deadline_only`]: put the call's context (host and deadline) on the request, no timer |
 //! | attempt timeout | tower's `Timeout`: read the clock and build a timer per call |
 //! | retry | [`AttemptsFloor`]: keep the request's head, read the clock, put the one-record `Attempts` extension on the response |
 //! | breaker (global) | [`Floor`] over one shared state: read it, hand the future a reference, read it again with the outcome |
@@ -12,7 +12,7 @@
 //! | cache (miss) | [`LookupFloor`]: hash the method and URI, probe a concurrent map, forward, put `CacheStatus` on the answer |
 
 use courier::core::extensions::{AttemptOutcome, AttemptRecord, Attempts, Decision, Reason};
-use courier::core::{BoxError, CacheStatus, Deadline, HostKey, Verdict};
+use courier::core::{BoxError, CacheStatus, CallContext, HostKey, Verdict};
 use http::header::{CACHE_CONTROL, ETAG};
 use http::{Request, Response};
 use std::future::Future;
@@ -25,13 +25,14 @@ use std::time::Duration;
 use tower::util::MapRequestLayer;
 use tower::{Layer, Service};
 
-/// The deadline's floor: the `Deadline` extension every layer below reads, with no timer.
+/// The deadline's floor: the call's context (its host and deadline) every layer below reads,
+/// with no timer.
 pub fn deadline_only<S, B>(
     budget: Duration,
     inner: S,
 ) -> tower::util::MapRequest<S, impl FnMut(Request<B>) -> Request<B> + Clone> {
     MapRequestLayer::new(move |mut req: Request<B>| {
-        Deadline::after(budget).shrink(req.extensions_mut());
+        CallContext::get_or_insert(&mut req).shrink_deadline_after(budget);
         req
     })
     .layer(inner)

@@ -2,7 +2,7 @@
 
 use crate::config::Config;
 use courier_core::extensions::AttemptOutcome;
-use courier_core::{Attempts, FailureKind, Verdict};
+use courier_core::{Attempts, CallContext, FailureKind, Verdict};
 
 /// What a call's outcome means to the breaker.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -66,12 +66,9 @@ impl Role {
     /// The role of a request with `ext`. A request with no extensions costs one branch.
     #[inline]
     pub(crate) fn of(ext: &http::Extensions, config: &Config) -> Self {
-        if ext.is_empty() {
-            return Self::FIRST;
-        }
-        match ext.get::<Attempts>() {
-            Some(records) if records.count() > 0 => Self::of_retry(records, config),
-            _ => Self::FIRST,
+        match CallContext::get(ext).and_then(CallContext::earlier_attempts) {
+            Some(records) => Self::of_retry(records, config),
+            None => Self::FIRST,
         }
     }
 

@@ -75,7 +75,7 @@ fn attempt(earlier: &[Step], classifier: &Classifier) -> Request<()> {
                 elapsed: Duration::ZERO,
             })
             .collect();
-        req.extensions_mut().insert(records);
+        courier_core::CallContext::get_or_insert(&mut req).set_earlier_attempts(records);
     }
     req
 }

@@ -8,7 +8,7 @@ use crate::service::Route;
 use crate::store::StoreFuture;
 use crate::telemetry::observed;
 use bytes::Bytes;
-use courier_core::Deadline;
+use courier_core::CallContext;
 use courier_core::body::RetryBody;
 use courier_core::extensions::CacheStatus;
 use http::header::HeaderMap;
@@ -21,7 +21,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, ready};
 use tokio::sync::oneshot;
-use tokio::time::Sleep;
+use tokio::time::{Instant, Sleep};
 use tower_service::Service;
 use tracing::Span;
 
@@ -112,7 +112,7 @@ pub(crate) struct Resend<S, B> {
     pub(crate) uri: Uri,
     /// A HEAD's fields (a GET's are the lookup's copy of them).
     pub(crate) headers: Option<HeaderMap>,
-    /// The caller's extensions, its `Deadline` among them.
+    /// The caller's extensions, its `CallContext` among them.
     pub(crate) extensions: Extensions,
     pub(crate) body: B,
 }
@@ -156,23 +156,25 @@ impl<S, B, F, R> State<S, B, F, R> {
     /// caller's request, to send again, or a hit not yet handed out), with the call's deadline
     /// when it is known: a call dropped then was ended from outside, and no layer below
     /// can say so. Waiting on the layers below, the retry layer there says it.
-    fn waiting_here(&self) -> Option<Option<Deadline>> {
+    fn waiting_here(&self) -> Option<Option<Instant>> {
         match self {
             Self::Looking { looking } => Some(
                 looking
                     .request
                     .as_ref()
-                    .and_then(|r| Deadline::get(r.extensions())),
+                    .and_then(|r| CallContext::deadline_in(r.extensions())),
             ),
             Self::Following { follower } if follower.pending.is_some() => Some(
                 follower
                     .request
                     .as_ref()
-                    .and_then(|r| Deadline::get(r.extensions())),
+                    .and_then(|r| CallContext::deadline_in(r.extensions())),
             ),
-            Self::Resending { resend, .. } => {
-                Some(resend.as_ref().and_then(|r| Deadline::get(&r.extensions)))
-            }
+            Self::Resending { resend, .. } => Some(
+                resend
+                    .as_ref()
+                    .and_then(|r| CallContext::deadline_in(&r.extensions)),
+            ),
             Self::Ready { response: Some(_) } => Some(None),
             _ => None,
         }

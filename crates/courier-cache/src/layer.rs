@@ -163,7 +163,7 @@ impl EtagCacheLayer {
     /// Collapse concurrent revalidations of one stored entry, and concurrent GETs of one key
     /// that has no entry to serve them, into one upstream request: the first goes upstream, the
     /// others wait for its result (at most `max_wait`, and never past their request's
-    /// [`Deadline`](courier_core::Deadline) extension) and are answered from the entry it
+    /// deadline, in its [`CallContext`](courier_core::CallContext)) and are answered from the entry it
     /// updated or stored. When its answer cannot serve them, or the wait runs out, each waiter
     /// sends its own request; when the first is cancelled, one waiter goes in its place. See
     /// the crate's **Concurrency**. `None` sends every request. Defaults to `Some(10 s)`.

@@ -95,7 +95,7 @@
 //!   representation it speaks of; nor is the 304 an answer to a caller who asked no
 //!   conditional question. The cache sends the GET or HEAD once more, without the validators
 //!   it added (with a copy of its body, see [`EtagCache`], and the caller's extensions, its
-//!   [`Deadline`](courier_core::Deadline) among them, so that the layers below bound it as
+//!   [`CallContext`](courier_core::CallContext) with its deadline among them, so that the layers below bound it as
 //!   they bound the first), and answers with that, marked `Miss`; a 304 to that one is passed
 //!   through. Only a request whose body gives a copy to keep aside (any `Clone` body, an empty
 //!   `ReplayBody`) is made conditional; others are sent as they are. Callers waiting
@@ -110,7 +110,7 @@
 //!   5861), and allowed stale as above, answers at once, marked `Stale` (with its `Age`), and
 //!   the request, made conditional as for a revalidation, goes on in a tokio task of its own
 //!   (see [`EtagCache`]'s **Bounds**). One such revalidation per stored entry at a time: the
-//!   calls that come meanwhile are answered stale too. It carries a [`Deadline`](courier_core::Deadline) of
+//!   calls that come meanwhile are answered stale too. It carries a deadline ([`CallContext`](courier_core::CallContext)) of
 //!   [`BACKGROUND_REVALIDATION_TIMEOUT`] (10 s) in place of the caller's, so that the layers
 //!   below bound it as they bound any call, and is dropped by then whatever they do. Its answer
 //!   updates or replaces the entry as a caller's would; its failure leaves the entry as it
@@ -220,7 +220,7 @@
 //!   cancelled before its answer comes (its future dropped), the waiter that came first sends
 //!   its request in its place and the others wait for that one.
 //! - No waiter waits longer than the bound (10 s by default: a slow first request delays the
-//!   others by at most that) or past its request's [`Deadline`](courier_core::Deadline):
+//!   others by at most that) or past its request's deadline ([`CallContext`](courier_core::CallContext)):
 //!   then it sends its own request, so none is stranded.
 //!
 //! # Logs

@@ -10,7 +10,7 @@ use crate::key::{KeyText, Parts, UriKey};
 use crate::layer::{EtagCacheLayer, Shared};
 use crate::response::{Completion, Lookup, Pending, cached_response};
 use crate::store::{CacheStore, StoreFuture};
-use courier_core::Deadline;
+use courier_core::CallContext;
 use courier_core::body::RetryBody;
 use courier_core::cache_control::CacheControl;
 use courier_core::extensions::CacheStatus;
@@ -403,7 +403,7 @@ impl Route {
                 let inner = std::mem::replace(inner, clone);
                 // Never past the caller's deadline: then it asks on its own, and the layers
                 // below (an attempt timeout) end the call by the deadline.
-                let deadline = Deadline::get(req.extensions()).map(|d| d.instant());
+                let deadline = CallContext::deadline_in(req.extensions());
                 let timeout = match (now.checked_add(max_wait), deadline) {
                     (Some(end), Some(deadline)) => tokio::time::sleep_until(end.min(deadline)),
                     (None, Some(deadline)) => tokio::time::sleep_until(deadline),
@@ -440,8 +440,8 @@ pub const BACKGROUND_REVALIDATION_TIMEOUT: Duration = crate::layer::DEFAULT_SING
 
 /// Answers with the `stale` entry at once, and sends `req` (made conditional when it could be)
 /// through `inner` in a task of its own, unless a revalidation of that entry is under way
-/// already. The request carries a [`Deadline`] of [`BACKGROUND_REVALIDATION_TIMEOUT`] in place
-/// of the caller's, and the task ends by then whatever the layers below do: its failure, or
+/// already. The request carries a [`CallContext`] of its own, with a deadline of
+/// [`BACKGROUND_REVALIDATION_TIMEOUT`] in place of the caller's, and the task ends by then whatever the layers below do: its failure, or
 /// its end, leaves the stale entry as it was.
 #[cold]
 #[inline(never)]
@@ -481,8 +481,9 @@ where
         return State::ready(response);
     };
     lookup.flight = Some(guard);
-    req.extensions_mut()
-        .insert(Deadline::after(BACKGROUND_REVALIDATION_TIMEOUT));
+    // A call of its own: the caller's deadline gives way to its own.
+    req.extensions_mut().remove::<CallContext>();
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(BACKGROUND_REVALIDATION_TIMEOUT);
     // Its own span (no parent): the caller's call ends with this answer.
     let span = tracing::debug_span!(target: TARGET, parent: None, "courier.cache.revalidate");
     let future = {

@@ -102,11 +102,11 @@ pub(crate) fn observed<B, E>(span: &Span, res: Result<Response<B>, E>) -> Result
 /// `error.type` `deadline_exceeded` when its deadline had passed, else `canceled`.
 #[cold]
 #[inline(never)]
-pub(crate) fn ended_from_outside(span: &Span, deadline: Option<courier_core::Deadline>) {
+pub(crate) fn ended_from_outside(span: &Span, deadline: Option<tokio::time::Instant>) {
     if span.is_disabled() {
         return;
     }
-    let passed = deadline.is_some_and(|d| d.is_expired());
+    let passed = deadline.is_some_and(|d| tokio::time::Instant::now() >= d);
     span.record("error.type", names::ended_from_outside(passed));
     span.record("otel.status_code", "ERROR");
 }

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use courier_cache::CacheBody;
-use courier_core::{BoxError, CacheStatus, Deadline};
+use courier_core::{BoxError, CacheStatus, CallContext};
 use courier_testkit::body::ScriptedBody;
 use http::{Request, Response};
 use http_body_util::BodyExt;
@@ -385,9 +385,7 @@ async fn a_follower_waits_no_longer_than_its_deadline_or_the_bound() {
     let first = spawn_call(&svc, get(URL));
     settle().await;
     let mut hurried = get(URL);
-    hurried
-        .extensions_mut()
-        .insert(Deadline::after(Duration::from_millis(50)));
+    CallContext::get_or_insert(&mut hurried).shrink_deadline_after(Duration::from_millis(50));
     let hurried = spawn_call(&svc, hurried);
     let patient = spawn_call(&svc, get(URL));
 

@@ -497,11 +497,11 @@ async fn a_304_selecting_nothing_is_not_the_answer_to_an_unconditional_request()
     assert!(mock.last().headers.get("if-none-match").is_none());
 }
 
-/// The request sent again carries the caller's extensions, its `Deadline` among them, so the
+/// The request sent again carries the caller's extensions, its `CallContext` among them, so the
 /// layers below end it by the deadline as they end the first one.
 #[tokio::test(start_paused = true)]
 async fn the_request_sent_again_is_bounded_by_the_callers_deadline() {
-    use courier_core::{BoxError, Deadline};
+    use courier_core::{BoxError, CallContext};
     use std::sync::Arc;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tower::{Service, ServiceExt};
@@ -512,13 +512,13 @@ async fn the_request_sent_again_is_bounded_by_the_callers_deadline() {
     let upstream = mock.service();
     // An attempt timeout: the deadline the request carries ends it.
     let bounded = tower::service_fn(move |req: Request<()>| {
-        let deadline = Deadline::get(req.extensions());
+        let deadline = courier_core::CallContext::deadline_in(req.extensions());
         seen.fetch_add(usize::from(deadline.is_some()), Ordering::SeqCst);
         let mut upstream = upstream.clone();
         async move {
             let call = upstream.ready().await?.call(req);
             match deadline {
-                Some(d) => tokio::time::timeout_at(d.instant(), call)
+                Some(d) => tokio::time::timeout_at(d, call)
                     .await
                     .map_err(|_| BoxError::from("deadline exceeded"))?,
                 None => call.await,
@@ -532,9 +532,7 @@ async fn the_request_sent_again_is_bounded_by_the_callers_deadline() {
     mock.push_delayed(Duration::from_secs(1), not_modified(&[("etag", "\"b\"")]));
     mock.push_delayed(Duration::from_secs(60), ok(&[("etag", "\"b\"")], "late"));
     let mut request = get(URL);
-    request
-        .extensions_mut()
-        .insert(Deadline::after(Duration::from_secs(3)));
+    CallContext::get_or_insert(&mut request).shrink_deadline_after(Duration::from_secs(3));
     let start = tokio::time::Instant::now();
     let got = send(&mut svc, request).await;
     assert!(got.is_err(), "the deadline ended the request sent again");

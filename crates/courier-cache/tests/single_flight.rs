@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use courier_core::{BoxError, CacheStatus, Deadline};
+use courier_core::{BoxError, CacheStatus, CallContext};
 use std::future::{Future, poll_fn};
 use std::pin::Pin;
 use std::task::Poll;
@@ -181,8 +181,7 @@ async fn a_follower_waits_no_longer_than_its_deadline() {
     mock.push(not_modified(&[("etag", "\"v\"")]));
     let leader = svc.ready().await.unwrap().call(get(URL));
     let mut req = get(URL);
-    req.extensions_mut()
-        .insert(Deadline::after(Duration::from_secs(1)));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(Duration::from_secs(1));
     let follower = svc.ready().await.unwrap().call(req);
     let hanging = tokio::spawn(leader);
     tokio::task::yield_now().await;

@@ -6,7 +6,7 @@ mod common;
 
 use common::*;
 use courier_cache::BACKGROUND_REVALIDATION_TIMEOUT;
-use courier_core::{Attempts, BoxError, CacheStatus, Deadline};
+use courier_core::{Attempts, BoxError, CacheStatus, CallContext};
 use http::{Request, Response};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -166,7 +166,7 @@ async fn the_background_request_has_a_deadline_and_a_bound_of_its_own() {
             deadlines
                 .lock()
                 .unwrap()
-                .push(Deadline::get(req.extensions()));
+                .push(courier_core::CallContext::deadline_in(req.extensions()));
             mock.clone().oneshot(req)
         })
     };
@@ -179,14 +179,13 @@ async fn the_background_request_has_a_deadline_and_a_bound_of_its_own() {
         not_modified(&[("etag", "\"v1\"")]),
     );
     let mut req = get(URL);
-    req.extensions_mut()
-        .insert(Deadline::after(Duration::from_millis(5)));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(Duration::from_millis(5));
     let sent = Instant::now();
     assert_eq!(send(&mut svc, req).await.unwrap().cache, CacheStatus::Stale);
     settle().await;
     assert_eq!(
         deadlines.lock().unwrap().last().copied().flatten(),
-        Some(Deadline::at(sent + BACKGROUND_REVALIDATION_TIMEOUT)),
+        Some(sent + BACKGROUND_REVALIDATION_TIMEOUT),
         "its own deadline, not the caller's"
     );
 

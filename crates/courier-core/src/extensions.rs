@@ -1,10 +1,149 @@
 //! What layers tell each other through request and response extensions.
 
 use crate::classify::FailureKind;
+use crate::host::HostKey;
 use http::{Extensions, StatusCode};
 use std::fmt;
 use std::time::Duration;
 use tokio::time::Instant;
+
+/// What the layers of one call share, as one request extension: the host the call is for, its
+/// deadline, and the records of its earlier attempts.
+///
+/// The outermost courier layer of a call puts it on the request
+/// ([`CallContext::get_or_insert`]), the host key made once; every layer below reads it from
+/// there, and a layer used alone makes it when none is there. Nothing else is added to a
+/// request's extensions by courier's layers.
+///
+/// - **The host** ([`host`](Self::host)): every layer keyed per host ([`PerHost`](crate::PerHost),
+///   through [`RequestHead::host`](crate::RequestHead::host)) takes it from here rather than
+///   from the URI again. It is checked against the request's URI in place (a few comparisons),
+///   so a layer in between that points the request elsewhere gets the new host.
+/// - **The deadline** ([`deadline`](Self::deadline)): the absolute moment by which the whole
+///   call must be done. Set by the deadline layer (or by a server-side layer from an incoming
+///   request); retry never sleeps past it, the rate limiter never waits past it, the attempt
+///   timeout is `min(per_attempt, left)`. It only ever shrinks
+///   ([`shrink_deadline`](Self::shrink_deadline) keeps the earlier of the two).
+/// - **The earlier attempts** ([`earlier_attempts`](Self::earlier_attempts)): on every attempt
+///   after a call's first, retry puts the records so far here, so that the layers below tell
+///   a retry from a new call (the breaker counts a call's failures once).
+///
+/// ```
+/// # #[tokio::main(flavor = "current_thread")] async fn main() {
+/// use courier_core::CallContext;
+/// use std::time::Duration;
+/// use tokio::time::Instant;
+///
+/// let mut req = http::Request::get("http://api.example/items").body(()).unwrap();
+/// let outer = Instant::now() + Duration::from_secs(5);
+/// CallContext::get_or_insert(&mut req).shrink_deadline(outer);
+/// // A nested deadline never extends an earlier one.
+/// let inner = Instant::now() + Duration::from_secs(30);
+/// assert_eq!(CallContext::get_or_insert(&mut req).shrink_deadline(inner), outer);
+/// let ctx = CallContext::get(req.extensions()).unwrap();
+/// assert_eq!(ctx.host().unwrap().to_string(), "http://api.example");
+/// # }
+/// ```
+#[derive(Debug, Clone, Default)]
+pub struct CallContext {
+    host: Option<HostKey>,
+    deadline: Option<Instant>,
+    attempts: Option<Attempts>,
+}
+
+impl CallContext {
+    /// The context of the call `ext` belong to, if a layer has put one there.
+    #[inline]
+    pub fn get(ext: &Extensions) -> Option<&Self> {
+        if ext.is_empty() {
+            return None;
+        }
+        ext.get::<Self>()
+    }
+
+    /// The context of the call `req` belongs to, put there (with its host) if none was.
+    #[inline]
+    pub fn get_or_insert<B>(req: &mut http::Request<B>) -> &mut Self {
+        let host = Self::missing_host(req.extensions())
+            .then(|| HostKey::from_parts(req.uri(), req.headers()));
+        Self::with_host(req.extensions_mut(), host)
+    }
+
+    /// As [`get_or_insert`](Self::get_or_insert), for a request taken apart.
+    #[inline]
+    pub fn get_or_insert_parts(parts: &mut http::request::Parts) -> &mut Self {
+        let host = Self::missing_host(&parts.extensions)
+            .then(|| HostKey::from_parts(&parts.uri, &parts.headers));
+        Self::with_host(&mut parts.extensions, host)
+    }
+
+    fn missing_host(ext: &Extensions) -> bool {
+        Self::get(ext).is_none_or(|c| c.host.is_none())
+    }
+
+    fn with_host(ext: &mut Extensions, host: Option<HostKey>) -> &mut Self {
+        let ctx = ext.get_or_insert_default::<Self>();
+        if host.is_some() {
+            ctx.host = host;
+        }
+        ctx
+    }
+
+    /// The deadline in `ext`, if a layer set one.
+    #[inline]
+    pub fn deadline_in(ext: &Extensions) -> Option<Instant> {
+        Self::get(ext).and_then(|c| c.deadline)
+    }
+
+    /// The host the call is for, as its outermost layer found it; `None` in a context made
+    /// from extensions alone (a server-side deadline), until a layer with the request fills it.
+    pub fn host(&self) -> Option<&HostKey> {
+        self.host.as_ref()
+    }
+
+    /// The call's deadline, if one was set.
+    pub const fn deadline(&self) -> Option<Instant> {
+        self.deadline
+    }
+
+    /// Time left until the deadline (zero once passed); `None` without one.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|at| at.saturating_duration_since(Instant::now()))
+    }
+
+    /// Whether waiting `wait` from now would end after the deadline (never without one).
+    pub fn would_pass(&self, wait: Duration) -> bool {
+        self.deadline
+            .is_some_and(|at| Instant::now().checked_add(wait).is_none_or(|end| end > at))
+    }
+
+    /// Sets the deadline to `at` unless an earlier one is set already; returns the one in
+    /// force.
+    pub fn shrink_deadline(&mut self, at: Instant) -> Instant {
+        let at = self.deadline.map_or(at, |set| set.min(at));
+        self.deadline = Some(at);
+        at
+    }
+
+    /// Sets the deadline `budget` from now (saturating at the far future) unless an earlier one
+    /// is set already; returns the one in force.
+    pub fn shrink_deadline_after(&mut self, budget: Duration) -> Instant {
+        let now = Instant::now();
+        self.shrink_deadline(now.checked_add(budget).unwrap_or_else(far_future))
+    }
+
+    /// The records of the call's earlier attempts, on a retry; `None` on a call's first
+    /// attempt.
+    pub fn earlier_attempts(&self) -> Option<&Attempts> {
+        self.attempts.as_ref().filter(|a| a.count() > 0)
+    }
+
+    /// Puts the records of the call's attempts so far, for the attempt about to be sent.
+    pub fn set_earlier_attempts(&mut self, attempts: Attempts) {
+        self.attempts = Some(attempts);
+    }
+}
 
 /// The absolute moment by which the whole call must be done, as a request extension.
 ///
@@ -56,7 +195,9 @@ impl Deadline {
 
     /// The deadline carried by `ext`, if any.
     pub fn get(ext: &Extensions) -> Option<Self> {
-        ext.get::<Self>().copied()
+        CallContext::deadline_in(ext)
+            .map(Self::at)
+            .or_else(|| ext.get::<Self>().copied())
     }
 
     /// Puts `self` into `ext` unless an earlier deadline is there already; returns the one in
@@ -74,19 +215,10 @@ impl Deadline {
     /// # }
     /// ```
     pub fn shrink(self, ext: &mut Extensions) -> Self {
-        match ext.get_mut::<Self>() {
-            // Updated in place: replacing it would box a new value.
-            Some(existing) => {
-                if self.at < existing.at {
-                    *existing = self;
-                }
-                *existing
-            }
-            None => {
-                ext.insert(self);
-                self
-            }
-        }
+        Self::at(
+            ext.get_or_insert_default::<CallContext>()
+                .shrink_deadline(self.at),
+        )
     }
 }
 

@@ -186,8 +186,15 @@ impl<'a> RequestHead<'a> {
         self.extensions
     }
 
-    /// The request's [`HostKey`].
+    /// The request's [`HostKey`]: the one its [`CallContext`](crate::CallContext) holds when
+    /// the URI still names it, else made from the URI and headers.
+    #[inline]
     pub fn host(&self) -> HostKey {
+        if let Some(host) = crate::CallContext::get(self.extensions).and_then(|c| c.host())
+            && host.matches(self.uri) == Some(true)
+        {
+            return host.clone();
+        }
         HostKey::from_parts(self.uri, self.headers)
     }
 }

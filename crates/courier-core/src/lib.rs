@@ -16,7 +16,8 @@
 //!   retry and for the cache's second request.
 //! - [`cache_control`]: `Cache-Control` directives and entity tags.
 //! - [`extensions`]: the request and response extensions layers pass to each other: the
-//!   [`Deadline`], the attempt records and the cache status.
+//!   [`CallContext`] (the host, the deadline, the earlier attempts), the attempt records and
+//!   the cache status.
 //! - [`error`]: the refusals every layer and the facade agree on, the one [`InvalidConfig`] of
 //!   every fallible setting, and helpers that walk `source()` chains.
 //! - [`clock`]: the injectable wall clock, the one place `SystemTime` is read.
@@ -58,7 +59,7 @@ pub use error::{
     AttemptTimedOut, BoxError, CallFailed, CircuitOpen, ConcurrencyLimited, DeadlineExceeded,
     InvalidConfig, RateLimited, attempts_of, cause_ref, is_caused_by,
 };
-pub use extensions::{AttemptRecord, Attempts, CacheStatus, Deadline, WaitSource};
+pub use extensions::{AttemptRecord, Attempts, CacheStatus, CallContext, Deadline, WaitSource};
 pub use hints::{HintConfig, ResetFormat, ServerHint};
 pub use host::{HostKey, RequestHead};
 pub use key::{Global, KeyBy, KeyFn, PerHost};

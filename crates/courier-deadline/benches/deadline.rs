@@ -2,8 +2,8 @@
 //!
 //! Two inner services: one whose future is ready at once, and one whose future returns
 //! `Pending` once (after waking itself), which makes every timeout arm its timer. Compare each
-//! wrapper with `bare` to read the added cost. The floor the contract sets (the `Deadline`
-//! extension alone, no timer) is measured next to the deadline in
+//! wrapper with `bare` to read the added cost. The floor the contract sets (the call's
+//! context alone, no timer) is measured next to the deadline in
 //! `cargo bench -p courier-bench --bench layers`.
 
 #![allow(missing_docs)]

@@ -182,7 +182,7 @@ pin_project! {
 pin_project! {
     #[project = KindProj]
     enum Kind<F> {
-        Scoped { #[pin] fut: TaskLocalFuture<courier_core::Deadline, F> },
+        Scoped { #[pin] fut: TaskLocalFuture<tokio::time::Instant, F> },
         // The request carried no deadline.
         Plain { #[pin] fut: F },
     }
@@ -191,7 +191,7 @@ pin_project! {
 // === impl ScopeFuture ===
 
 impl<F> ScopeFuture<F> {
-    pub(crate) const fn scoped(fut: TaskLocalFuture<courier_core::Deadline, F>) -> Self {
+    pub(crate) const fn scoped(fut: TaskLocalFuture<tokio::time::Instant, F>) -> Self {
         Self {
             kind: Kind::Scoped { fut },
         }

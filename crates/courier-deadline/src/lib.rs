@@ -4,8 +4,9 @@
 //! seconds must not hold a caller forever. A per-read timeout catches neither; a total deadline
 //! catches both. This crate has three layers:
 //!
-//! - [`DeadlineLayer`] (outermost): the total budget. It sets the [`courier_core::Deadline`]
-//!   request extension (shrinking one already there, never extending it) for the layers below,
+//! - [`DeadlineLayer`] (outermost): the total budget. It sets the deadline of the request's
+//!   [`CallContext`](courier_core::CallContext) (shrinking one already there, never extending
+//!   it) for the layers below,
 //!   fails the call with [`DeadlineExceeded`](courier_core::DeadlineExceeded) when the budget is
 //!   spent, and wraps the response body so that reading past the deadline fails the same way
 //!   instead of hanging.
@@ -64,10 +65,11 @@
 //!                                                                --x-request-deadline-ms: 1950--> C
 //! ```
 //!
-//! The server side reads the header into a [`courier_core::Deadline`] extension and a
-//! [task-local scope](scope). A handler passes it on implicitly (calls made from its own task
-//! through `DeadlineLayer` or `AttemptTimeoutLayer` read the scope) or explicitly (copy the
-//! extension, or [`current_deadline`], into the outgoing request; needed in spawned tasks).
+//! The server side reads the header into the incoming request's
+//! [`CallContext`](courier_core::CallContext) and a [task-local scope](scope). A handler passes
+//! it on implicitly (calls made from its own task through `DeadlineLayer` or
+//! `AttemptTimeoutLayer` read the scope) or explicitly (put it, or [`current_deadline`], into
+//! the outgoing request's context; needed in spawned tasks).
 //! See [`propagate`] for the header's format and why it was chosen.
 //!
 //! # Telemetry

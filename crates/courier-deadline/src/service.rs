@@ -5,7 +5,7 @@ use crate::future::{ResponseFuture, ScopeFuture};
 use crate::layer::{AttemptTimeoutLayer, DeadlineLayer, DeadlineScopeLayer};
 use crate::propagate::{read_grpc_timeout, read_header, write_grpc_timeout, write_header};
 use crate::scope::{earliest, effective_deadline, scoped, sync_scoped};
-use courier_core::BoxError;
+use courier_core::{BoxError, CallContext};
 use http::{HeaderName, Request, Response};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -17,7 +17,7 @@ use tower_service::Service;
 /// On every call it:
 ///
 /// 1. works out the deadline: `now + budget`, or earlier when the request already carries a
-///    [`courier_core::Deadline`] extension or a [server-side scope](crate::scope) is active; a
+///    deadline in its [`CallContext`] or a [server-side scope](crate::scope) is active; a
 ///    deadline only ever shrinks;
 /// 2. puts it into the request's extensions, for the layers below (retry never sleeps past
 ///    it, the rate limiter never waits past it, the attempt timeout shrinks to it);
@@ -133,25 +133,24 @@ where
             return ResponseFuture::pass(self.inner.call(req));
         }
         let start = Instant::now();
-        let own = courier_core::Deadline::at(saturating_after(start, self.budget));
-        let deadline = earliest(Some(own), crate::scope::current_deadline())
-            .unwrap_or(own)
-            .shrink(req.extensions_mut());
-        let bound = Bound::new(deadline.instant(), start, Cause::Deadline);
-        if deadline.instant() <= start {
+        let own = saturating_after(start, self.budget);
+        let own = earliest(Some(own), crate::scope::current_deadline()).unwrap_or(own);
+        let deadline = CallContext::get_or_insert(&mut req).shrink_deadline(own);
+        let bound = Bound::new(deadline, start, Cause::Deadline);
+        if deadline <= start {
             return ResponseFuture::passed(bound);
         }
         if let Some(name) = &self.header {
-            write_header(req.headers_mut(), name, deadline.instant() - start);
+            write_header(req.headers_mut(), name, deadline - start);
         }
-        write_grpc_timeout(&mut req, deadline.instant() - start);
+        write_grpc_timeout(&mut req, deadline - start);
         ResponseFuture::new(self.inner.call(req), bound, true).watch_headers(self.watch_headers)
     }
 }
 
 /// Bounds one attempt to `min(per_attempt, time left before the deadline)`.
 ///
-/// The deadline is the request's [`courier_core::Deadline`] extension or the active
+/// The deadline is the one in the request's [`CallContext`] or the active
 /// [server-side scope](crate::scope), whichever is earlier. By default the bound covers the wait
 /// for the response headers; with
 /// [`through_body(true)`](crate::AttemptTimeoutLayer::through_body) it covers the body to its
@@ -257,9 +256,7 @@ where
         let start = Instant::now();
         let own = saturating_after(start, self.per_attempt);
         let bound = match effective_deadline(req.extensions()) {
-            Some(deadline) if deadline.instant() <= own => {
-                Bound::new(deadline.instant(), start, Cause::Deadline)
-            }
+            Some(deadline) if deadline <= own => Bound::new(deadline, start, Cause::Deadline),
             _ => Bound::new(own, start, Cause::Attempt(self.per_attempt)),
         };
         if bound.at() <= start {
@@ -280,8 +277,8 @@ where
 /// [`propagate`](crate::propagate)), makes `now + value` the deadline (or the configured
 /// default when the header is absent), and then:
 ///
-/// - inserts it as a [`courier_core::Deadline`] request extension, for the handler to read
-///   (axum: `Extension<courier_core::Deadline>`);
+/// - sets it as the deadline of the request's [`CallContext`], for the handler to read
+///   (axum: `Extension<CallContext>`, then [`CallContext::deadline`]);
 /// - runs the inner service's `call` and its future inside a [task-local scope](crate::scope),
 ///   so that [`DeadlineLayer`](crate::DeadlineLayer) and
 ///   [`AttemptTimeoutLayer`](crate::AttemptTimeoutLayer) on outgoing calls inherit what is
@@ -291,9 +288,9 @@ where
 ///
 /// - **implicitly**: outgoing calls made from the handler's own task go through a client with
 ///   `DeadlineLayer` or `AttemptTimeoutLayer`, which read the scope;
-/// - **explicitly**: copy the extension (or [`current_deadline`](crate::current_deadline)) into
-///   the outgoing request's extensions. This also works from a spawned task, which the scope
-///   does not follow.
+/// - **explicitly**: put the deadline (or [`current_deadline`](crate::current_deadline)) into
+///   the outgoing request's context: `CallContext::get_or_insert(&mut req).shrink_deadline(at)`.
+///   This also works from a spawned task, which the scope does not follow.
 ///
 /// The scope covers producing the response; a streaming response body polled after the handler
 /// returned runs outside it.
@@ -360,10 +357,14 @@ where
                     .flatten()
             })
             .or(self.default_budget)
-            .map(|left| courier_core::Deadline::at(saturating_after(now, left)));
+            .map(|left| saturating_after(now, left));
         match earliest(incoming, effective_deadline(req.extensions())) {
             Some(deadline) => {
-                let deadline = deadline.shrink(req.extensions_mut());
+                // A request served here: its host is no key of ours to make.
+                let deadline = req
+                    .extensions_mut()
+                    .get_or_insert_default::<CallContext>()
+                    .shrink_deadline(deadline);
                 let inner = &mut self.inner;
                 let fut = sync_scoped(deadline, || inner.call(req));
                 ScopeFuture::scoped(scoped(deadline, fut))

@@ -45,7 +45,7 @@ fn stalling(
 }
 
 /// What a request carried: its deadline extension and its deadline header.
-type Seen = (Option<courier_core::Deadline>, Option<String>);
+type Seen = (Option<Instant>, Option<String>);
 
 /// Answers `status` after `delay`, counting calls and recording what each request carried.
 #[derive(Clone, Default)]
@@ -89,10 +89,10 @@ impl Service<Request<()>> for Upstream {
             .headers()
             .get(DEFAULT_HEADER)
             .map(|v| v.to_str().unwrap().to_owned());
-        self.seen
-            .lock()
-            .unwrap()
-            .push((courier_core::Deadline::get(req.extensions()), header));
+        self.seen.lock().unwrap().push((
+            courier_core::CallContext::deadline_in(req.extensions()),
+            header,
+        ));
         let (delay, status) = (self.delay, self.status);
         Box::pin(async move {
             tokio::time::sleep(delay).await;
@@ -119,7 +119,7 @@ async fn deadline_fires_while_waiting_for_headers() {
     assert_eq!((err.budget(), err.elapsed()), (ms(1000), ms(1000)));
     assert_eq!(upstream.calls(), 1);
     let (deadline, header) = upstream.seen()[0].clone();
-    assert_eq!(deadline.unwrap().instant(), start + ms(1000));
+    assert_eq!(deadline.unwrap(), start + ms(1000));
     assert_eq!(header, None, "propagation is off by default");
 }
 
@@ -181,8 +181,7 @@ async fn spent_deadline_sends_nothing() {
     assert_eq!(exceeded(&err).budget(), Duration::ZERO);
 
     let mut req = Request::new(());
-    req.extensions_mut()
-        .insert(courier_core::Deadline::at(Instant::now()));
+    courier_core::CallContext::get_or_insert(&mut req).shrink_deadline(Instant::now());
     tokio::time::advance(ms(5)).await;
     for svc in [
         DeadlineLayer::new(ms(1000)).layer(upstream.clone()).boxed(),
@@ -213,7 +212,7 @@ async fn nested_deadlines_only_shrink() {
     let start = Instant::now();
     let err = svc.oneshot(Request::new(())).await.unwrap_err();
     assert_eq!(start.elapsed(), ms(500));
-    assert_eq!(upstream.seen()[0].0.unwrap().instant(), start + ms(500));
+    assert_eq!(upstream.seen()[0].0.unwrap(), start + ms(500));
     let err = exceeded(&err);
     assert_eq!(err.budget(), ms(500));
 
@@ -226,15 +225,14 @@ async fn nested_deadlines_only_shrink() {
     let start = Instant::now();
     let err = svc.oneshot(Request::new(())).await.unwrap_err();
     assert_eq!(start.elapsed(), ms(200));
-    assert_eq!(upstream.seen()[0].0.unwrap().instant(), start + ms(200));
+    assert_eq!(upstream.seen()[0].0.unwrap(), start + ms(200));
     assert_eq!(exceeded(&err).budget(), ms(200));
 
     // A deadline already on the request is never extended either.
     let upstream = Upstream::new(ms(60_000), 200);
     let mut req = Request::new(());
     let start = Instant::now();
-    req.extensions_mut()
-        .insert(courier_core::Deadline::at(start + ms(300)));
+    courier_core::CallContext::get_or_insert(&mut req).shrink_deadline(start + ms(300));
     let err = DeadlineLayer::new(ms(10_000))
         .layer(upstream.clone())
         .oneshot(req)
@@ -250,8 +248,7 @@ async fn attempt_timeout_shrinks_to_the_time_left() {
     let upstream = Upstream::new(ms(60_000), 200);
     let start = Instant::now();
     let mut req = Request::new(());
-    req.extensions_mut()
-        .insert(courier_core::Deadline::at(start + ms(300)));
+    courier_core::CallContext::get_or_insert(&mut req).shrink_deadline(start + ms(300));
     let err = AttemptTimeoutLayer::new(ms(1000))
         .layer(upstream.clone())
         .oneshot(req)
@@ -264,8 +261,7 @@ async fn attempt_timeout_shrinks_to_the_time_left() {
     // The per-attempt bound is nearer: a retryable timeout.
     let start = Instant::now();
     let mut req = Request::new(());
-    req.extensions_mut()
-        .insert(courier_core::Deadline::at(start + ms(5000)));
+    courier_core::CallContext::get_or_insert(&mut req).shrink_deadline(start + ms(5000));
     let err = AttemptTimeoutLayer::new(ms(1000))
         .layer(upstream.clone())
         .oneshot(req)
@@ -404,8 +400,8 @@ where
                 if !again {
                     return answer;
                 }
-                let past = courier_core::Deadline::get(req.extensions())
-                    .is_some_and(|d| d.would_pass(this.backoff));
+                let past = courier_core::CallContext::get(req.extensions())
+                    .is_some_and(|c| c.would_pass(this.backoff));
                 if this.respect_deadline && past {
                     return answer;
                 }
@@ -495,7 +491,7 @@ async fn retry_loop_that_reads_the_deadline_returns_the_last_answer() {
 #[tokio::test(start_paused = true)]
 async fn client_layers_inherit_the_active_scope() {
     let start = Instant::now();
-    let served = courier_core::Deadline::at(start + ms(400));
+    let served = start + ms(400);
     let upstream = Upstream::new(ms(60_000), 200);
 
     // DeadlineLayer shrinks to the scope, and sends what is left of it.
@@ -514,10 +510,9 @@ async fn client_layers_inherit_the_active_scope() {
 
     // A later extension on the request does not win over the scope either.
     let start = Instant::now();
-    let served = courier_core::Deadline::at(start + ms(250));
+    let served = start + ms(250);
     let mut req = Request::new(());
-    req.extensions_mut()
-        .insert(courier_core::Deadline::at(start + ms(900)));
+    courier_core::CallContext::get_or_insert(&mut req).shrink_deadline(start + ms(900));
     let svc = AttemptTimeoutLayer::new(ms(1000)).layer(upstream.clone());
     let err = scope(served, svc.oneshot(req)).await.unwrap_err();
     assert_eq!(start.elapsed(), ms(250));
@@ -526,15 +521,9 @@ async fn client_layers_inherit_the_active_scope() {
     // An earlier extension does.
     let start = Instant::now();
     let mut req = Request::new(());
-    req.extensions_mut()
-        .insert(courier_core::Deadline::at(start + ms(50)));
+    courier_core::CallContext::get_or_insert(&mut req).shrink_deadline(start + ms(50));
     let svc = DeadlineLayer::new(ms(10_000)).layer(upstream.clone());
-    let err = scope(
-        courier_core::Deadline::at(start + ms(250)),
-        svc.oneshot(req),
-    )
-    .await
-    .unwrap_err();
+    let err = scope(start + ms(250), svc.oneshot(req)).await.unwrap_err();
     assert_eq!(start.elapsed(), ms(50));
     assert!(err.is::<DeadlineExceeded>());
 }
@@ -593,7 +582,7 @@ async fn headers_bounded_below_leaves_the_wait_to_the_attempt_timeout() {
     assert_eq!(start.elapsed(), ms(1000), "fails exactly at the deadline");
     let err = exceeded(&err);
     assert_eq!((err.budget(), err.elapsed()), (ms(1000), ms(1000)));
-    assert_eq!(upstream.seen()[0].0.unwrap().instant(), start + ms(1000));
+    assert_eq!(upstream.seen()[0].0.unwrap(), start + ms(1000));
 
     let svc = ServiceBuilder::new()
         .layer(DeadlineLayer::new(ms(1000)).headers_bounded_below(true))

@@ -17,10 +17,7 @@ fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
 }
 
-type Seen = (
-    Option<courier_core::Deadline>,
-    Option<courier_core::Deadline>,
-);
+type Seen = (Option<Instant>, Option<Instant>);
 
 type Log<T> = Arc<Mutex<Vec<T>>>;
 
@@ -38,7 +35,7 @@ fn recording(
         async move {
             tokio::time::sleep(work).await;
             log.lock().unwrap().push((
-                courier_core::Deadline::get(req.extensions()),
+                courier_core::CallContext::deadline_in(req.extensions()),
                 current_deadline(),
             ));
             Ok::<_, Infallible>(Response::new(Empty::new()))
@@ -63,7 +60,7 @@ async fn header_becomes_extension_and_scope() {
         .oneshot(with_header(b"250"))
         .await
         .unwrap();
-    let want = Some(courier_core::Deadline::at(start + ms(250)));
+    let want = Some(start + ms(250));
     assert_eq!(seen.lock().unwrap()[0], (want, want));
     assert_eq!(current_deadline(), None, "the scope ends with the request");
 }
@@ -87,7 +84,7 @@ async fn garbage_is_ignored_and_absurd_values_are_capped() {
         .oneshot(with_header(b"99999999999999999999999999"))
         .await
         .unwrap();
-    let capped = Some(courier_core::Deadline::at(start + Duration::from_secs(30)));
+    let capped = Some(start + Duration::from_secs(30));
     assert_eq!(seen.lock().unwrap()[0], (capped, capped));
 }
 
@@ -117,7 +114,7 @@ async fn default_budget_and_custom_header() {
         .await
         .unwrap();
     let seen = seen.lock().unwrap();
-    let at = |n| Some(courier_core::Deadline::at(start + ms(n)));
+    let at = |n| Some(start + ms(n));
     assert_eq!(seen[0], (at(800), at(800)));
     assert_eq!(seen[1], (at(40), at(40)));
     assert_eq!(seen[2], (at(800), at(800)));
@@ -138,10 +135,7 @@ async fn scope_covers_work_done_in_call() {
         .oneshot(with_header(b"70"))
         .await
         .unwrap();
-    assert_eq!(
-        *seen.lock().unwrap(),
-        Some(courier_core::Deadline::at(start + ms(70)))
-    );
+    assert_eq!(*seen.lock().unwrap(), Some(start + ms(70)));
 }
 
 /// The handler's downstream client, with a generous budget of its own.
@@ -212,9 +206,9 @@ async fn handler_passes_the_deadline_on_explicitly_from_a_spawned_task() {
     let (client, headers) = downstream();
     let handler = service_fn(move |req: Request<()>| {
         let client = client.clone();
-        let deadline = courier_core::Deadline::get(req.extensions());
+        let deadline = courier_core::CallContext::deadline_in(req.extensions());
         async move {
-            // A spawned task leaves the scope behind: without the extension it would get the
+            // A spawned task leaves the scope behind: without the context it would get the
             // client's whole 10 s.
             let lost = tokio::spawn(async { current_deadline() }).await.unwrap();
             assert_eq!(lost, None);
@@ -222,7 +216,7 @@ async fn handler_passes_the_deadline_on_explicitly_from_a_spawned_task() {
                 tokio::time::sleep(ms(100)).await;
                 let mut out = Request::new(());
                 if let Some(d) = deadline {
-                    out.extensions_mut().insert(d);
+                    courier_core::CallContext::get_or_insert(&mut out).shrink_deadline(d);
                 }
                 client.oneshot(out).await
             });
@@ -243,7 +237,7 @@ async fn handler_passes_the_deadline_on_explicitly_from_a_spawned_task() {
 
 #[tokio::test(start_paused = true)]
 async fn nested_scopes_only_shrink() {
-    let outer = courier_core::Deadline::at(Instant::now() + ms(100));
+    let outer = Instant::now() + ms(100);
     let (handler, seen) = recording(Duration::ZERO);
     scope(
         outer,
@@ -261,9 +255,11 @@ async fn works_as_axum_middleware() {
     use axum::routing::get;
     use axum::{Extension, Router};
 
-    async fn handler(deadline: Option<Extension<courier_core::Deadline>>) -> String {
-        let ext = deadline.map(|Extension(d)| d.remaining().as_millis());
-        let scoped = current_deadline().map(|d| d.remaining().as_millis());
+    async fn handler(call: Option<Extension<courier_core::CallContext>>) -> String {
+        let ext = call
+            .and_then(|Extension(c)| c.remaining())
+            .map(|d| d.as_millis());
+        let scoped = current_deadline().map(|d| (d - Instant::now()).as_millis());
         format!("{ext:?} {scoped:?}")
     }
 
@@ -300,7 +296,7 @@ async fn an_incoming_grpc_timeout_becomes_the_deadline() {
         .oneshot(req)
         .await
         .unwrap();
-    let want = Some(courier_core::Deadline::at(start + ms(250)));
+    let want = Some(start + ms(250));
     assert_eq!(seen.lock().unwrap()[0], (want, want));
     let (handler, seen) = recording(Duration::ZERO);
     let mut req = Request::new(());

@@ -170,7 +170,7 @@ const MAX_TOLERANCE_NS: u64 = 1 << 62;
 pub enum Mode {
     /// Reserve the next free slot and sleep until it, inside the response future. Fails with
     /// `RateLimited` instead when the wait is longer than `max_wait` or would end past the
-    /// request's `Deadline`.
+    /// request's deadline (its `CallContext`).
     #[default]
     Wait,
     /// Fail at once with `RateLimited { retry_in }`.

@@ -48,7 +48,7 @@
 //!   it, then calls the inner service. Reservation means concurrent callers get slots one
 //!   interval apart: a burst of callers is spread out, not woken together. A wait longer than
 //!   `max_wait` (default 60 s), or one that would end past the request's
-//!   [`Deadline`](courier_core::Deadline), fails at once with [`RateLimited`](courier_core::RateLimited) and takes no slot;
+//!   deadline ([`CallContext`](courier_core::CallContext)), fails at once with [`RateLimited`](courier_core::RateLimited) and takes no slot;
 //!   its `retry_in` is the wait it would have had (when a slot is free), not the time left to
 //!   the deadline. A request whose timer wakes it just past its deadline (tokio's timer ticks
 //!   in whole milliseconds) is not sent either: it fails with [`RateLimited`](courier_core::RateLimited), gives its slot

@@ -4,7 +4,7 @@ use crate::gcra::Outcome;
 use crate::layer::{Shared, TokenBucketRateLimitLayer};
 use crate::slot::SlotFuture;
 use crate::store::{Decision, Entry, InMemoryStore, RateLimitStore, saturating_nanos};
-use courier_core::{Deadline, KeyFn, RequestHead};
+use courier_core::{CallContext, KeyFn, RequestHead};
 use http::Request;
 use std::sync::Arc;
 use std::time::Duration;
@@ -60,8 +60,9 @@ impl<S: Clone, KF: KeyFn, St: RateLimitStore<KF::Key>> TokenBucketRateLimit<S, K
     {
         let max_wait = match shared.config.mode {
             Mode::Reject => Duration::ZERO,
-            Mode::Wait => match Deadline::get(req.extensions()) {
-                Some(deadline) => shared.config.max_wait.min(deadline.remaining()),
+            Mode::Wait => match CallContext::get(req.extensions()).and_then(CallContext::remaining)
+            {
+                Some(left) => shared.config.max_wait.min(left),
                 None => shared.config.max_wait,
             },
         };
@@ -85,7 +86,7 @@ impl<S: Clone, KF: KeyFn, St: RateLimitStore<KF::Key>> TokenBucketRateLimit<S, K
         let key = shared.key_fn.key(&RequestHead::new(&req));
         let acquire = shared.store.acquire(&key, shared.config.quota, max_wait);
         // A store that answers later is raced against the deadline (in either mode).
-        let deadline = Deadline::get(req.extensions()).map(|d| d.instant());
+        let deadline = CallContext::deadline_in(req.extensions());
         let pending = Box::new((self.take_ready(), req));
         let slot = Bucket {
             key: Held::Key(key),

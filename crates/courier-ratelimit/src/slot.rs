@@ -294,8 +294,7 @@ impl<S: Service<Request<B>>, B, P: Slot> Slotted<S, B, P> {
 fn deadline_of<S, B>(pending: &Option<Box<(S, Request<B>)>>) -> Option<Instant> {
     pending
         .as_deref()
-        .and_then(|(_, req)| courier_core::Deadline::get(req.extensions()))
-        .map(|d| d.instant())
+        .and_then(|(_, req)| courier_core::CallContext::deadline_in(req.extensions()))
 }
 
 /// Calls the inner service with the request held while the slot was pending.

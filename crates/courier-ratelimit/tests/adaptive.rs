@@ -1,6 +1,8 @@
 //! Adaptive pacing, on paused time: each rule, cancellation, deadlines, bounds.
 
-use courier_core::{BoxError, Classifier, Deadline, HostKey, RateLimited, ResponseHead, Verdict};
+use courier_core::{
+    BoxError, CallContext, Classifier, HostKey, RateLimited, ResponseHead, Verdict,
+};
 use courier_ratelimit::adaptive::{AdaptivePacing, AdaptivePacingLayer};
 use courier_ratelimit::{InMemoryStore, Rate};
 use courier_testkit::contract;
@@ -511,7 +513,7 @@ async fn a_wait_past_the_deadline_fails_at_once_with_rate_limited() {
     let (_layer, svc, host) = overload_with(503).await;
     svc.clone().oneshot(get()).await.unwrap();
     let mut req = get();
-    req.extensions_mut().insert(Deadline::after(ms(200)));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(ms(200));
     let start = Instant::now();
     let err = svc.clone().oneshot(req).await.unwrap_err();
     assert!(err.is::<RateLimited>(), "{err}");

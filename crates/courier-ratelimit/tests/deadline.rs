@@ -2,7 +2,7 @@
 //! contract), nothing sent, and `retry_in` is when a slot is free: the real wait, never a
 //! placeholder zero.
 
-use courier_core::{BoxError, Deadline, DeadlineExceeded, RateLimited, is_caused_by};
+use courier_core::{BoxError, CallContext, DeadlineExceeded, RateLimited, is_caused_by};
 use courier_ratelimit::{Rate, TokenBucketRateLimitLayer};
 use http::{Request, Response};
 use std::convert::Infallible;
@@ -18,7 +18,7 @@ fn get() -> Request<()> {
 
 fn with_deadline(after: Duration) -> Request<()> {
     let mut req = get();
-    req.extensions_mut().insert(Deadline::after(after));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(after);
     req
 }
 

@@ -2,7 +2,7 @@
 //! is refused after its wait, when its caller drops it, and when a store's answer comes too
 //! late to be used. Exactly once, and never for a request that was sent.
 
-use courier_core::{BoxError, Deadline, HostKey, RateLimited};
+use courier_core::{BoxError, CallContext, HostKey, RateLimited};
 use courier_ratelimit::{
     Decision, Grant, InMemoryStore, Quota, Rate, RateLimitStore, TokenBucketRateLimitLayer,
 };
@@ -63,7 +63,7 @@ fn get() -> Request<()> {
 
 fn with_deadline(after: Duration) -> Request<()> {
     let mut req = get();
-    req.extensions_mut().insert(Deadline::after(after));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(after);
     req
 }
 

@@ -1,6 +1,6 @@
 //! The layer's behaviour on paused time; every timing is exact.
 
-use courier_core::{BoxError, CacheStatus, Deadline, RateLimited};
+use courier_core::{BoxError, CacheStatus, CallContext, RateLimited};
 use courier_ratelimit::{
     InMemoryStore, Mode, Rate, RateLimitStore, TokenBucketRateLimit, TokenBucketRateLimitLayer,
 };
@@ -290,12 +290,12 @@ async fn wait_past_the_deadline_fails_fast() {
     let svc = layer(1.0, 1).layer(up.clone());
     send(svc.clone(), get("a")).await.unwrap();
     let mut req = get("a");
-    req.extensions_mut().insert(Deadline::after(secs(0.5)));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(secs(0.5));
     let err = send(svc.clone(), req).await.unwrap_err();
     assert_eq!(rate_limited(&err).retry_in(), secs(1.0));
     assert_eq!(up.origin.elapsed(), Duration::ZERO);
     let mut req = get("a");
-    req.extensions_mut().insert(Deadline::after(secs(1.0)));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(secs(1.0));
     send(svc, req).await.unwrap();
     assert_eq!(
         up.starts("a"),

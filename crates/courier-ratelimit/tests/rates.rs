@@ -69,7 +69,7 @@ fn a_rate_above_1e9_per_second_is_refused_as_documented() {
 async fn a_waiter_is_never_sent_after_its_deadline() {
     // tokio's timer wakes on whole milliseconds: a slot at 333.333 ms with a deadline at
     // 333.9 ms would wake at 334 ms, past the deadline. Such a request is refused.
-    use courier_core::{BoxError, Deadline, RateLimited};
+    use courier_core::{BoxError, CallContext, RateLimited};
     use courier_ratelimit::TokenBucketRateLimitLayer;
     use http::{Request, Response};
     use std::convert::Infallible;
@@ -87,18 +87,17 @@ async fn a_waiter_is_never_sent_after_its_deadline() {
     let svc = TokenBucketRateLimitLayer::new(rate, NonZeroU32::MIN).layer(up);
     let get = || Request::get("http://a/x").body(()).unwrap();
     svc.clone().oneshot(get()).await.unwrap();
-    let deadline = Deadline::after(Duration::from_micros(333_900));
     let mut req = get();
-    req.extensions_mut().insert(deadline);
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(Duration::from_micros(333_900));
     let res: Result<Response<()>, BoxError> = svc.clone().oneshot(req).await;
     let err = res.expect_err("the slot comes too close to the deadline");
     assert!(err.is::<RateLimited>(), "{err}");
     assert_eq!(sent.lock().unwrap().len(), 1, "never sent");
     // With a millisecond to spare, it waits for its slot.
-    let deadline = Deadline::after(Duration::from_millis(700));
     let mut req = get();
-    req.extensions_mut().insert(deadline);
+    let deadline =
+        CallContext::get_or_insert(&mut req).shrink_deadline_after(Duration::from_millis(700));
     svc.clone().oneshot(req).await.unwrap();
     let at = *sent.lock().unwrap().last().unwrap();
-    assert!(at <= deadline.instant());
+    assert!(at <= deadline);
 }

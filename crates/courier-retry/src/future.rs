@@ -18,8 +18,8 @@ use courier_core::classify::FailureKind;
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
 use courier_core::grpc::Pushback;
 use courier_core::{
-    AttemptRecord, Attempts, BoxError, CallFailed, CircuitOpen, Class, ConcurrencyLimited,
-    Deadline, DeadlineExceeded, HostKey, RateLimited, ResponseHead, Verdict, WaitSource,
+    AttemptRecord, Attempts, BoxError, CallContext, CallFailed, CircuitOpen, Class,
+    ConcurrencyLimited, DeadlineExceeded, HostKey, RateLimited, ResponseHead, Verdict, WaitSource,
     is_caused_by,
 };
 use http::request::Parts;
@@ -80,7 +80,7 @@ pub(crate) struct Ctx<S, B> {
     /// The body to replay from; `None` when it cannot be replayed.
     pub(crate) body: Option<B>,
     pub(crate) retry_safe: bool,
-    pub(crate) deadline: Option<Deadline>,
+    pub(crate) deadline: Option<Instant>,
     pub(crate) start: Instant,
     /// The attempt under way, 1 for the first.
     pub(crate) attempt: u32,
@@ -233,19 +233,20 @@ where
         }
         ctx.attempt += 1;
         let mut parts = ctx.parts.clone();
+        let call = CallContext::get_or_insert_parts(&mut parts);
         if let Some(deadline) = ctx.deadline {
-            deadline.shrink(&mut parts.extensions);
+            call.shrink_deadline(deadline);
         }
         // The records so far tell the layers below that this attempt is a retry, and how the
         // earlier ones ended: the breaker counts a call's failures once.
-        parts.extensions.insert(ctx.records.clone());
+        call.set_earlier_attempts(ctx.records.clone());
         let mut req = Request::from_parts(parts, body);
         let ready = poll_fn(|cx| ctx.svc.poll_ready(cx));
         let ready: Result<(), BoxError> = match ctx.deadline {
             // The wait was planned to end before the deadline, but readiness may take longer
             // (a full concurrency limit below): no attempt goes out once the deadline is past.
-            Some(deadline) => match tokio::time::timeout_at(deadline.instant(), ready).await {
-                Ok(Ok(())) if !deadline.is_expired() => Ok(()),
+            Some(deadline) => match tokio::time::timeout_at(deadline, ready).await {
+                Ok(Ok(())) if Instant::now() < deadline => Ok(()),
                 Ok(Err(e)) => Err(e.into()),
                 Ok(Ok(())) | Err(_) => Err(ctx.deadline_exceeded(deadline)),
             },
@@ -333,8 +334,8 @@ impl<S, B: RetryBody> Ctx<S, B> {
 
     /// The error of a call whose deadline passed before its next attempt could be sent.
     #[cold]
-    fn deadline_exceeded(&self, deadline: Deadline) -> BoxError {
-        let budget = deadline.instant().saturating_duration_since(self.start);
+    fn deadline_exceeded(&self, deadline: Instant) -> BoxError {
+        let budget = deadline.saturating_duration_since(self.start);
         Box::new(DeadlineExceeded::new(budget, self.start.elapsed()))
     }
 
@@ -417,7 +418,10 @@ impl<S, B: RetryBody> Ctx<S, B> {
             Poll::Pending => None,
         };
         // A wait that ends at the deadline or after it leaves the next attempt no time at all.
-        let past_deadline = |wait: Duration| self.deadline.is_some_and(|d| d.remaining() <= wait);
+        let past_deadline = |wait: Duration| {
+            self.deadline
+                .is_some_and(|d| d.saturating_duration_since(now) <= wait)
+        };
         // 5. The server's word, exactly; 6. else full jitter.
         let hint = match (outcome, headers) {
             // A gRPC server's word is its pushback: a wait, or "do not retry".
@@ -554,7 +558,7 @@ impl<S, B> Ctx<S, B> {
     #[inline(never)]
     fn cut(&mut self) {
         let now = Instant::now();
-        let deadline_passed = self.deadline.is_some_and(|d| now >= d.instant());
+        let deadline_passed = self.deadline.is_some_and(|d| now >= d);
         let reason = if deadline_passed {
             Reason::DeadlinePassed
         } else {

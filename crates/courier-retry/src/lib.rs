@@ -25,7 +25,7 @@
 //!    `RateLimit`, `x-ratelimit-*`; see [`courier_core::hints`]) is waited exactly. A hint
 //!    longer than `max_wait` (60 s) stops the call at once with that response
 //!    (`hint_exceeds_max_wait`); one that would end past the request's
-//!    [`Deadline`](courier_core::Deadline) does too (`past_deadline`).
+//!    deadline ([`CallContext`](courier_core::CallContext)) does too (`past_deadline`).
 //!    For gRPC, the hint is `grpc-retry-pushback-ms`; a negative or unreadable one stops the
 //!    call (`pushback_refused`).
 //! 6. Otherwise full jitter: uniform in `[0, min(cap, base * 2^(n-1))]` before retry `n`, base
@@ -134,7 +134,7 @@
 //!
 //! - the layer waits for that at most until the end of the wait before the retry (backoff or
 //!   server hint). That wait itself ends before the request's
-//!   [`Deadline`](courier_core::Deadline), so waiting for the body never extends a call and
+//!   deadline ([`CallContext`](courier_core::CallContext)), so waiting for the body never extends a call and
 //!   never hangs on a transport that keeps the body (hyper's HTTP/1 client keeps it until the
 //!   peer has read it or the connection is done). The retry keeps its planned time;
 //! - meanwhile the answer is kept as it is, its body unread; it is drained only once the

@@ -3,7 +3,7 @@ use crate::future::{Ctx, ResponseFuture};
 use crate::layer::{Config, RetryLayer};
 use crate::telemetry::{self, Spans};
 use courier_core::idempotency::IDEMPOTENCY_KEY;
-use courier_core::{Attempts, BoxError, Deadline};
+use courier_core::{Attempts, BoxError, CallContext};
 use http::{HeaderValue, Method, Request, Response};
 use http_body::Body;
 use std::fmt;
@@ -109,7 +109,7 @@ where
             budget.deposit(&parts, start);
         }
         let retry_safe = config.is_retry_safe(&parts);
-        let deadline = Deadline::get(&parts.extensions);
+        let deadline = CallContext::deadline_in(&parts.extensions);
         let template = if config.attempts > 1 {
             body.try_clone_body()
         } else {
@@ -121,9 +121,9 @@ where
             0
         };
         // The first attempt takes the request as it is; the template keeps copies for later
-        // attempts. Extensions that hold nothing but the deadline (the preset's case) are not
-        // cloned (a clone of a non-empty map allocates three times): a retry puts the deadline
-        // back.
+        // attempts. Extensions that hold nothing but the call's context with its deadline (the
+        // preset's case) are not cloned (a clone of a non-empty map allocates three times): a
+        // retry puts a context with the deadline back.
         let template_parts = if deadline.is_some() && parts.extensions.len() == 1 {
             let extensions = std::mem::take(&mut parts.extensions);
             let template = parts.clone();

@@ -8,7 +8,7 @@ mod common;
 use bytes::Bytes;
 use common::attempts;
 use courier_core::extensions::{Decision, Reason};
-use courier_core::{BoxError, Deadline};
+use courier_core::{BoxError, CallContext};
 use courier_retry::{Jitter, ReplayBody, RetryBudget, RetryLayer};
 use courier_testkit::body::ScriptedBody;
 use http::{Request, Response, StatusCode};
@@ -230,8 +230,7 @@ async fn a_body_the_transport_keeps_ends_the_call_when_the_wait_is_over() {
         let seen = Arc::new(Mutex::new(Seen::default()));
         let mut req = put(80);
         // The deadline is far: the wait before the retry bounds the wait for the body.
-        req.extensions_mut()
-            .insert(Deadline::after(Duration::from_secs(30)));
+        CallContext::get_or_insert(&mut req).shrink_deadline_after(Duration::from_secs(30));
         let start = Instant::now();
         let res = call(&layer(), First::AnswerThenKeep { chunks }, &seen, req)
             .await
@@ -252,7 +251,7 @@ async fn a_body_kept_past_a_near_deadline_is_not_waited_for() {
     let mut req = put(8);
     // Half a second left: the one-second wait does not fit; the call stops at once, as it
     // always did.
-    req.extensions_mut().insert(Deadline::after(ms(500)));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(ms(500));
     let start = Instant::now();
     let res = call(&layer(), First::AnswerThenKeep { chunks: 1 }, &seen, req)
         .await

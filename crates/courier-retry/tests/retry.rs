@@ -7,7 +7,7 @@ use bytes::Bytes;
 use common::*;
 use courier_core::extensions::{AttemptOutcome, Decision, Reason};
 use courier_core::{
-    BoxError, Deadline, DeadlineExceeded, FailureKind, HintConfig, ManualClock, WaitSource,
+    BoxError, CallContext, DeadlineExceeded, FailureKind, HintConfig, ManualClock, WaitSource,
     is_caused_by,
 };
 use courier_retry::future::ResponseFuture;
@@ -525,7 +525,7 @@ async fn a_call_dropped_under_way_hands_its_attempts_over() {
     // The deadline passes during the second attempt (the first answer's wait is 2 s at most).
     let mock = Mock::new([Answer::Status(503), Answer::Delay(secs(60), 200)]);
     let mut req = get(URL);
-    req.extensions_mut().insert(Deadline::after(secs(5)));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(secs(5));
     let mut call = Box::pin(layer().layer(mock.clone()).oneshot(req));
     assert!(tokio::time::timeout(secs(5), call.as_mut()).await.is_err());
     assert_eq!(mock.count(), 2, "the second attempt is under way");
@@ -572,7 +572,7 @@ async fn a_call_dropped_under_way_hands_its_attempts_over() {
 async fn a_hint_past_the_deadline_stops_at_once() {
     let mock = Mock::new([Answer::Headers(503, vec![("retry-after", "5".into())])]);
     let mut req = get(URL);
-    req.extensions_mut().insert(Deadline::after(secs(3)));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(secs(3));
     let res = send(&layer(), &mock, req).await.unwrap();
     assert_eq!(res.status(), StatusCode::SERVICE_UNAVAILABLE);
     assert_eq!(mock.count(), 1);
@@ -591,14 +591,16 @@ async fn no_attempt_is_sent_with_the_deadline_spent() {
     let svc = tower::service_fn({
         let (left, mock) = (left.clone(), mock.clone());
         move |req: Request<String>| {
-            left.lock()
-                .unwrap()
-                .push(Deadline::get(req.extensions()).unwrap().remaining());
+            left.lock().unwrap().push(
+                CallContext::get(req.extensions())
+                    .and_then(CallContext::remaining)
+                    .unwrap(),
+            );
             mock.clone().oneshot(req)
         }
     });
     let mut req = get(URL);
-    req.extensions_mut().insert(Deadline::after(secs(3)));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(secs(3));
     let res = layer().layer(svc).oneshot(req).await.unwrap();
     let left = left.lock().unwrap().clone();
     assert_eq!(left, [secs(3)], "a retry went out with no time left");
@@ -615,7 +617,7 @@ async fn a_retry_is_not_sent_after_the_deadline_when_readiness_is_slow() {
         .jitter(Jitter::None)
         .layer(tower::limit::ConcurrencyLimitLayer::new(1).layer(mock.clone()));
     let mut req = get(URL);
-    req.extensions_mut().insert(Deadline::after(secs(3)));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(secs(3));
     let ours = tokio::spawn(svc.clone().oneshot(req));
     for _ in 0..10 {
         tokio::task::yield_now().await;
@@ -643,7 +645,7 @@ async fn a_backoff_past_the_deadline_stops() {
     let layer = layer().jitter(Jitter::None).base(secs(2));
     let mock = Mock::always(Answer::Status(503), 3);
     let mut req = get(URL);
-    req.extensions_mut().insert(Deadline::after(secs(3)));
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(secs(3));
     let res = send(&layer, &mock, req).await.unwrap();
     // 2 s fits, the next 4 s does not.
     assert_eq!(mock.count(), 2);
@@ -917,7 +919,7 @@ async fn every_attempt_carries_the_request_extensions() {
                 let n = {
                     let mut seen = seen.lock().unwrap();
                     seen.push((
-                        Deadline::get(req.extensions()),
+                        courier_core::CallContext::deadline_in(req.extensions()),
                         req.extensions().get::<Tag>().cloned(),
                     ));
                     seen.len()
@@ -933,9 +935,8 @@ async fn every_attempt_carries_the_request_extensions() {
                 }
             })
         };
-        let deadline = Deadline::after(secs(60));
         let mut req = Request::get(URL).body(String::new()).unwrap();
-        req.extensions_mut().insert(deadline);
+        let deadline = CallContext::get_or_insert(&mut req).shrink_deadline_after(secs(60));
         if with_tag {
             req.extensions_mut().insert(Tag("mine"));
         }

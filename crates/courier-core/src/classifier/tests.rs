@@ -1,5 +1,5 @@
 use super::*;
-use crate::Deadline;
+use crate::CallContext;
 use std::io;
 
 fn head_of(status: u16, pairs: &[(&str, &str)]) -> (StatusCode, HeaderMap) {
@@ -247,9 +247,8 @@ async fn retry_safety_reads_the_method_the_key_the_marker_and_the_paths() {
     assert!(safe(&keyed));
     let mut marked = post("http://h/x");
     marked.extensions_mut().insert(RetrySafe);
-    marked
-        .extensions_mut()
-        .insert(Deadline::after(std::time::Duration::from_secs(1)));
+    CallContext::get_or_insert(&mut marked)
+        .shrink_deadline_after(std::time::Duration::from_secs(1));
     assert!(safe(&marked));
     let none = Classifier::new().idempotent_methods([]);
     assert!(!none.is_retry_safe(&RequestHead::new(

@@ -5,7 +5,7 @@ use crate::service::is_key;
 use crate::slot::{Next, Slot, SlotFuture};
 use crate::store::{Decision, Denial, Grant, RateLimitStore};
 use courier_core::RateLimited;
-use courier_core::{BoxError, Class, Deadline, FailureKind, KeyFn, RequestHead, Verdict};
+use courier_core::{BoxError, CallContext, Class, FailureKind, KeyFn, RequestHead, Verdict};
 use http::{Request, Response, StatusCode};
 use std::fmt;
 use std::num::NonZeroU32;
@@ -108,7 +108,7 @@ impl<KF: KeyFn, St: RateLimitStore<KF::Key>> Paced<KF, St> {
         };
         self.quota = Some(quota);
         // A slot that starts at the deadline leaves the request no time: refuse it.
-        let deadline = Deadline::get(req.extensions()).map(|d| d.instant());
+        let deadline = CallContext::deadline_in(req.extensions());
         let max_wait = match deadline {
             Some(deadline) => self
                 .shared
