@@ -19,6 +19,7 @@
 
 pub mod callgrind;
 pub mod charts;
+pub mod concurrency;
 pub mod floors;
 pub mod happy;
 pub mod host;
