@@ -55,6 +55,7 @@ pub(crate) struct Limiter<K> {
     max_queue: usize,
     /// The eviction epoch this limiter was last used in.
     last_used: AtomicU64,
+    in_flight: crate::telemetry::InFlight,
 }
 
 impl<K: crate::LimitKey> Limiter<K> {
@@ -69,6 +70,7 @@ impl<K: crate::LimitKey> Limiter<K> {
         };
         crate::telemetry::limit(&key, limit);
         Self {
+            in_flight: crate::telemetry::InFlight::new(&key),
             key,
             state: Mutex::new(State {
                 in_flight: 0,
@@ -95,7 +97,7 @@ impl<K: crate::LimitKey> Limiter<K> {
             let before = s.in_flight;
             s.in_flight += 1;
             drop(s);
-            crate::telemetry::in_flight(&self.key, before + 1);
+            self.in_flight.set(before + 1);
             return Admission::Now(before);
         }
         if may_queue && s.queue.len() < self.max_queue {
@@ -178,7 +180,7 @@ impl<K: crate::LimitKey> Limiter<K> {
         }
         let in_flight = s.in_flight;
         drop(s);
-        crate::telemetry::in_flight(&self.key, in_flight);
+        self.in_flight.set(in_flight);
         wake.into_iter().for_each(Waker::wake);
     }
 

@@ -17,7 +17,9 @@
 //! | `courier.concurrency.refusals` | counter | {call} | `host` |
 //!
 //! The in-flight gauge changes as permits are taken and given back, the limit gauge as the
-//! limit is learned (and when a key is first seen). `host` is the layer's key
+//! limit is learned (and when a key is first seen). A key's in-flight gauge is registered once,
+//! when the key is first seen, with the recorder installed then: install the recorder before
+//! the first call. `host` is the layer's key
 //! ([`key_label`](courier_core::telemetry::key_label)): bounded by the layer's
 //! [`max_keys`](crate::ConcurrencyLimitLayer::max_keys).
 
@@ -53,13 +55,37 @@ pub fn describe() {
     );
 }
 
-/// The calls in flight to `key` are now `n`.
-#[inline]
-pub(crate) fn in_flight<K: fmt::Debug + 'static>(key: &K, n: usize) {
+/// The in-flight gauge of one key, registered once with the recorder installed when the key
+/// was first seen: setting it looks nothing up and builds no label.
+pub(crate) struct InFlight {
     #[cfg(feature = "metrics")]
-    metrics::gauge!(IN_FLIGHT, "host" => courier_core::telemetry::key_label(key)).set(n as f64);
-    #[cfg(not(feature = "metrics"))]
-    let _ = (key, n);
+    gauge: metrics::Gauge,
+}
+
+impl InFlight {
+    pub(crate) fn new<K: fmt::Debug + 'static>(key: &K) -> Self {
+        #[cfg(not(feature = "metrics"))]
+        let _ = key;
+        Self {
+            #[cfg(feature = "metrics")]
+            gauge: metrics::gauge!(IN_FLIGHT, "host" => courier_core::telemetry::key_label(key)),
+        }
+    }
+
+    /// The calls in flight to the key are now `n`.
+    #[inline]
+    pub(crate) fn set(&self, n: usize) {
+        #[cfg(feature = "metrics")]
+        self.gauge.set(n as f64);
+        #[cfg(not(feature = "metrics"))]
+        let _ = n;
+    }
+}
+
+impl fmt::Debug for InFlight {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("InFlight")
+    }
 }
 
 /// The limit of `key` is now `n`.
