@@ -24,7 +24,8 @@ use tower::ServiceBuilder;
     feature = "cache",
     feature = "retry",
     feature = "breaker",
-    feature = "ratelimit"
+    feature = "ratelimit",
+    feature = "concurrency"
 ))]
 use tower::layer::util::Stack;
 
@@ -41,8 +42,9 @@ mod sealed {
 /// ([`CourierLayer`](crate::CourierLayer): `deadline`, `attempt_timeout`, `cache`,
 /// `circuit_breaker`, `adaptive_pacing`), or after the layer where the preset has no setter
 /// (`deadline_scope`, `classify_body`). Where `ServiceBuilder` has a method of that name
-/// already (`retry`, `rate_limit`), which an extension trait cannot replace, the name takes
-/// the prefix `courier_`: `courier_retry`, `courier_rate_limit`. Each takes its layer (the
+/// already (`retry`, `rate_limit`, `concurrency_limit`), which an extension trait cannot
+/// replace, the name takes the prefix `courier_`: `courier_retry`, `courier_rate_limit`,
+/// `courier_concurrency_limit`. Each takes its layer (the
 /// deadline layers also a [`Duration`](std::time::Duration), as the preset does).
 pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     /// Adds the whole preset ([`CourierLayer`](crate::CourierLayer)).
@@ -116,6 +118,15 @@ pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     ) -> ServiceBuilder<Stack<courier_ratelimit::AdaptivePacingLayer<KF, St>, L>>
     where
         KF: courier_core::KeyFn;
+
+    /// Adds a [`ConcurrencyLimitLayer`](courier_concurrency::ConcurrencyLimitLayer).
+    #[cfg(feature = "concurrency")]
+    fn courier_concurrency_limit<K>(
+        self,
+        layer: courier_concurrency::ConcurrencyLimitLayer<K>,
+    ) -> ServiceBuilder<Stack<courier_concurrency::ConcurrencyLimitLayer<K>, L>>
+    where
+        K: courier_core::KeyFn;
 }
 
 impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
@@ -198,6 +209,17 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
     ) -> ServiceBuilder<Stack<courier_ratelimit::AdaptivePacingLayer<KF, St>, L>>
     where
         KF: courier_core::KeyFn,
+    {
+        self.layer(layer)
+    }
+
+    #[cfg(feature = "concurrency")]
+    fn courier_concurrency_limit<K>(
+        self,
+        layer: courier_concurrency::ConcurrencyLimitLayer<K>,
+    ) -> ServiceBuilder<Stack<courier_concurrency::ConcurrencyLimitLayer<K>, L>>
+    where
+        K: courier_core::KeyFn,
     {
         self.layer(layer)
     }

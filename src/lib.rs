@@ -6,6 +6,8 @@ pub use courier_core as core;
 pub use courier_breaker as breaker;
 #[cfg(feature = "cache")]
 pub use courier_cache as cache;
+#[cfg(feature = "concurrency")]
+pub use courier_concurrency as concurrency;
 #[cfg(feature = "deadline")]
 pub use courier_deadline as deadline;
 #[cfg(feature = "ratelimit")]

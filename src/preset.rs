@@ -8,9 +8,10 @@
 //!        └ CircuitBreaker    per host: fail fast while open, trials judged together while half-open
 //!          └ RateLimit       per host: pace every attempt, retries included
 //!            └ AdaptivePacing   per host: pace an overloaded host at what it accepts
-//!              └ AttemptTimeout   bound one attempt; never longer than the deadline's rest
-//!                └ ClassifyBody     read an answer's first bytes for the classifier (opt-in)
-//!                  └ transport      hyper-util or reqwest, with its own retries off
+//!              └ ConcurrencyLimit  per host: bound the attempts in flight
+//!                └ AttemptTimeout   bound one attempt; never longer than the deadline's rest
+//!                  └ ClassifyBody     read an answer's first bytes for the classifier (opt-in)
+//!                    └ transport      hyper-util or reqwest, with its own retries off
 //! ```
 //!
 //! - The deadline is outermost so that it covers retries, backoff and rate-limit waits, and the
@@ -22,6 +23,12 @@
 //!   caller is paced together, and it learns from each attempt's own answer.
 //! - The limiter is inside retry so that a retry costs a token like a first try: a retry costs
 //!   the server exactly as much.
+//! - The concurrency limit holds a permit per attempt, not per call: below retry, so that a
+//!   call asleep between attempts is not counted in flight; below the breaker, the rate limiter
+//!   and pacing, so that an attempt refused or waiting for its slot holds no permit, and its
+//!   wait is not in the latency an adaptive limit learns from; above the attempt timeout, so
+//!   that an attempt cut off by it reaches the limit as a timeout and its permit covers the
+//!   whole attempt. The permit is held until the answer's body ends or is dropped.
 //! - The attempt timeout is innermost so that it bounds one attempt, never the waits between.
 //! - The body's classification ([`ClassifyBody`], a pass-through unless the
 //!   [`classifier`](CourierLayer::classifier) has a body rule) is under the attempt timeout,
@@ -70,9 +77,22 @@
 //!   at most itself), the whole host once they come from more than one. It lets the rate grow
 //!   back when the signals stop, and stops pacing where pacing does not help. Its waits are
 //!   named pacing (`courier.pacing.wait_ms`), not the rate limiter's.
-//! - **Concurrency**: the preset bounds no number of calls in flight. A limit put below retry
-//!   (tower's `ConcurrencyLimit`, as in the a-la-carte example) is judged by none of the
-//!   above: a call waiting for room is not a failure of the host.
+//! - **The concurrency limit** ([`preset_concurrency_limit`]) bounds the attempts in flight to
+//!   each host at 1000, fixed, with no queue: an attempt over the bound fails at once with
+//!   `ConcurrencyLimited`, a local refusal that says nothing about the host (retry does not
+//!   repeat it and gives the retry back to its budget; the breaker and pacing do not count
+//!   it). It never binds on ordinary traffic; what it stops is a host that slows from 5 ms to
+//!   5 s holding every caller's calls (at 1 000 calls a second, 5 000 in flight). The
+//!   adaptive limit (`ConcurrencyLimitLayer::new()`) is not the default: it learns each
+//!   host's capacity from its latency and keeps a queueing host at its unloaded latency, but
+//!   a fresh host starts at 20 calls, so a caller that opens 100 at once is refused in its
+//!   first hundreds of milliseconds (courier-bench's `concurrency` simulations).
+//!
+//! The three that slow a caller down each answer one question, and none answers another's:
+//! pacing, **how often** (a rate, learned from overload answers); the concurrency limit, **how
+//! many at once** (learned, when adaptive, from latency: a host that queues without refusing);
+//! the breaker, **whether at all** (a host that is down or fails most calls). A refusal by
+//! one is never a signal to the others.
 //!
 //! Why these numbers: the soak's broken-paths mix (courier-chaos: one shared preset with
 //! these defaults, 32 callers, one host, every call its own path, one in six resetting or
@@ -110,6 +130,7 @@
 
 use courier_breaker::{CircuitBreaker, CircuitBreakerLayer, FailureRate, OpenBackoff};
 use courier_cache::{CacheBody, EtagCache, EtagCacheLayer};
+use courier_concurrency::{ConcurrencyBody, ConcurrencyLimit, ConcurrencyLimitLayer};
 use courier_core::{BoxError, Classifier, HostKey, PerHost};
 use courier_deadline::{
     AttemptTimeout, AttemptTimeoutLayer, Deadline, DeadlineBody, DeadlineLayer,
@@ -120,7 +141,7 @@ use courier_ratelimit::{
 #[cfg(feature = "redis")]
 use courier_redis::{LocalOrRedis, RedisStore};
 use courier_retry::{ClassifiedBody, ClassifyBody, Retry, RetryLayer};
-use std::num::NonZeroU32;
+use std::num::{NonZeroU32, NonZeroUsize};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_layer::Layer;
@@ -201,6 +222,18 @@ pub fn preset_breaker() -> CircuitBreakerLayer {
         .open_backoff(OpenBackoff::new(DEFAULT_OPEN_BACKOFF_CAP))
 }
 
+/// The concurrency limit the preset starts with: [`DEFAULT_CONCURRENCY_LIMIT`] attempts in
+/// flight per host, fixed, no queue: a bulkhead that never binds on ordinary traffic and stops
+/// a host that slows down from holding an unbounded number of the caller's calls.
+///
+/// The [module docs](self) give the reasons, and why the adaptive limit is not the default.
+pub fn preset_concurrency_limit() -> ConcurrencyLimitLayer {
+    ConcurrencyLimitLayer::new().fixed(DEFAULT_CONCURRENCY_LIMIT)
+}
+
+/// The attempts in flight per host the preset allows.
+pub const DEFAULT_CONCURRENCY_LIMIT: NonZeroUsize = NonZeroUsize::new(1000).expect("1000 > 0");
+
 /// How long failing answers must come, with no success, before the preset's breaker opens.
 pub const DEFAULT_FAILING_ANSWERS_FOR: Duration = Duration::from_secs(30);
 
@@ -227,7 +260,7 @@ pub type Stack<S> = Deadline<
         Retry<
             CircuitBreaker<
                 TokenBucketRateLimit<
-                    AdaptivePacing<AttemptTimeout<ClassifyBody<S>>>,
+                    AdaptivePacing<ConcurrencyLimit<AttemptTimeout<ClassifyBody<S>>>>,
                     PerHost,
                     PresetStore,
                 >,
@@ -237,8 +270,9 @@ pub type Stack<S> = Deadline<
 >;
 
 /// The preset's response body over a transport whose body is `B`: the deadline's bound, the
-/// cache's stored or upstream body, the attempt's bound, the bytes read for the classifier.
-pub type PresetBody<B> = DeadlineBody<CacheBody<DeadlineBody<ClassifiedBody<B>>>>;
+/// cache's stored or upstream body, the attempt's permit, the attempt's bound, the bytes read
+/// for the classifier.
+pub type PresetBody<B> = DeadlineBody<CacheBody<ConcurrencyBody<DeadlineBody<ClassifiedBody<B>>>>>;
 
 /// The preset as a `tower::Layer`: the order and defaults of docs/ARCHITECTURE.md, each layer
 /// optional.
@@ -263,6 +297,7 @@ pub struct CourierLayer {
     breaker: Option<CircuitBreakerLayer>,
     rate_limit: Option<TokenBucketRateLimitLayer>,
     pacing: Option<AdaptivePacingLayer>,
+    concurrency: Option<ConcurrencyLimitLayer>,
     #[cfg(feature = "redis")]
     shared_store: Option<RedisStore<HostKey>>,
     attempt_timeout: Option<AttemptTimeoutLayer>,
@@ -290,6 +325,7 @@ impl CourierLayer {
             retry: Some(RetryLayer::new()),
             breaker: Some(preset_breaker()),
             pacing: Some(AdaptivePacingLayer::new()),
+            concurrency: Some(preset_concurrency_limit()),
             attempt_timeout: Some(AttemptTimeoutLayer::new(DEFAULT_ATTEMPT_TIMEOUT)),
             ..Self::bare()
         }
@@ -304,6 +340,7 @@ impl CourierLayer {
             breaker: None,
             rate_limit: None,
             pacing: None,
+            concurrency: None,
             #[cfg(feature = "redis")]
             shared_store: None,
             attempt_timeout: None,
@@ -357,6 +394,17 @@ impl CourierLayer {
         self.share_classifier()
     }
 
+    /// The bound on attempts in flight per host, or `None` for none. Defaults to
+    /// [`preset_concurrency_limit`]: a fixed bulkhead of
+    /// [`DEFAULT_CONCURRENCY_LIMIT`] attempts per host, no queue. Give
+    /// `ConcurrencyLimitLayer::new()` for a limit learned from each host's latency. It reads
+    /// answers with the preset's [`classifier`](Self::classifier) when one is set. See the
+    /// [module docs](self) for where it sits and why.
+    pub fn concurrency_limit(mut self, layer: impl Into<Option<ConcurrencyLimitLayer>>) -> Self {
+        self.concurrency = layer.into();
+        self.share_classifier()
+    }
+
     /// The one place that decides what an answer means, for every layer of the preset: retry
     /// (may asking again change it? may the request be repeated?), the breaker (does it count
     /// against the host?), adaptive pacing (is it an overload signal?), the body's reading
@@ -395,6 +443,7 @@ impl CourierLayer {
             self.retry = self.retry.map(|l| l.classifier(c.clone()));
             self.breaker = self.breaker.map(|l| l.classifier(c.clone()));
             self.pacing = self.pacing.map(|l| l.classifier(c.clone()));
+            self.concurrency = self.concurrency.map(|l| l.classifier(c.clone()));
         }
         self
     }
@@ -470,6 +519,12 @@ impl CourierLayer {
     /// ([`learned_rate`](AdaptivePacingLayer::learned_rate)).
     pub fn pacing_layer(&self) -> Option<&AdaptivePacingLayer> {
         self.pacing.as_ref()
+    }
+
+    /// The concurrency limit layer, to read each host's calls in flight and limit
+    /// ([`handle`](ConcurrencyLimitLayer::handle)).
+    pub fn concurrency_layer(&self) -> Option<&ConcurrencyLimitLayer> {
+        self.concurrency.as_ref()
     }
 
     /// Wraps `inner`, any `Service<http::Request<B>>`.
@@ -553,6 +608,12 @@ impl<S> Layer<S> for CourierLayer {
             inner,
             AttemptTimeout::new,
             AttemptTimeout::pass_through,
+        );
+        let inner = on_or_pass(
+            self.concurrency.clone(),
+            inner,
+            ConcurrencyLimit::new,
+            ConcurrencyLimit::pass_through,
         );
         let inner = on_or_pass(
             self.pacing.clone(),

@@ -25,8 +25,9 @@
 //! is handed on, and the gap between them is the wait. The attempt span before a gap says how
 //! long and why (`courier.retry.wait_ms`, `courier.retry.wait_source`). A pacing wait of the
 //! rate limiter happens inside an attempt (the attempt is paced, not the call), so it is part
-//! of the attempt span and recorded on it (`courier.ratelimit.wait_ms`), and so is a wait of
-//! adaptive pacing, under its own name (`courier.pacing.wait_ms`).
+//! of the attempt span and recorded on it (`courier.ratelimit.wait_ms`), and so are a wait of
+//! adaptive pacing, under its own name (`courier.pacing.wait_ms`), and a wait in the
+//! concurrency limit's queue (`courier.concurrency.wait_ms`).
 //!
 //! The attempt span, `courier.attempt`, exported under the method's name:
 //!
@@ -47,6 +48,8 @@
 //! | `courier.breaker.state` | the breaker's state when it refused the attempt (`open`, `half_open`, `forced_open`) |
 //! | `courier.ratelimit.wait_ms` | how long the rate limiter (the token bucket) held the attempt for its slot |
 //! | `courier.pacing.wait_ms` | how long adaptive pacing held the attempt for its slot |
+//! | `courier.concurrency.wait_ms` | how long the attempt waited in the concurrency limit's queue for a permit |
+//! | `courier.concurrency.refused` | `true` when the concurrency limit refused the attempt |
 //!
 //! The call span, `courier.call` (kind internal, a child of the caller's current span), has
 //! `http.request.method`, `server.address`, `server.port`, `url.full`, and once the call is
@@ -95,6 +98,10 @@
 //! | `courier.ratelimit.refusals` | counter | {call} | `host`, `parked` | each call refused (no slot soon enough) |
 //! | `courier.pacing.wait.duration` | histogram | s | `host` | each call that waited for a slot of adaptive pacing |
 //! | `courier.pacing.refusals` | counter | {call} | `host` | each call adaptive pacing refused (no slot soon enough) |
+//! | `courier.concurrency.in_flight` | gauge | {call} | `host` | set as each permit is taken and given back |
+//! | `courier.concurrency.limit` | gauge | {call} | `host` | set as each key's limit changes |
+//! | `courier.concurrency.wait.duration` | histogram | s | `host` | each call that waited in the queue |
+//! | `courier.concurrency.refusals` | counter | {call} | `host` | each call the concurrency limit refused |
 //! | `courier.cache.lookups` | counter | {lookup} | `status`: `hit`, `revalidated`, `miss`, `stale` | each answer of the cache (bypasses are no lookups) |
 //! | `courier.deadline.expiries` | counter | {expiry} | `kind`: `deadline`, `attempt_timeout` | each call failed by a spent deadline or an attempt timeout |
 //!
@@ -126,6 +133,8 @@ pub fn describe_metrics() {
     courier_ratelimit::telemetry::describe();
     #[cfg(feature = "cache")]
     courier_cache::telemetry::describe();
+    #[cfg(feature = "concurrency")]
+    courier_concurrency::telemetry::describe();
     #[cfg(feature = "deadline")]
     courier_deadline::telemetry::describe();
 }

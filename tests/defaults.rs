@@ -6,6 +6,7 @@
 use courier::CourierLayer;
 use courier::breaker::CircuitBreakerLayer;
 use courier::cache::EtagCacheLayer;
+use courier::concurrency::ConcurrencyLimitLayer;
 use courier::core::Classifier;
 use courier::deadline::{AttemptTimeoutLayer, DeadlineLayer, DeadlineScopeLayer};
 use courier::ratelimit::{AdaptivePacingLayer, Rate, TokenBucketRateLimitLayer};
@@ -223,6 +224,8 @@ fn the_readme_table_of_defaults_says_what_the_code_does() {
     let breaker = format!("{:?}", CircuitBreakerLayer::new());
     let preset_breaker = field(&preset, "breaker");
     let pacing = format!("{:?}", AdaptivePacingLayer::new());
+    let concurrency = format!("{:?}", ConcurrencyLimitLayer::new());
+    let preset_concurrency = field(&preset, "concurrency").trim_start_matches("Some(");
     let cache = format!("{:?}", EtagCacheLayer::new());
     let deadline = format!("{:?}", DeadlineLayer::new(Duration::from_secs(1)));
     let attempt = format!("{:?}", AttemptTimeoutLayer::new(Duration::from_secs(1)));
@@ -438,6 +441,32 @@ fn the_readme_table_of_defaults_says_what_the_code_does() {
                 num(field(&pacing, "max_hosts")),
             ],
         ),
+        (
+            "`ConcurrencyLimitLayer`",
+            "limit",
+            vec![
+                num(field(field(&concurrency, "limit"), "initial")),
+                num(field(field(&concurrency, "limit"), "min")),
+                num(field(field(&concurrency, "limit"), "max")),
+                num(field(field(&preset_concurrency, "config"), "limit")
+                    .trim_start_matches("Fixed(")
+                    .trim_end_matches(')')),
+            ],
+        ),
+        (
+            "",
+            "`max_queue`",
+            vec![
+                num(field(&concurrency, "max_queue")),
+                dur(field(&concurrency, "max_wait")),
+            ],
+        ),
+        (
+            "",
+            "`release_at_headers`",
+            vec![on_off(field(&concurrency, "release_at_headers"))],
+        ),
+        ("", "`max_keys`", vec![num(field(&concurrency, "max_keys"))]),
         (
             "`EtagCacheLayer`",
             "`capacity`",

@@ -42,11 +42,12 @@ const _: fn() = || {
 };
 
 /// Checked when this file compiles: the preset's stack is the eight services, each named once,
-/// whatever is switched on, and its body is the four wrappers.
+/// whatever is switched on, and its body is the five wrappers.
 #[allow(clippy::type_complexity)]
 const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
     use courier::breaker::CircuitBreaker;
     use courier::cache::{CacheBody, EtagCache};
+    use courier::concurrency::{ConcurrencyBody, ConcurrencyLimit};
     use courier::core::PerHost;
     use courier::deadline::{AttemptTimeout, Deadline, DeadlineBody};
     use courier::preset::{PresetBody, PresetStore};
@@ -57,7 +58,11 @@ const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
             Retry<
                 CircuitBreaker<
                     TokenBucketRateLimit<
-                        AdaptivePacing<AttemptTimeout<ClassifyBody<HyperService<Full<Bytes>>>>>,
+                        AdaptivePacing<
+                            ConcurrencyLimit<
+                                AttemptTimeout<ClassifyBody<HyperService<Full<Bytes>>>>,
+                            >,
+                        >,
                         PerHost,
                         PresetStore,
                     >,
@@ -67,8 +72,9 @@ const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
     > = preset.into_inner();
     let _body: fn(
         PresetBody<hyper::body::Incoming>,
-    )
-        -> DeadlineBody<CacheBody<DeadlineBody<ClassifiedBody<hyper::body::Incoming>>>> = |b| b;
+    ) -> DeadlineBody<
+        CacheBody<ConcurrencyBody<DeadlineBody<ClassifiedBody<hyper::body::Incoming>>>>,
+    > = |b| b;
 };
 
 /// With every layer off, the preset hands requests and answers through untouched; each layer
@@ -77,14 +83,15 @@ const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
 async fn bare_preset_passes_everything_through() {
     courier_testkit::pass_through::check(|inner| CourierLayer::bare().service(inner)).await;
 
-    fn off(preset: &Courier<()>) -> [bool; 7] {
+    fn off(preset: &Courier<()>) -> [bool; 8] {
         let deadline = preset.get_ref();
         let cache = deadline.get_ref();
         let retry = cache.get_ref();
         let breaker = retry.get_ref();
         let limiter = breaker.get_ref();
         let pacing = limiter.get_ref();
-        let attempt = pacing.get_ref();
+        let concurrency = pacing.get_ref();
+        let attempt = concurrency.get_ref();
         [
             deadline.is_pass_through(),
             cache.is_pass_through(),
@@ -92,6 +99,7 @@ async fn bare_preset_passes_everything_through() {
             breaker.is_pass_through(),
             limiter.is_pass_through(),
             pacing.is_pass_through(),
+            concurrency.is_pass_through(),
             attempt.is_pass_through(),
         ]
     }
@@ -99,10 +107,10 @@ async fn bare_preset_passes_everything_through() {
         Rate::per_second(10.0).unwrap(),
         NonZeroU32::new(5).unwrap(),
     );
-    assert_eq!(off(&CourierLayer::bare().service(())), [true; 7]);
+    assert_eq!(off(&CourierLayer::bare().service(())), [true; 8]);
     assert_eq!(
         off(&CourierLayer::new().service(())),
-        [false, false, false, false, true, false, false],
+        [false, false, false, false, true, false, false, false],
         "the defaults: every layer but the rate limiter"
     );
     let alone = [
@@ -112,10 +120,11 @@ async fn bare_preset_passes_everything_through() {
         CourierLayer::bare().circuit_breaker(CircuitBreakerLayer::new()),
         CourierLayer::bare().rate_limit(limiter),
         CourierLayer::bare().adaptive_pacing(courier::ratelimit::AdaptivePacingLayer::new()),
+        CourierLayer::bare().concurrency_limit(courier::concurrency::ConcurrencyLimitLayer::new()),
         CourierLayer::bare().attempt_timeout(Duration::from_secs(1)),
     ];
     for (i, layer) in alone.iter().enumerate() {
-        let mut want = [true; 7];
+        let mut want = [true; 8];
         want[i] = false;
         assert_eq!(off(&layer.service(())), want, "layer {i} alone");
     }

@@ -242,6 +242,8 @@ fn attempt_span(call: &Span, parts: &Parts, query: bool, n: u32) -> Span {
         courier.breaker.state = Empty,
         courier.ratelimit.wait_ms = Empty,
         courier.pacing.wait_ms = Empty,
+        courier.concurrency.wait_ms = Empty,
+        courier.concurrency.refused = Empty,
     );
     if n > 1 {
         span.record("http.request.resend_count", i64::from(n - 1));
