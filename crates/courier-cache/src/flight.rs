@@ -6,7 +6,7 @@ use crate::key::UriKey;
 use std::collections::hash_map::Entry as Slot;
 use std::collections::{HashMap, VecDeque};
 use std::fmt;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use tokio::sync::oneshot;
@@ -18,34 +18,15 @@ pub(crate) trait Drive: Send + Sync {
     fn poll_drive(&self, cx: &mut Context<'_>) -> Poll<()>;
 }
 
-/// What a flight is for.
-#[derive(Clone, PartialEq, Eq)]
+/// What a flight is for: small, as every leader's guard holds it.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
 pub(crate) enum FlightKey {
     /// A revalidation of the stored entry at this address.
     Revalidation(usize),
-    /// A request whose answer may be stored under `key`, for these `credentials` (the
-    /// fingerprint the entry is selected by). The key's parts are held by reference count, so
-    /// opening a flight copies no URI; `hash` is the key text's, computed once.
-    Miss {
-        hash: u64,
-        key: UriKey,
-        credentials: u64,
-    },
-}
-
-impl Hash for FlightKey {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        match self {
-            Self::Revalidation(address) => state.write_usize(*address),
-            // Equal keys have equal texts, so equal hashes: the parts are compared only by `eq`.
-            Self::Miss {
-                hash, credentials, ..
-            } => {
-                state.write_u64(*hash);
-                state.write_u64(*credentials);
-            }
-        }
-    }
+    /// A request whose answer may be stored under the key text of this `hash`, for these
+    /// `credentials` (the fingerprint the entry is selected by). The flight itself holds the
+    /// key's parts: a request with the same hash and another key goes on its own.
+    Miss { hash: u64, credentials: u64 },
 }
 
 impl FlightKey {
@@ -74,6 +55,8 @@ struct Flight {
     /// The answer came with no one waiting, so it was not made one to share: a request that
     /// comes later goes on its own.
     unshared: bool,
+    /// A miss's key (its parts, held by reference count): only a request for this key joins.
+    key: Option<UriKey>,
 }
 
 /// Room for this many flights from the start. A smaller table marks most removals as
@@ -129,12 +112,18 @@ impl Flights {
 
     /// Joins the flight `key`, or starts one. `entry`, the entry a revalidation is for, is held
     /// by the flight so that its address cannot be reused while the flight lasts.
-    pub(crate) fn join(self: &Arc<Self>, key: FlightKey, entry: Option<&Arc<Entry>>) -> Role {
+    /// `uri` is a miss's key.
+    pub(crate) fn join(
+        self: &Arc<Self>,
+        key: FlightKey,
+        entry: Option<&Arc<Entry>>,
+        uri: Option<&UriKey>,
+    ) -> Role {
         let mut flights = self.lock();
         match flights.entry(key) {
             Slot::Occupied(mut flight) => {
                 let flight = flight.get_mut();
-                if flight.unshared {
+                if flight.unshared || flight.key.as_ref() != uri {
                     return Role::Alone;
                 }
                 let (tx, rx) = oneshot::channel();
@@ -142,8 +131,11 @@ impl Flights {
                 Role::Follower(rx, flight.answer.as_ref().and_then(Weak::upgrade))
             }
             Slot::Vacant(slot) => {
-                let key = slot.key().clone();
-                slot.insert(Flight::default());
+                let key = *slot.key();
+                slot.insert(Flight {
+                    key: uri.cloned(),
+                    ..Flight::default()
+                });
                 Role::Leader(self.guard(key, entry.cloned()))
             }
         }
@@ -159,7 +151,7 @@ impl Flights {
         match flights.entry(key) {
             Slot::Occupied(_) => None,
             Slot::Vacant(slot) => {
-                let key = slot.key().clone();
+                let key = *slot.key();
                 slot.insert(Flight::default());
                 Some(self.guard(key, entry.cloned()))
             }
@@ -179,11 +171,7 @@ impl Flights {
     /// the store when the store gave one (every key of a cache is hashed alike, either way).
     pub(crate) fn miss_key(&self, key: &UriKey, credentials: u64, hash: Option<u64>) -> FlightKey {
         let hash = hash.unwrap_or_else(|| self.hasher.hash_one(key.text().as_str()));
-        FlightKey::Miss {
-            hash,
-            key: key.clone(),
-            credentials,
-        }
+        FlightKey::Miss { hash, credentials }
     }
 
     /// How many flights are open.
@@ -225,7 +213,7 @@ impl FlightGuard {
         }
         Some(Publisher {
             flights: self.flights.clone(),
-            key: self.key.clone(),
+            key: self.key,
         })
     }
 
@@ -300,7 +288,7 @@ impl Drop for FlightGuard {
             }
             let guard = FlightGuard {
                 flights: self.flights.clone(),
-                key: self.key.clone(),
+                key: self.key,
                 entry: self.entry.clone(),
                 armed: true,
             };
@@ -350,7 +338,7 @@ mod tests {
     }
 
     fn join(flights: &Arc<Flights>, e: &Arc<Entry>) -> Role {
-        flights.join(FlightKey::revalidation(e), Some(e))
+        flights.join(FlightKey::revalidation(e), Some(e), None)
     }
 
     fn follower(role: Role) -> oneshot::Receiver<Handoff> {
@@ -383,12 +371,12 @@ mod tests {
     #[tokio::test]
     async fn a_released_flight_sends_every_follower_on_its_own() {
         let flights = Arc::new(Flights::default());
-        let uri = http::Uri::from_static("http://h/x");
-        let key = flights.miss_key(&UriKey::new(&uri, &HeaderMap::new()), 0, None);
-        let guard = flights.lead(key.clone(), None).expect("no flight yet");
-        assert!(flights.lead(key.clone(), None).is_none(), "one at a time");
+        let e = entry();
+        let key = FlightKey::revalidation(&e);
+        let guard = flights.lead(key, None).expect("no flight yet");
+        assert!(flights.lead(key, None).is_none(), "one at a time");
         let followers: Vec<_> = (0..3)
-            .map(|_| follower(flights.join(key.clone(), None)))
+            .map(|_| follower(flights.join(key, None, None)))
             .collect();
         guard.release();
         for rx in followers {
@@ -439,42 +427,47 @@ mod tests {
     async fn an_answer_no_one_waited_for_sends_later_requests_on_their_own() {
         let flights = Arc::new(Flights::default());
         let uri = http::Uri::from_static("http://h/x");
-        let key = flights.miss_key(&UriKey::new(&uri, &HeaderMap::new()), 0, None);
-        let Role::Leader(guard) = flights.join(key.clone(), None) else {
+        let uri = UriKey::new(&uri, &HeaderMap::new());
+        let key = flights.miss_key(&uri, 0, None);
+        let Role::Leader(guard) = flights.join(key, None, Some(&uri)) else {
             panic!("the first request leads")
         };
         assert!(guard.publisher().is_none(), "no one waits: nothing shared");
-        assert!(matches!(flights.join(key.clone(), None), Role::Alone));
+        assert!(matches!(flights.join(key, None, Some(&uri)), Role::Alone));
         guard.release();
         assert!(
-            matches!(flights.join(key.clone(), None), Role::Leader(_)),
+            matches!(flights.join(key, None, Some(&uri)), Role::Leader(_)),
             "a new flight once the answer has ended"
         );
 
-        let Role::Leader(guard) = flights.join(key.clone(), None) else {
+        let Role::Leader(guard) = flights.join(key, None, Some(&uri)) else {
             panic!("leads")
         };
-        let rx = follower(flights.join(key.clone(), None));
+        let rx = follower(flights.join(key, None, Some(&uri)));
         assert!(guard.publisher().is_some(), "someone waits: shared");
         drop(rx);
     }
 
     #[tokio::test]
-    async fn keys_with_one_hash_and_other_parts_are_other_flights() {
+    async fn a_key_with_another_keys_hash_goes_on_its_own() {
         let flights = Arc::new(Flights::default());
         let (a, b) = (
             http::Uri::from_static("http://h/a"),
             http::Uri::from_static("http://h/b"),
         );
         let none = HeaderMap::new();
-        let first = flights.miss_key(&UriKey::new(&a, &none), 0, Some(7));
-        let other = flights.miss_key(&UriKey::new(&b, &none), 0, Some(7));
-        let Role::Leader(_guard) = flights.join(first, None) else {
+        let (a, b) = (UriKey::new(&a, &none), UriKey::new(&b, &none));
+        let first = flights.miss_key(&a, 0, Some(7));
+        let other = flights.miss_key(&b, 0, Some(7));
+        assert!(first == other, "one hash");
+        let Role::Leader(_guard) = flights.join(first, None, Some(&a)) else {
             panic!("leads")
         };
-        let second = flights.join(other, None);
-        assert!(matches!(second, Role::Leader(_)), "not a follower of /a");
-        assert_eq!(flights.len(), 2);
+        let second = flights.join(other, None, Some(&b));
+        assert!(matches!(second, Role::Alone), "not a follower of /a");
+        let third = flights.join(first, None, Some(&a));
+        assert!(matches!(third, Role::Follower(..)), "a follower of /a");
+        assert_eq!(flights.len(), 1);
     }
 
     #[tokio::test]

@@ -384,17 +384,17 @@ impl Route {
         // upstream once.
         let flight = match (&lookup.entry, lookup.shared.single_flight) {
             (Some(entry), Some(max_wait)) if added_conditionals => {
-                Some((FlightKey::revalidation(entry), Some(entry), max_wait))
+                Some((FlightKey::revalidation(entry), Some(entry), None, max_wait))
             }
             (_, Some(max_wait)) if !added_conditionals && !head && !fields.conditional => {
                 let flights = &lookup.shared.flights;
                 let key = flights.miss_key(&lookup.key, credentials, lookup.key_hash);
-                Some((key, None, max_wait))
+                Some((key, None, Some(&lookup.key), max_wait))
             }
             _ => None,
         };
-        let role = flight.map(|(key, entry, max_wait)| {
-            let role = lookup.shared.flights.join(key, entry);
+        let role = flight.map(|(key, entry, uri, max_wait)| {
+            let role = lookup.shared.flights.join(key, entry, uri);
             (role, max_wait)
         });
         match role {
