@@ -145,83 +145,6 @@ impl CallContext {
     }
 }
 
-/// The absolute moment by which the whole call must be done, as a request extension.
-///
-/// Set by the deadline layer (or by a server-side layer from an incoming request); read by retry
-/// (never sleeps past it), the rate limiter (never waits past it) and the attempt timeout
-/// (`min(per_attempt, left)`). A deadline only ever shrinks: [`Deadline::shrink`] keeps the
-/// earlier of the two.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Deadline {
-    at: Instant,
-}
-
-impl Deadline {
-    /// A deadline at `at`.
-    pub const fn at(at: Instant) -> Self {
-        Self { at }
-    }
-
-    /// A deadline `budget` from now, saturating at the far future.
-    pub fn after(budget: Duration) -> Self {
-        let now = Instant::now();
-        Self {
-            at: now.checked_add(budget).unwrap_or_else(far_future),
-        }
-    }
-
-    /// The moment itself.
-    pub const fn instant(&self) -> Instant {
-        self.at
-    }
-
-    /// Time left from now; zero once passed.
-    pub fn remaining(&self) -> Duration {
-        self.at.saturating_duration_since(Instant::now())
-    }
-
-    /// Whether the deadline has passed.
-    pub fn is_expired(&self) -> bool {
-        Instant::now() >= self.at
-    }
-
-    /// Whether waiting `wait` from now would end after the deadline.
-    pub fn would_pass(&self, wait: Duration) -> bool {
-        match Instant::now().checked_add(wait) {
-            Some(end) => end > self.at,
-            None => true,
-        }
-    }
-
-    /// The deadline carried by `ext`, if any.
-    pub fn get(ext: &Extensions) -> Option<Self> {
-        CallContext::deadline_in(ext)
-            .map(Self::at)
-            .or_else(|| ext.get::<Self>().copied())
-    }
-
-    /// Puts `self` into `ext` unless an earlier deadline is there already; returns the one in
-    /// force.
-    ///
-    /// ```
-    /// # #[tokio::main(flavor = "current_thread")] async fn main() {
-    /// use courier_core::Deadline;
-    /// use std::time::Duration;
-    ///
-    /// let mut ext = http::Extensions::new();
-    /// let outer = Deadline::after(Duration::from_secs(5)).shrink(&mut ext);
-    /// let inner = Deadline::after(Duration::from_secs(30)).shrink(&mut ext);
-    /// assert_eq!(inner, outer, "a nested deadline never extends an earlier one");
-    /// # }
-    /// ```
-    pub fn shrink(self, ext: &mut Extensions) -> Self {
-        Self::at(
-            ext.get_or_insert_default::<CallContext>()
-                .shrink_deadline(self.at),
-        )
-    }
-}
-
 fn far_future() -> Instant {
     // About thirty years: far enough to be "never", near enough not to overflow.
     Instant::now() + Duration::from_secs(86_400 * 365 * 30)
@@ -646,19 +569,68 @@ mod tests {
         assert!(Attempts::of_dropped(|| ()).is_none());
     }
 
+    fn context() -> CallContext {
+        let mut req = http::Request::get("http://API.example:80/x")
+            .body(())
+            .unwrap();
+        CallContext::get_or_insert(&mut req).clone()
+    }
+
     #[tokio::test(start_paused = true)]
     async fn nested_deadline_only_shrinks() {
-        let mut ext = Extensions::new();
-        let d1 = Deadline::after(Duration::from_secs(10)).shrink(&mut ext);
-        let d2 = Deadline::after(Duration::from_secs(20)).shrink(&mut ext);
+        let mut ctx = context();
+        let d1 = ctx.shrink_deadline_after(Duration::from_secs(10));
+        let d2 = ctx.shrink_deadline_after(Duration::from_secs(20));
         assert_eq!(d1, d2);
-        let d3 = Deadline::after(Duration::from_secs(2)).shrink(&mut ext);
+        let d3 = ctx.shrink_deadline_after(Duration::from_secs(2));
         assert!(d3 < d1);
-        assert_eq!(Deadline::get(&ext), Some(d3));
-        assert_eq!(d3.remaining(), Duration::from_secs(2));
+        assert_eq!(ctx.deadline(), Some(d3));
+        assert_eq!(ctx.remaining(), Some(Duration::from_secs(2)));
         tokio::time::advance(Duration::from_secs(3)).await;
-        assert!(d3.is_expired());
-        assert_eq!(d3.remaining(), Duration::ZERO);
+        assert_eq!(ctx.remaining(), Some(Duration::ZERO));
+    }
+
+    #[test]
+    fn a_context_is_made_once_with_its_host_and_found_again() {
+        let mut req = http::Request::get("http://API.example:80/x")
+            .body(())
+            .unwrap();
+        assert!(CallContext::get(req.extensions()).is_none());
+        assert_eq!(CallContext::deadline_in(req.extensions()), None);
+        let host = CallContext::get_or_insert(&mut req).host().cloned();
+        assert_eq!(host.unwrap().to_string(), "http://api.example");
+        let ctx = CallContext::get(req.extensions()).expect("put there");
+        assert_eq!(ctx.deadline(), None);
+        assert!(ctx.earlier_attempts().is_none());
+        // The key layers read is the context's while the URI names its host...
+        let head = crate::RequestHead::new(&req);
+        assert_eq!(head.host().to_string(), "http://api.example");
+        // ... and the URI's once a layer in between points the request elsewhere.
+        *req.uri_mut() = "http://other.example/x".parse().unwrap();
+        assert_eq!(
+            crate::RequestHead::new(&req).host().to_string(),
+            "http://other.example"
+        );
+        // A context made without the request (a server-side deadline) gets its host later.
+        let mut ext = Extensions::new();
+        ext.get_or_insert_default::<CallContext>();
+        let mut parts = http::Request::get("https://b.example/")
+            .body(())
+            .unwrap()
+            .into_parts()
+            .0;
+        parts.extensions = ext;
+        let host = CallContext::get_or_insert_parts(&mut parts).host().cloned();
+        assert_eq!(host.unwrap().to_string(), "https://b.example");
+    }
+
+    #[test]
+    fn earlier_attempts_are_none_until_there_are_some() {
+        let mut ctx = context();
+        ctx.set_earlier_attempts(Attempts::new());
+        assert!(ctx.earlier_attempts().is_none());
+        ctx.set_earlier_attempts(Attempts::from_iter([record(1)]));
+        assert_eq!(ctx.earlier_attempts().map(Attempts::count), Some(1));
     }
 
     fn record(attempt: u32) -> AttemptRecord {
@@ -692,18 +664,13 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn a_deadline_expires_when_its_moment_comes_and_not_before() {
-        let d = Deadline::after(Duration::from_secs(10));
-        assert!(!d.is_expired());
-        tokio::time::advance(Duration::from_secs(9)).await;
-        assert!(!d.is_expired());
-        tokio::time::advance(Duration::from_secs(1)).await;
-        assert!(d.is_expired(), "expired at the moment itself");
-    }
-
-    #[tokio::test(start_paused = true)]
     async fn a_wait_passes_the_deadline_only_if_it_ends_after_it() {
-        let d = Deadline::after(Duration::from_secs(10));
+        let mut d = context();
+        assert!(
+            !d.would_pass(Duration::from_secs(3600)),
+            "no deadline: never"
+        );
+        d.shrink_deadline_after(Duration::from_secs(10));
         assert!(!d.would_pass(Duration::ZERO));
         assert!(!d.would_pass(Duration::from_secs(5)));
         assert!(
@@ -795,10 +762,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn huge_budget_saturates() {
-        let d = Deadline::after(Duration::MAX);
+        let mut d = context();
+        d.shrink_deadline_after(Duration::MAX);
         // "Never": decades away, not a year or a day.
         let twenty_years = Duration::from_secs(86_400 * 365 * 20);
-        assert!(d.remaining() > twenty_years, "{:?}", d.remaining());
+        assert!(d.remaining().unwrap() > twenty_years, "{:?}", d.remaining());
         assert!(!d.would_pass(twenty_years));
         assert!(d.would_pass(Duration::MAX));
     }

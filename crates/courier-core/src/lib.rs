@@ -59,7 +59,7 @@ pub use error::{
     AttemptTimedOut, BoxError, CallFailed, CircuitOpen, ConcurrencyLimited, DeadlineExceeded,
     InvalidConfig, RateLimited, attempts_of, cause_ref, is_caused_by,
 };
-pub use extensions::{AttemptRecord, Attempts, CacheStatus, CallContext, Deadline, WaitSource};
+pub use extensions::{AttemptRecord, Attempts, CacheStatus, CallContext, WaitSource};
 pub use hints::{HintConfig, ResetFormat, ServerHint};
 pub use host::{HostKey, RequestHead};
 pub use key::{Global, KeyBy, KeyFn, PerHost};
