@@ -2,7 +2,7 @@
 //! real backend sends the scripts over a tokio [`ConnectionManager`]; the unit tests put a
 //! scripted fake in its place to drive outages on paused time.
 
-use crate::script::{GCRA, GIVE_BACK, GcraCall, PARK, Reply};
+use crate::script::{FORGET, GCRA, GIVE_BACK, GcraCall, PARK, Reply};
 use courier_core::BoxError;
 use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use std::future::Future;
@@ -19,6 +19,8 @@ pub(crate) trait Backend: Send + Sync + 'static {
     fn park(&self, park_key: String, wait_us: u64) -> BoxFut<()>;
     /// Runs the give-back script.
     fn give_back(&self, tat_key: String, ticket: u64, interval_us: u64) -> BoxFut<()>;
+    /// Runs the forget script: deletes the bucket's TAT if it is still `ticket`.
+    fn forget_bucket(&self, tat_key: String, ticket: u64) -> BoxFut<()>;
     /// Checks that Redis runs the GCRA script, writes included (a read-only replica, a full
     /// memory or an ACL refusing the writes fail it), by running it as `call` (on a key of its
     /// own). Loads the script into Redis's cache on the way.
@@ -94,6 +96,18 @@ impl Backend for RedisBackend {
                 .key(&tat_key)
                 .arg(ticket)
                 .arg(interval_us)
+                .invoke_async(&mut conn)
+                .await?;
+            Ok(())
+        })
+    }
+
+    fn forget_bucket(&self, tat_key: String, ticket: u64) -> BoxFut<()> {
+        let mut conn = self.conn();
+        Box::pin(async move {
+            let _: i64 = FORGET
+                .key(&tat_key)
+                .arg(ticket)
                 .invoke_async(&mut conn)
                 .await?;
             Ok(())
@@ -253,6 +267,17 @@ where
         })
     }
 
+    fn forget_bucket(&self, tat_key: String, ticket: u64) -> BoxFut<()> {
+        self.run(move |mut conn| async move {
+            FORGET
+                .key(&tat_key)
+                .arg(ticket)
+                .invoke_async::<i64>(&mut conn)
+                .await
+                .map(drop)
+        })
+    }
+
     fn probe(&self, call: GcraCall) -> BoxFut<()> {
         probe_by_deciding(self.decide(call))
     }
@@ -297,6 +322,7 @@ pub(crate) mod fake {
         pub(crate) decides: Mutex<Vec<GcraCall>>,
         pub(crate) parks: Mutex<Vec<(String, u64)>>,
         pub(crate) give_backs: Mutex<Vec<(String, u64, u64)>>,
+        pub(crate) forgotten: Mutex<Vec<(String, u64)>>,
         pub(crate) probes: AtomicUsize,
         pub(crate) probe_calls: Mutex<Vec<GcraCall>>,
         pub(crate) resets: AtomicUsize,
@@ -309,6 +335,7 @@ pub(crate) mod fake {
                 decides: Mutex::default(),
                 parks: Mutex::default(),
                 give_backs: Mutex::default(),
+                forgotten: Mutex::default(),
                 probes: AtomicUsize::new(0),
                 probe_calls: Mutex::default(),
                 resets: AtomicUsize::new(0),
@@ -359,6 +386,11 @@ pub(crate) mod fake {
                 .lock()
                 .unwrap()
                 .push((tat_key, ticket, interval_us));
+            self.answer(())
+        }
+
+        fn forget_bucket(&self, tat_key: String, ticket: u64) -> BoxFut<()> {
+            self.forgotten.lock().unwrap().push((tat_key, ticket));
             self.answer(())
         }
 

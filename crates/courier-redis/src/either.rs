@@ -87,6 +87,13 @@ where
         }
     }
 
+    fn reset(&self, key: &K) {
+        match self {
+            Self::Local(s) => s.reset(key),
+            Self::Redis(s) => s.reset(key),
+        }
+    }
+
     /// The local store, so that the layer decides in `call` on it; `None` for Redis.
     #[inline]
     fn in_process(&self) -> Option<&InMemoryStore<K>> {
@@ -127,6 +134,14 @@ mod tests {
         assert!(
             matches!(local.decide(&key, quota, Duration::ZERO), Decision::Deny(_)),
             "the burst of one was spent through the in-process path, on the same bucket"
+        );
+        either.reset(&key);
+        assert!(
+            matches!(
+                local.decide(&key, quota, Duration::ZERO),
+                Decision::Admit(_)
+            ),
+            "a reset reaches the local store"
         );
     }
 }

@@ -120,6 +120,10 @@ where
                             store.cancel(key, *quota, &grant);
                             Decision::Deny(Denial::new(grant.at() - now))
                         }
+                        Decision::Admit(grant) => {
+                            store.booked(key, grant.ticket());
+                            Decision::Admit(grant)
+                        }
                         decision => decision,
                     },
                     Ok(Err(err)) => {

@@ -39,7 +39,8 @@
 //! - [`RedisStore::sentinel_builder`]`(master, sentinels)`: the master a set of sentinels names.
 //!   After a failed command the sentinels are asked again, so the store follows a failover once
 //!   they have promoted a replica (their `down-after-milliseconds` plus an election); until
-//!   then the [`FailurePolicy`] decides, as in any outage.
+//!   then the [`FailurePolicy`] decides, as in any outage. The sentinels' password goes in
+//!   their URLs, the master's in [`RedisStoreBuilder::master_credentials`].
 //!
 //! The settings below (timeouts, policy, fallback) are the same for the three.
 //!
@@ -59,10 +60,10 @@
 //! store's: a request whose slot comes within its `max_wait` is admitted with the time to
 //! sleep (concurrent callers across all replicas are spread one interval apart); one whose slot
 //! is further away is refused and takes nothing. The `max_wait` counts from the moment the
-//! decision was asked for (the layer bounds it by the request's `Deadline`): a slot Redis
+//! decision was asked for (the layer bounds it by the request's deadline): a slot Redis
 //! granted on its own clock that would start past it on ours (the reply was slow) is given back
 //! and refused, while a slot free at once is taken however slow the reply. The rate limiter
-//! layer never waits on Redis past the request's `Deadline`: it refuses the request then, and
+//! layer never waits on Redis past the request's deadline: it refuses the request then, and
 //! Redis is not counted as down for it.
 //!
 //! **Clocks.** Every moment inside Redis is on Redis's clock; what travels is relative (the
@@ -87,6 +88,15 @@
 //! moment (or is refused, past its `max_wait`). A park never shortens a longer one. A park
 //! heard during an outage, or whose write failed, is kept and written (with the time it has
 //! left) when Redis answers again, before decisions are shared again.
+//!
+//! # Reset
+//!
+//! When adaptive pacing starts a new stretch it calls
+//! [`reset`](courier_ratelimit::RateLimitStore::reset): the store deletes the bucket in Redis
+//! in a spawned task when the last reservation in it is still this replica's (the park stays),
+//! so that the next decision does not queue behind the slots the last stretch booked, while a
+//! bucket other replicas are reserving in is left to them. During an outage only the
+//! in-process bucket is reset.
 //!
 //! # When Redis is slow or down
 //!

@@ -73,10 +73,22 @@ redis.call('SET', KEYS[1], back, 'PX', ttl)
 return 1
 ";
 
+/// Forgets a bucket whose last reservation is still the caller's: deletes the TAT if it is
+/// still the ticket (no reservation stacked on it since, by any replica). KEYS: the TAT. ARGV:
+/// the ticket.
+pub(crate) const FORGET_LUA: &str = r"
+local cur = redis.call('GET', KEYS[1])
+if not cur or tonumber(cur) ~= tonumber(ARGV[1]) then return 0 end
+redis.call('DEL', KEYS[1])
+return 1
+";
+
 pub(crate) static GCRA: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(GCRA_LUA));
 pub(crate) static PARK: LazyLock<redis::Script> = LazyLock::new(|| redis::Script::new(PARK_LUA));
 pub(crate) static GIVE_BACK: LazyLock<redis::Script> =
     LazyLock::new(|| redis::Script::new(GIVE_BACK_LUA));
+pub(crate) static FORGET: LazyLock<redis::Script> =
+    LazyLock::new(|| redis::Script::new(FORGET_LUA));
 
 /// 2^52 microseconds (about 142 years): every duration sent to Redis is capped here, so sums
 /// with the server's time stay below 2^53, where Lua's numbers are exact integers.

@@ -18,6 +18,7 @@ use crate::script::{CAP_US, GcraCall, REDIS_TICKET, micros_ceil};
 use courier_ratelimit::{
     Decision, Denial, Grant, InMemoryStore, MAX_INTERVAL, Quota, Rate, RateLimitStore,
 };
+use std::collections::HashMap;
 use std::fmt;
 use std::hash::Hash;
 use std::num::NonZeroU32;
@@ -33,6 +34,11 @@ const RESET_AFTER_TIMEOUTS: u32 = 10;
 /// At most this many parks wait to be sent to Redis after an outage (one per key; a park
 /// beyond it is still obeyed by this replica).
 const MAX_UNSENT_PARKS: usize = 10_000;
+
+/// At most this many keys keep the ticket of this replica's last reservation (for
+/// [`RateLimitStore::reset`]); past it they are all dropped, and a reset of one of them then
+/// leaves the bucket in Redis as it is.
+const MAX_BOOKED: usize = 10_000;
 
 /// What a decision comes to while Redis is slow or down.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -61,6 +67,8 @@ pub enum FailurePolicy {
 pub struct RedisStore<K> {
     shared: Arc<Shared>,
     fallback: InMemoryStore<K>,
+    /// The ticket of this replica's last reservation in Redis, per key.
+    booked: Arc<Mutex<HashMap<K, u64>>>,
 }
 
 /// What the store's clones share, whatever the key type.
@@ -112,7 +120,8 @@ impl RedisStore<()> {
     /// A builder for a store over the master that the sentinels at `sentinels` (each a
     /// `redis://` URL) name for `master`. After a failed command the sentinels are asked again,
     /// so a failover is followed once they have promoted a replica; until then the outage
-    /// policy decides.
+    /// policy decides. A master that asks for a password takes it from
+    /// [`RedisStoreBuilder::master_credentials`].
     pub fn sentinel_builder<I, U>(master: impl Into<String>, sentinels: I) -> RedisStoreBuilder
     where
         I: IntoIterator<Item = U>,
@@ -200,6 +209,15 @@ where
         }
     }
 
+    /// Notes the ticket of a reservation Redis made for this replica: the last one for `key`.
+    pub(crate) fn booked(&self, key: &K, ticket: u64) {
+        let mut booked = self.booked.lock().unwrap_or_else(PoisonError::into_inner);
+        if booked.len() >= MAX_BOOKED && !booked.contains_key(key) {
+            booked.clear();
+        }
+        booked.insert(key.clone(), ticket & !REDIS_TICKET);
+    }
+
     /// Redis failed to decide: note the outage, then decide without it.
     pub(crate) fn on_failure(
         &self,
@@ -226,6 +244,7 @@ impl<K> Clone for RedisStore<K> {
         Self {
             shared: Arc::clone(&self.shared),
             fallback: self.fallback.clone(),
+            booked: Arc::clone(&self.booked),
         }
     }
 }
@@ -326,6 +345,44 @@ where
         );
         self.shared.spawn_command(fut, None);
     }
+
+    /// Forgets the bucket in process at once, and in Redis in a spawned task (a script, under
+    /// the command timeout) if the last reservation there is still this replica's: the
+    /// bucket's TAT is deleted, so that the next decision for `key` starts from a full bucket
+    /// once the script has run (a decision already on its way may still see the old one). A
+    /// bucket another replica reserved in since is left as it is: that replica's slots are
+    /// current, not the leftovers of a stretch of pacing that ended, and replicas that start
+    /// pacing together must not each clear the slots the others just took. The key's park
+    /// stays, in process and in Redis: it is the server's word, not the bucket's.
+    ///
+    /// During an outage only the in-process bucket is forgotten (the one that decides then,
+    /// under [`FailurePolicy::FailOpen`]), and nothing is sent later: by the time Redis
+    /// answers again the slots it would have freed are at most the longest wait ahead. A
+    /// failed script starts an outage, as any failed command does.
+    fn reset(&self, key: &K) {
+        let ticket = self
+            .booked
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(key);
+        let park = self.fallback.parked_until(key);
+        self.fallback.reset(key);
+        if let Some(until) = park {
+            let left = until.saturating_duration_since(Instant::now());
+            if !left.is_zero() {
+                self.fallback.park(key, left);
+            }
+        }
+        let Some(ticket) = ticket else {
+            return;
+        };
+        if self.is_degraded() {
+            return;
+        }
+        let (tat_key, _) = self.key_names(key);
+        let fut = self.shared.backend.forget_bucket(tat_key, ticket);
+        self.shared.spawn_command(fut, None);
+    }
 }
 
 // === impl Shared ===
@@ -362,7 +419,7 @@ impl Shared {
         handle.spawn(probe(Arc::downgrade(self)));
     }
 
-    /// Runs a background command (park, give back) under the command timeout. A park that
+    /// Runs a background command (park, give back, reset) under the command timeout. A park that
     /// fails (`unsent`) is kept for the probe to send.
     fn spawn_command(
         self: &Arc<Self>,

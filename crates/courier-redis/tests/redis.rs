@@ -149,6 +149,79 @@ async fn four_replicas_share_one_limit() {
     common::four_replicas_share_one_limit(stores).await;
 }
 
+/// A reset deletes the bucket's TAT when the last reservation in it is the resetting
+/// replica's (every replica's next decision then starts from a full bucket), leaves a bucket
+/// another replica reserved in since, and never touches the park.
+#[tokio::test]
+async fn reset_frees_the_slots_this_replica_booked_last_and_keeps_the_park() {
+    let Some(redis) = redis("reset_frees_the_slots_this_replica_booked_last").await else {
+        return;
+    };
+    let url = redis.url();
+    let prefix = unique_prefix("reset");
+    let (a, b) = (store(&url, &prefix).await, store(&url, &prefix).await);
+    let q = quota(1.0, 5);
+    let (tat_key, park_key) = a.key_names(&host());
+    let mut conn = inspect(&url).await;
+    // Waits (at most 1 s) until the TAT is gone, or says it stayed.
+    async fn tat_gone(conn: &mut redis::aio::MultiplexedConnection, tat_key: &str) -> bool {
+        for _ in 0..100 {
+            if !conn.exists::<_, bool>(tat_key).await.unwrap() {
+                return true;
+            }
+            tokio::time::sleep(10 * MS).await;
+        }
+        false
+    }
+
+    common::reset_starts_from_a_full_bucket(&b).await;
+    // B reserved last: its reset frees the bucket for A too.
+    b.reset(&host());
+    assert!(
+        tat_gone(&mut conn, &tat_key).await,
+        "B's reset frees its slots"
+    );
+    // B reserves, then A on top: B's reset leaves A's slot, and A's own frees it.
+    assert!(matches!(
+        decide(&b, q, Duration::ZERO).await,
+        Decision::Admit(_)
+    ));
+    assert!(matches!(
+        decide(&a, q, Duration::ZERO).await,
+        Decision::Admit(_)
+    ));
+    b.reset(&host());
+    tokio::time::sleep(200 * MS).await;
+    assert!(
+        conn.exists::<_, bool>(&tat_key).await.unwrap(),
+        "not B's to free"
+    );
+    a.reset(&host());
+    assert!(
+        tat_gone(&mut conn, &tat_key).await,
+        "A's reset frees its slot"
+    );
+
+    // The park stays through a reset.
+    assert!(matches!(
+        decide(&a, q, Duration::ZERO).await,
+        Decision::Admit(_)
+    ));
+    a.park(&host(), Duration::from_secs(30));
+    a.reset(&host());
+    assert!(
+        tat_gone(&mut conn, &tat_key).await,
+        "the bucket is forgotten"
+    );
+    let ttl: i64 = conn.pttl(&park_key).await.unwrap();
+    assert!(ttl > 25_000, "the park stays: {ttl} ms");
+    let Decision::Deny(d) = decide(&b, q, Duration::ZERO).await else {
+        panic!("still parked")
+    };
+    assert!(d.is_parked());
+    assert_eq!((a.outages(), b.outages()), (0, 0));
+}
+
 /// A 429 with Retry-After seen by one replica parks the host for every replica.
 #[tokio::test]
 async fn a_park_through_one_replica_holds_the_others() {

@@ -54,6 +54,8 @@ pub struct RedisStoreBuilder {
     policy: FailurePolicy,
     fallback_replicas: NonZeroU32,
     fallback_max_keys: usize,
+    /// `AUTH` for the master the sentinels name (and its replicas): username, password.
+    master_credentials: Option<(Option<String>, String)>,
 }
 
 // === impl RedisStoreBuilder ===
@@ -81,6 +83,7 @@ impl RedisStoreBuilder {
             policy: FailurePolicy::FailOpen,
             fallback_replicas: NonZeroU32::MIN,
             fallback_max_keys: courier_ratelimit::store::DEFAULT_MAX_KEYS,
+            master_credentials: None,
         }
     }
 
@@ -136,6 +139,18 @@ impl RedisStoreBuilder {
         self
     }
 
+    /// The credentials of the master the sentinels name (and of the replica they promote in
+    /// its place), for a store made by [`RedisStore::sentinel_builder`]: every connection to it
+    /// sends `AUTH [username] password` first (the ACL user when `username` is given, else the
+    /// `requirepass` password). The sentinels' own password, when they have one, goes in their
+    /// URLs (`redis://[user]:password@host:port`). The other builders take the credentials in
+    /// their URLs: there, this setting makes [`connect`](Self::connect) and
+    /// [`connect_lazy`](Self::connect_lazy) fail.
+    pub fn master_credentials(mut self, username: Option<&str>, password: &str) -> Self {
+        self.master_credentials = Some((username.map(str::to_owned), password.to_owned()));
+        self
+    }
+
     /// Builds the store and waits (at most the connect timeout) until Redis answers: it runs
     /// the script once, on a key of its own, which loads it into Redis's cache and checks that
     /// Redis takes its writes (a read-only replica does not).
@@ -169,6 +184,12 @@ impl RedisStoreBuilder {
     where
         K: RedisKey + Hash + Eq + Clone + Send + Sync + 'static,
     {
+        if self.master_credentials.is_some() && !matches!(self.target, Target::Sentinel { .. }) {
+            return Err(ConnectError::invalid_url(redis::RedisError::from((
+                redis::ErrorKind::InvalidClientConfig,
+                "master credentials are for a store over Sentinel: put them in the URL",
+            ))));
+        }
         let backend: DynBackend = match &self.target {
             Target::Node(url) => {
                 let client =
@@ -225,17 +246,27 @@ impl RedisStoreBuilder {
         master: &str,
         sentinels: &[String],
     ) -> Result<DynBackend, ConnectError> {
-        use redis::sentinel::{SentinelClient, SentinelServerType};
+        use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
         if sentinels.is_empty() {
             return Err(ConnectError::invalid_url(redis::RedisError::from((
                 redis::ErrorKind::InvalidClientConfig,
                 "Sentinel needs at least one sentinel address",
             ))));
         }
+        let node = self
+            .master_credentials
+            .as_ref()
+            .map(|(username, password)| {
+                let mut info = redis::RedisConnectionInfo::default().set_password(password);
+                if let Some(username) = username {
+                    info = info.set_username(username);
+                }
+                SentinelNodeConnectionInfo::default().set_redis_connection_info(info)
+            });
         let client = SentinelClient::build(
             sentinels.iter().map(String::as_str).collect(),
             master.to_owned(),
-            None,
+            node,
             SentinelServerType::Master,
         )
         .map_err(ConnectError::invalid_url)?;
@@ -279,6 +310,7 @@ impl RedisStoreBuilder {
                 local_decisions: AtomicU64::new(0),
             }),
             fallback: InMemoryStore::with_max_keys(self.fallback_max_keys),
+            booked: Arc::default(),
         }
     }
 }
@@ -298,7 +330,7 @@ fn addrs(urls: &[String]) -> Result<String, ConnectError> {
 }
 
 impl fmt::Debug for RedisStoreBuilder {
-    // The URL may hold a password: it is left out.
+    // The URL may hold a password: it is left out, as are the master's credentials.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("RedisStoreBuilder")
             .field("prefix", &self.prefix)

@@ -1,7 +1,7 @@
 use super::*;
 use crate::backend::fake::{Fake, Mode};
 use crate::script::Reply;
-use courier_core::{BoxError, Deadline, HostKey, RateLimited};
+use courier_core::{BoxError, CallContext, HostKey, RateLimited};
 use courier_ratelimit::TokenBucketRateLimitLayer;
 use std::sync::Mutex;
 use std::sync::atomic::Ordering::SeqCst;
@@ -317,6 +317,107 @@ async fn cancel_returns_the_slot_where_it_came_from() {
     assert_eq!(fake.give_backs.lock().unwrap().len(), 1);
 }
 
+/// A reset forgets the bucket in process at once, and in Redis in the background (with the
+/// ticket of this replica's last reservation, which the script checks); the park stays. A
+/// replica that reserved nothing since its last reset sends nothing.
+#[tokio::test(start_paused = true)]
+async fn reset_forgets_the_bucket_here_and_in_redis_but_not_the_park() {
+    let fake = Fake::new(Mode::Answer(ADMIT_NOW));
+    let s = store(&fake, FailurePolicy::FailOpen);
+    let q = quota(10.0, 1);
+    let now = Instant::now();
+    s.reset(&host());
+    tokio::task::yield_now().await;
+    assert!(
+        fake.forgotten.lock().unwrap().is_empty(),
+        "nothing reserved"
+    );
+
+    decide(&s, q, Duration::ZERO).await;
+    assert!(matches!(
+        s.fallback().decide(&host(), q, Duration::ZERO),
+        Decision::Admit(_)
+    ));
+    s.park(&host(), 50 * MS);
+    s.reset(&host());
+    assert_eq!(s.fallback().parked_until(&host()), Some(now + 50 * MS));
+    tokio::task::yield_now().await;
+    assert_eq!(
+        *fake.forgotten.lock().unwrap(),
+        [("courier:rl:{https://api.example}:tat".to_owned(), 77)]
+    );
+    assert_eq!(fake.parks.lock().unwrap().len(), 1, "the park was sent");
+    // In process: the slot the fallback booked is forgotten (only the park holds the key).
+    tokio::time::sleep(50 * MS).await;
+    assert!(matches!(
+        s.fallback().decide(&host(), q, Duration::ZERO),
+        Decision::Admit(_)
+    ));
+    // Once per reservation: a second reset has nothing of this replica's to forget.
+    s.reset(&host());
+    tokio::task::yield_now().await;
+    assert_eq!(fake.forgotten.lock().unwrap().len(), 1);
+    assert!(!s.is_degraded());
+}
+
+/// During an outage a reset forgets the in-process bucket that decides (fail-open) and sends
+/// nothing, then or later; a reset whose script fails starts an outage.
+#[tokio::test(start_paused = true)]
+async fn reset_during_an_outage_is_in_process_only() {
+    let fake = Fake::new(Mode::Answer(ADMIT_NOW));
+    let s = store(&fake, FailurePolicy::FailOpen);
+    let q = quota(10.0, 1);
+    decide(&s, q, Duration::ZERO).await;
+    fake.set(Mode::Fail);
+    s.reset(&host());
+    tokio::task::yield_now().await;
+    assert!(s.is_degraded(), "the failed script started an outage");
+    assert_eq!(fake.forgotten.lock().unwrap().len(), 1);
+    assert!(matches!(
+        decide(&s, q, Duration::ZERO).await,
+        Decision::Admit(_)
+    ));
+    assert!(matches!(
+        decide(&s, q, Duration::ZERO).await,
+        Decision::Deny(_)
+    ));
+    s.reset(&host());
+    assert!(
+        matches!(decide(&s, q, Duration::ZERO).await, Decision::Admit(_)),
+        "a full bucket again"
+    );
+    fake.set(Mode::Answer(ADMIT_NOW));
+    tokio::time::sleep(DEFAULT_RETRY_BACKOFF * 2).await;
+    assert!(!s.is_degraded());
+    assert_eq!(
+        fake.forgotten.lock().unwrap().len(),
+        1,
+        "the reset heard during the outage is not sent later"
+    );
+}
+
+/// Fail-closed: a reset during an outage sends nothing and changes nothing of the refusals.
+#[tokio::test(start_paused = true)]
+async fn reset_under_fail_closed_still_refuses_during_an_outage() {
+    let fake = Fake::new(Mode::Answer(ADMIT_NOW));
+    let s = store(&fake, FailurePolicy::FailClosed);
+    let q = quota(10.0, 5);
+    decide(&s, q, Duration::ZERO).await;
+    fake.set(Mode::Fail);
+    assert!(matches!(
+        decide(&s, q, Duration::ZERO).await,
+        Decision::Deny(_)
+    ));
+    assert!(s.is_degraded());
+    s.reset(&host());
+    tokio::task::yield_now().await;
+    let Decision::Deny(d) = decide(&s, q, Duration::ZERO).await else {
+        panic!("refused until redis answers")
+    };
+    assert_eq!(d.retry_in(), DEFAULT_RETRY_BACKOFF);
+    assert!(fake.forgotten.lock().unwrap().is_empty());
+}
+
 /// With the fallback divided between replicas, each one's in-process bucket gets its
 /// share of the quota.
 #[tokio::test(start_paused = true)]
@@ -372,9 +473,9 @@ fn recording_in(
     (svc, called)
 }
 
-fn with_deadline(deadline: Deadline) -> http::Request<()> {
+fn with_deadline(after: Duration) -> http::Request<()> {
     let mut req = http::Request::get("https://api.example/").body(()).unwrap();
-    req.extensions_mut().insert(deadline);
+    CallContext::get_or_insert(&mut req).shrink_deadline_after(after);
     req
 }
 
@@ -391,10 +492,7 @@ async fn a_hanging_redis_never_sends_past_the_deadline() {
         let s = store(&fake, FailurePolicy::FailOpen);
         let (svc, called) = recording_in(s.clone(), mode);
         let start = Instant::now();
-        let err = svc
-            .oneshot(with_deadline(Deadline::after(10 * MS)))
-            .await
-            .unwrap_err();
+        let err = svc.oneshot(with_deadline(10 * MS)).await.unwrap_err();
         assert!(err.is::<RateLimited>(), "{mode:?}: {err}");
         assert_eq!(
             start.elapsed(),
@@ -429,6 +527,9 @@ async fn a_short_accepted_wait_still_takes_a_free_slot_on_a_slow_redis() {
             Box::pin(async { Ok(()) })
         }
         fn give_back(&self, _: String, _: u64, _: u64) -> crate::backend::BoxFut<()> {
+            Box::pin(async { Ok(()) })
+        }
+        fn forget_bucket(&self, _: String, _: u64) -> crate::backend::BoxFut<()> {
             Box::pin(async { Ok(()) })
         }
         fn probe(&self, _: GcraCall) -> crate::backend::BoxFut<()> {
@@ -497,6 +598,9 @@ impl crate::backend::Backend for Slow {
         self.give_backs.lock().unwrap().push(ticket);
         Box::pin(async { Ok(()) })
     }
+    fn forget_bucket(&self, _: String, _: u64) -> crate::backend::BoxFut<()> {
+        Box::pin(async { Ok(()) })
+    }
     fn probe(&self, _: GcraCall) -> crate::backend::BoxFut<()> {
         Box::pin(async { Ok(()) })
     }
@@ -521,10 +625,7 @@ fn slow(delay: Duration) -> (Arc<Slow>, RedisStore<HostKey>) {
 async fn a_slow_reply_never_puts_the_slot_past_the_deadline() {
     let (backend, s) = slow(30 * MS);
     let (svc, called) = recording(s.clone());
-    let err = svc
-        .oneshot(with_deadline(Deadline::after(200 * MS)))
-        .await
-        .unwrap_err();
+    let err = svc.oneshot(with_deadline(200 * MS)).await.unwrap_err();
     assert!(err.is::<RateLimited>(), "{err}");
     assert_eq!(*called.lock().unwrap(), None, "never sent");
     tokio::task::yield_now().await;

@@ -93,3 +93,42 @@ pub async fn four_replicas_share_one_limit(stores: [RedisStore<HostKey>; 4]) {
         assert_eq!(s.outages(), 0, "every decision came from redis");
     }
 }
+
+/// `store`'s bucket for [`host`], drained at 1/s, burst 5, then reset: after the `DEL` has
+/// landed (200 ms, far less than the one interval that would refill a slot), the burst is
+/// there again, all of it at once, and no more.
+pub async fn reset_starts_from_a_full_bucket(store: &RedisStore<HostKey>) {
+    use courier_ratelimit::{Decision, RateLimitStore};
+    let q = quota(1.0, 5);
+    let decide = || async {
+        timeout(
+            Duration::from_secs(5),
+            store.acquire(&host(), q, Duration::ZERO),
+        )
+        .await
+        .expect("a decision within 5 s")
+        .expect("never an error")
+    };
+    let mut drained = false;
+    for _ in 0..10 {
+        if matches!(decide().await, Decision::Deny(_)) {
+            drained = true;
+            break;
+        }
+    }
+    assert!(drained, "a burst of 5 is drained within 10 decisions");
+    store.reset(&host());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    for i in 0..5 {
+        let decision = decide().await;
+        assert!(
+            matches!(decision, Decision::Admit(g) if g.at() <= Instant::now()),
+            "slot {i} of a full bucket is free at once: {decision:?}"
+        );
+    }
+    let Decision::Deny(denial) = decide().await else {
+        panic!("a burst of 5, no more")
+    };
+    assert!(denial.retry_in() > Duration::from_millis(500), "{denial:?}");
+    assert_eq!(store.outages(), 0, "every decision came from redis");
+}
