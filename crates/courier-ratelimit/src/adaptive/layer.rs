@@ -356,6 +356,13 @@ where
 
     /// Takes the slots from `store` (e.g. a store shared between processes, so that every
     /// replica keeps to the pace together).
+    ///
+    /// Only the slots are shared, not what each replica learns: each one paces the shared
+    /// slots at the rate it learned from its own answers, which is its share of the host's.
+    /// Ten replicas sharing one store through Redis against a host serving 50 a second were
+    /// paced, all together, at about one replica's share (courier-redis's `learning` test:
+    /// two calls in three refused after a minute's wait, where replicas pacing in process
+    /// served every call). Share the slots only where one estimate serves every replica.
     pub fn store_in<St2>(self, store: St2) -> AdaptivePacingLayer<KF, St2>
     where
         St2: RateLimitStore<KF::Key>,
