@@ -24,7 +24,7 @@ type Body = Full<Bytes>;
 /// The loopback variants, in the order of the table: the raw hyper-util client, the preset
 /// with every layer off (with and without its `User-Agent`), each layer alone, the preset, and
 /// the same features built from peers.
-pub const LOOPBACK_VARIANTS: [&str; 10] = [
+pub const LOOPBACK_VARIANTS: [&str; 12] = [
     "raw",
     "bare",
     "bare_no_ua",
@@ -33,7 +33,9 @@ pub const LOOPBACK_VARIANTS: [&str; 10] = [
     "cache",
     "retry",
     "breaker",
+    "concurrency",
     "preset",
+    "preset_no_concurrency",
     "peer",
 ];
 
@@ -76,6 +78,8 @@ fn layer(name: &str) -> Option<CourierLayer> {
         "cache" => bare.cache(courier::cache::EtagCacheLayer::new()),
         "retry" => bare.retry(courier::retry::RetryLayer::new()),
         "breaker" => bare.circuit_breaker(courier::breaker::CircuitBreakerLayer::new()),
+        "concurrency" => bare.concurrency_limit(courier::preset::preset_concurrency_limit()),
+        "preset_no_concurrency" => CourierLayer::new().concurrency_limit(None),
         _ => return None,
     })
 }

@@ -222,7 +222,7 @@ pub struct QueueingRun {
     pub refused: u64,
 }
 
-/// The queueing host of the issue: 8 workers, 5 ms each.
+/// The queueing host: 8 workers, 5 ms each.
 pub const WORKERS: usize = 8;
 /// The queueing host's service time.
 pub const SERVICE: Duration = Duration::from_millis(5);

@@ -217,7 +217,9 @@ pub fn best_peer(variant: &str) -> Option<&'static str> {
         "courier ratelimit (global)" => "tower rate_limit",
         "courier cache (miss)" => "http-cache-tower (no validator)",
         "courier cache (hit)" => "http-cache-tower (hit)",
-        "courier preset (defaults, 5 layers)" | "courier preset, adaptive pacing off" => PEER_STACK,
+        "courier preset (defaults, 5 layers)"
+        | "courier preset, adaptive pacing off"
+        | "courier preset, concurrency limit off" => PEER_STACK,
         "courier preset + ratelimit (6 layers)" => PEER_STACK_GOVERNOR,
         "courier deadline, inner yields once" | "courier attempt_timeout, inner yields once" => {
             "tower timeout, inner yields once"
@@ -351,6 +353,22 @@ pub fn variants() -> Vec<Variant> {
             CourierLayer::new()
                 .adaptive_pacing(None)
                 .layer(service_fn(ok)),
+        ),
+        variant(
+            "courier preset, concurrency limit off",
+            CourierLayer::new()
+                .concurrency_limit(None)
+                .layer(service_fn(ok)),
+        ),
+        variant(
+            "courier concurrency limit (fixed)",
+            courier::concurrency::ConcurrencyLimitLayer::new()
+                .fixed(std::num::NonZeroUsize::new(1000).unwrap())
+                .layer(service_fn(ok)),
+        ),
+        variant(
+            "courier concurrency limit (adaptive)",
+            courier::concurrency::ConcurrencyLimitLayer::new().layer(service_fn(ok)),
         ),
         variant(
             "courier preset + ratelimit (6 layers)",
