@@ -10,15 +10,16 @@ use tokio::time::Instant;
 /// What the layers of one call share, as one request extension: the host the call is for, its
 /// deadline, and the records of its earlier attempts.
 ///
-/// The outermost courier layer of a call puts it on the request
-/// ([`CallContext::get_or_insert`]), the host key made once; every layer below reads it from
-/// there, and a layer used alone makes it when none is there. Nothing else is added to a
-/// request's extensions by courier's layers.
+/// The outermost courier layer of a call that has something to put there puts it on the
+/// request ([`CallContext::get_or_insert`]); every layer below reads it from there, and a
+/// layer used alone makes it when it has something to put and none is there. Nothing else is
+/// added to a request's extensions by courier's layers.
 ///
-/// - **The host** ([`host`](Self::host)): every layer keyed per host ([`PerHost`](crate::PerHost),
-///   through [`RequestHead::host`](crate::RequestHead::host)) takes it from here rather than
-///   from the URI again. It is checked against the request's URI in place (a few comparisons),
-///   so a layer in between that points the request elsewhere gets the new host.
+/// - **The host** ([`host`](Self::host)): the key of the call's host, made once, by the first
+///   layer that needs it; every layer keyed per host ([`PerHost`](crate::PerHost), through
+///   [`RequestHead::host`](crate::RequestHead::host)) takes it from here rather than from the
+///   URI again. It is checked against the request's URI in place (a few comparisons), so a
+///   layer in between that points the request elsewhere gets the new host.
 /// - **The deadline** ([`deadline`](Self::deadline)): the absolute moment by which the whole
 ///   call must be done. Set by the deadline layer (or by a server-side layer from an incoming
 ///   request); retry never sleeps past it, the rate limiter never waits past it, the attempt
@@ -40,13 +41,16 @@ use tokio::time::Instant;
 /// // A nested deadline never extends an earlier one.
 /// let inner = Instant::now() + Duration::from_secs(30);
 /// assert_eq!(CallContext::get_or_insert(&mut req).shrink_deadline(inner), outer);
+/// // The host key is made by the first layer that needs it, once.
+/// let host = courier_core::RequestHead::new(&req).host();
 /// let ctx = CallContext::get(req.extensions()).unwrap();
-/// assert_eq!(ctx.host().unwrap().to_string(), "http://api.example");
+/// assert_eq!(ctx.host(), Some(&host));
+/// assert_eq!(host.to_string(), "http://api.example");
 /// # }
 /// ```
 #[derive(Debug, Clone, Default)]
 pub struct CallContext {
-    host: Option<HostKey>,
+    host: std::sync::OnceLock<HostKey>,
     deadline: Option<Instant>,
     attempts: Option<Attempts>,
 }
@@ -61,32 +65,28 @@ impl CallContext {
         ext.get::<Self>()
     }
 
-    /// The context of the call `req` belongs to, put there (with its host) if none was.
+    /// The context of the call `req` belongs to, put there if none was.
     #[inline]
     pub fn get_or_insert<B>(req: &mut http::Request<B>) -> &mut Self {
-        let host = Self::missing_host(req.extensions())
-            .then(|| HostKey::from_parts(req.uri(), req.headers()));
-        Self::with_host(req.extensions_mut(), host)
+        req.extensions_mut().get_or_insert_default::<Self>()
     }
 
     /// As [`get_or_insert`](Self::get_or_insert), for a request taken apart.
     #[inline]
     pub fn get_or_insert_parts(parts: &mut http::request::Parts) -> &mut Self {
-        let host = Self::missing_host(&parts.extensions)
-            .then(|| HostKey::from_parts(&parts.uri, &parts.headers));
-        Self::with_host(&mut parts.extensions, host)
+        parts.extensions.get_or_insert_default::<Self>()
     }
 
-    fn missing_host(ext: &Extensions) -> bool {
-        Self::get(ext).is_none_or(|c| c.host.is_none())
-    }
-
-    fn with_host(ext: &mut Extensions, host: Option<HostKey>) -> &mut Self {
-        let ctx = ext.get_or_insert_default::<Self>();
-        if host.is_some() {
-            ctx.host = host;
+    /// The key of `uri`'s host (with `headers`' `Host` when the URI has no authority): the one
+    /// this context holds when the URI still names it, else made (and kept, if the context had
+    /// none).
+    #[inline]
+    pub fn host_of(&self, uri: &http::Uri, headers: &http::HeaderMap) -> HostKey {
+        let host = self.host.get_or_init(|| HostKey::from_parts(uri, headers));
+        match host.matches(uri) {
+            Some(true) => host.clone(),
+            _ => HostKey::from_parts(uri, headers),
         }
-        ctx
     }
 
     /// The deadline in `ext`, if a layer set one.
@@ -95,10 +95,9 @@ impl CallContext {
         Self::get(ext).and_then(|c| c.deadline)
     }
 
-    /// The host the call is for, as its outermost layer found it; `None` in a context made
-    /// from extensions alone (a server-side deadline), until a layer with the request fills it.
+    /// The host the call is for, once a layer has needed it; `None` before.
     pub fn host(&self) -> Option<&HostKey> {
-        self.host.as_ref()
+        self.host.get()
     }
 
     /// The call's deadline, if one was set.
@@ -570,10 +569,7 @@ mod tests {
     }
 
     fn context() -> CallContext {
-        let mut req = http::Request::get("http://API.example:80/x")
-            .body(())
-            .unwrap();
-        CallContext::get_or_insert(&mut req).clone()
+        CallContext::default()
     }
 
     #[tokio::test(start_paused = true)]
@@ -591,37 +587,32 @@ mod tests {
     }
 
     #[test]
-    fn a_context_is_made_once_with_its_host_and_found_again() {
+    fn a_context_makes_its_host_once_and_finds_it_again() {
         let mut req = http::Request::get("http://API.example:80/x")
             .body(())
             .unwrap();
         assert!(CallContext::get(req.extensions()).is_none());
         assert_eq!(CallContext::deadline_in(req.extensions()), None);
-        let host = CallContext::get_or_insert(&mut req).host().cloned();
-        assert_eq!(host.unwrap().to_string(), "http://api.example");
+        assert!(
+            CallContext::get_or_insert(&mut req).host().is_none(),
+            "not needed yet"
+        );
         let ctx = CallContext::get(req.extensions()).expect("put there");
         assert_eq!(ctx.deadline(), None);
         assert!(ctx.earlier_attempts().is_none());
-        // The key layers read is the context's while the URI names its host...
-        let head = crate::RequestHead::new(&req);
-        assert_eq!(head.host().to_string(), "http://api.example");
+        // The first layer that needs the host makes it, and the context keeps it...
+        let made = crate::RequestHead::new(&req).host();
+        assert_eq!(made.to_string(), "http://api.example");
+        let kept = CallContext::get(req.extensions()).and_then(CallContext::host);
+        assert_eq!(kept, Some(&made));
+        // ... which every later layer reads while the URI names that host ...
+        assert_eq!(crate::RequestHead::new(&req).host(), made);
         // ... and the URI's once a layer in between points the request elsewhere.
         *req.uri_mut() = "http://other.example/x".parse().unwrap();
         assert_eq!(
             crate::RequestHead::new(&req).host().to_string(),
             "http://other.example"
         );
-        // A context made without the request (a server-side deadline) gets its host later.
-        let mut ext = Extensions::new();
-        ext.get_or_insert_default::<CallContext>();
-        let mut parts = http::Request::get("https://b.example/")
-            .body(())
-            .unwrap()
-            .into_parts()
-            .0;
-        parts.extensions = ext;
-        let host = CallContext::get_or_insert_parts(&mut parts).host().cloned();
-        assert_eq!(host.unwrap().to_string(), "https://b.example");
     }
 
     #[test]

@@ -187,15 +187,14 @@ impl<'a> RequestHead<'a> {
     }
 
     /// The request's [`HostKey`]: the one its [`CallContext`](crate::CallContext) holds when
-    /// the URI still names it, else made from the URI and headers.
+    /// the URI still names it (made and kept there by the first layer that asks), else made
+    /// from the URI and headers.
     #[inline]
     pub fn host(&self) -> HostKey {
-        if let Some(host) = crate::CallContext::get(self.extensions).and_then(|c| c.host())
-            && host.matches(self.uri) == Some(true)
-        {
-            return host.clone();
+        match crate::CallContext::get(self.extensions) {
+            Some(ctx) => ctx.host_of(self.uri, self.headers),
+            None => HostKey::from_parts(self.uri, self.headers),
         }
-        HostKey::from_parts(self.uri, self.headers)
     }
 }
 

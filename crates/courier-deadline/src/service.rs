@@ -360,11 +360,7 @@ where
             .map(|left| saturating_after(now, left));
         match earliest(incoming, effective_deadline(req.extensions())) {
             Some(deadline) => {
-                // A request served here: its host is no key of ours to make.
-                let deadline = req
-                    .extensions_mut()
-                    .get_or_insert_default::<CallContext>()
-                    .shrink_deadline(deadline);
+                let deadline = CallContext::get_or_insert(&mut req).shrink_deadline(deadline);
                 let inner = &mut self.inner;
                 let fut = sync_scoped(deadline, || inner.call(req));
                 ScopeFuture::scoped(scoped(deadline, fut))
