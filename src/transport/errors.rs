@@ -118,7 +118,7 @@ mod hyper_errors {
             if e.downcast_ref::<hyper::Error>().is_some_and(is_callers_own) {
                 return true;
             }
-            next = courier_core::error::next_cause(e);
+            next = courier_core::next_cause(e);
         }
         false
     }

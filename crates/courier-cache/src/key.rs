@@ -12,7 +12,7 @@
 //! whole keys, so two URIs can never share an entry because their hashes collide.
 
 use crate::ascii::lowercase_word;
-use courier_core::host::without_default_port;
+use courier_core::without_default_port;
 use http::header::{self, HeaderValue};
 use http::{HeaderMap, Uri};
 use std::fmt;

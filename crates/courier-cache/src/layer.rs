@@ -1,7 +1,7 @@
 use crate::flight::Flights;
 use crate::service::EtagCache;
 use crate::store::{CacheStore, MemoryStore};
-use courier_core::clock::{SystemClock, WallClock};
+use courier_core::{SystemClock, WallClock};
 use http::{HeaderName, StatusCode, header};
 use std::any::Any;
 use std::fmt;

@@ -1,32 +1,32 @@
-//! Which state a request belongs to: its host (the default), one for everything, or a key of
-//! your own. Every keyed layer (the circuit breaker, the rate limiter) picks its key with
-//! [`KeyFn`], and offers the same three choices as `.per_host()`, `.global()` and
-//! `.key_by(f)`.
-//!
-//! ```
-//! use courier_core::key::{Global, KeyBy, KeyFn, PerHost};
-//! use courier_core::{HostKey, RequestHead};
-//!
-//! let req = http::Request::get("http://api.example/items")
-//!     .header("x-tenant", "acme")
-//!     .body(())
-//!     .unwrap();
-//! let head = RequestHead::new(&req);
-//!
-//! assert_eq!(PerHost.key(&head), HostKey::from_request(&req));
-//! assert_eq!(Global.key(&head), ());
-//! let by_tenant = KeyBy(|head: &RequestHead<'_>| head.headers().get("x-tenant").cloned());
-//! assert_eq!(by_tenant.key(&head).unwrap(), "acme");
-//! ```
+//! Which state a request belongs to ([`KeyFn`](crate::KeyFn)).
 
 use crate::host::{HostKey, RequestHead};
 use std::fmt;
 use std::hash::Hash;
 
-/// Picks the key a request's state (a breaker, a bucket) is kept under.
+/// Picks the key a request's state (a breaker, a bucket) is kept under: its host (the
+/// default), one for everything, or a key of your own.
 ///
 /// Implemented by [`PerHost`] (scheme and authority, the default of every keyed layer),
-/// [`Global`] (one key for everything) and [`KeyBy`] (a function of the request head).
+/// [`Global`] (one key for everything) and [`KeyBy`] (a function of the request head). Every
+/// keyed layer (the circuit breaker, the rate limiter, pacing, the concurrency limit) picks
+/// its key with it, and offers the same three choices as `.per_host()`, `.global()` and
+/// `.key_by(f)`.
+///
+/// ```
+/// use courier_core::{Global, HostKey, KeyBy, KeyFn, PerHost, RequestHead};
+///
+/// let req = http::Request::get("http://api.example/items")
+///     .header("x-tenant", "acme")
+///     .body(())
+///     .unwrap();
+/// let head = RequestHead::new(&req);
+///
+/// assert_eq!(PerHost.key(&head), HostKey::from_request(&req));
+/// assert_eq!(Global.key(&head), ());
+/// let by_tenant = KeyBy(|head: &RequestHead<'_>| head.headers().get("x-tenant").cloned());
+/// assert_eq!(by_tenant.key(&head).unwrap(), "acme");
+/// ```
 pub trait KeyFn: Send + Sync + 'static {
     /// The key state is kept under: hashable, comparable, cheap to clone, printable for logs.
     type Key: Hash + Eq + Clone + fmt::Debug + Send + Sync + 'static;

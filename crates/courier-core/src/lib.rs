@@ -18,12 +18,18 @@
 //! - [`extensions`]: the request and response extensions layers pass to each other: the
 //!   [`CallContext`] (the host, the deadline, the earlier attempts), the attempt records and
 //!   the cache status.
-//! - [`error`]: the refusals every layer and the facade agree on, the one [`InvalidConfig`] of
-//!   every fallible setting, and helpers that walk `source()` chains.
-//! - [`clock`]: the injectable wall clock, the one place `SystemTime` is read.
-//! - [`host`]: the per-host key the stateful layers use, and the request head key functions see.
-//! - [`key`]: [`KeyFn`], the one way every keyed layer picks a request's key: [`PerHost`] (the
-//!   default), [`Global`] or [`KeyBy`] a function of your own.
+//! - Errors: the refusals every layer and the facade agree on ([`DeadlineExceeded`],
+//!   [`AttemptTimedOut`], [`CircuitOpen`], [`RateLimited`], [`ConcurrencyLimited`]), the
+//!   attempts of a failed call ([`CallFailed`], [`attempts_of`]), the one [`InvalidConfig`] of
+//!   every fallible setting, and helpers that walk `source()` chains ([`cause_ref`],
+//!   [`is_caused_by`], [`next_cause`]). Layers that can fail on their own return
+//!   [`BoxError`]; an HTTP status is never turned into an error.
+//! - The wall clock ([`WallClock`]), the one place `SystemTime` is read: every duration is
+//!   measured with `tokio::time`, so tests can pause time, and an HTTP date, the one thing
+//!   compared with the calendar, goes through it so that tests can set the calendar too.
+//! - Keys: [`HostKey`], the per-host key the stateful layers use; [`RequestHead`], the request
+//!   head key functions see; [`KeyFn`], the one way every keyed layer picks a request's key:
+//!   [`PerHost`] (the default), [`Global`] or [`KeyBy`] a function of your own.
 //! - [`telemetry`]: how spans and metrics name a method, a host, a URL and a failure.
 //! - [`excerpt`]: input quoted in a message, bounded and with its control characters escaped.
 //!
@@ -41,15 +47,15 @@ pub mod body;
 pub mod cache_control;
 pub mod classifier;
 pub mod classify;
-pub mod clock;
-pub mod error;
+mod clock;
+mod error;
 pub mod excerpt;
 pub mod extensions;
 pub mod grpc;
 pub mod hints;
-pub mod host;
+mod host;
 pub mod idempotency;
-pub mod key;
+mod key;
 pub mod telemetry;
 
 pub use classifier::{Class, Classifier, ResponseHead, StatusSet, Verdict};
@@ -57,9 +63,9 @@ pub use classify::FailureKind;
 pub use clock::{ManualClock, SystemClock, WallClock};
 pub use error::{
     AttemptTimedOut, BoxError, CallFailed, CircuitOpen, ConcurrencyLimited, DeadlineExceeded,
-    InvalidConfig, RateLimited, attempts_of, cause_ref, is_caused_by,
+    InvalidConfig, RateLimited, attempts_of, cause_ref, is_caused_by, next_cause,
 };
 pub use extensions::{AttemptRecord, Attempts, CacheStatus, CallContext, WaitSource};
 pub use hints::{HintConfig, ResetFormat, ServerHint};
-pub use host::{HostKey, RequestHead};
+pub use host::{HostKey, RequestHead, without_default_port};
 pub use key::{Global, KeyBy, KeyFn, PerHost};

@@ -239,7 +239,7 @@ fn is_timed_out(err: &(dyn std::error::Error + 'static)) -> bool {
         {
             return true;
         }
-        next = courier_core::error::next_cause(e);
+        next = courier_core::next_cause(e);
     }
     false
 }
