@@ -52,7 +52,8 @@ use tokio::time::Instant;
 pub struct CallContext {
     host: std::sync::OnceLock<HostKey>,
     deadline: Option<Instant>,
-    attempts: Option<Attempts>,
+    /// Boxed: a retry's alone, and the context stays small for every first attempt.
+    attempts: Option<Box<Attempts>>,
 }
 
 impl CallContext {
@@ -135,12 +136,12 @@ impl CallContext {
     /// The records of the call's earlier attempts, on a retry; `None` on a call's first
     /// attempt.
     pub fn earlier_attempts(&self) -> Option<&Attempts> {
-        self.attempts.as_ref().filter(|a| a.count() > 0)
+        self.attempts.as_deref().filter(|a| a.count() > 0)
     }
 
     /// Puts the records of the call's attempts so far, for the attempt about to be sent.
     pub fn set_earlier_attempts(&mut self, attempts: Attempts) {
-        self.attempts = Some(attempts);
+        self.attempts = Some(Box::new(attempts));
     }
 }
 
@@ -612,6 +613,16 @@ mod tests {
         assert_eq!(
             crate::RequestHead::new(&req).host().to_string(),
             "http://other.example"
+        );
+    }
+
+    #[test]
+    fn a_context_is_small() {
+        // Boxed into every request's extensions by the outermost layer: kept to a few words.
+        assert!(
+            std::mem::size_of::<CallContext>() <= 96,
+            "{}",
+            std::mem::size_of::<CallContext>()
         );
     }
 
