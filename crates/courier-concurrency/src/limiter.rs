@@ -170,6 +170,12 @@ impl<K: crate::LimitKey> Limiter<K> {
     /// Hands free permits to the queue, first come first served, and wakes those served
     /// once the lock is let go.
     fn grant(&self, mut s: MutexGuard<'_, State>) {
+        if s.queue.is_empty() {
+            let in_flight = s.in_flight;
+            drop(s);
+            self.in_flight.set(in_flight);
+            return;
+        }
         let mut wake = Vec::new();
         while s.in_flight < s.limit
             && let Some(w) = s.queue.pop_front()

@@ -155,12 +155,16 @@ where
         };
         let shared = active.shared.clone();
         let config = &shared.config;
-        // The longest this call may wait: the maximum wait, never past its deadline.
-        let wait = match CallContext::get(req.extensions()).and_then(CallContext::remaining) {
-            Some(left) => config.max_wait.min(left),
-            None => config.max_wait,
+        // The longest this call may wait: the maximum wait, never past its deadline (with no
+        // queue, no call waits: neither is read).
+        let wait = match config.max_queue {
+            0 => std::time::Duration::ZERO,
+            _ => match CallContext::get(req.extensions()).and_then(CallContext::remaining) {
+                Some(left) => config.max_wait.min(left),
+                None => config.max_wait,
+            },
         };
-        match limiter.admit(config.max_queue > 0 && !wait.is_zero()) {
+        match limiter.admit(!wait.is_zero()) {
             Admission::Now(before) => {
                 // The permit exists before the call: a panicking inner service gives it back.
                 let permit = Permit::new(limiter.clone());
