@@ -448,7 +448,7 @@ fn the_readme_table_of_defaults_says_what_the_code_does() {
                 num(field(field(&concurrency, "limit"), "initial")),
                 num(field(field(&concurrency, "limit"), "min")),
                 num(field(field(&concurrency, "limit"), "max")),
-                num(field(field(&preset_concurrency, "config"), "limit")
+                num(field(field(preset_concurrency, "config"), "limit")
                     .trim_start_matches("Fixed(")
                     .trim_end_matches(')')),
             ],
