@@ -11,7 +11,9 @@
 //! - `loopback`: requests per second and latency over 127.0.0.1 against
 //!   [`server::LoopbackServer`], raw clients against the preset and the peer stack over them;
 //! - `scale`: memory per host at 100 000 hosts, and the cache filled past its capacity;
-//! - `upstream_load`: the [`sim`] and [`overload`] tables (paused time, deterministic).
+//! - `upstream_load`: the [`sim`] and [`overload`] tables (paused time, deterministic);
+//! - `replicas`: the [`replicas`] tables, replicas of one service with their own breakers or
+//!   one shared open state, and a host that goes down (paused time, deterministic).
 //!
 //! Charts are drawn by [`charts`] into `docs/bench/`. This library holds what the benches
 //! share: the loopback server, the mock upstream [`host::Host`], the simulations themselves,
@@ -25,6 +27,7 @@ pub mod happy;
 pub mod host;
 pub mod overload;
 pub mod peer;
+pub mod replicas;
 pub mod report;
 pub mod server;
 pub mod sim;

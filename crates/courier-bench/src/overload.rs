@@ -37,14 +37,15 @@ fn preset(seed: u64) -> CourierLayer {
 
 /// How one call ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum End {
+pub(crate) enum End {
     Served,
     Status,
     CircuitOpen,
     OtherError,
 }
 
-async fn call<S, RB>(svc: S, path: String) -> End
+/// Makes one GET of `path` through `svc`; how it ended.
+pub(crate) async fn call<S, RB>(svc: S, path: String) -> End
 where
     S: Service<Request<Body>, Response = Response<RB>, Error = BoxError>,
 {
