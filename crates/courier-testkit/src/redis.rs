@@ -131,6 +131,9 @@ pub struct RedisServer {
     config: Option<String>,
     /// More arguments, after the usual ones, `{port}` replaced.
     extra: Vec<String>,
+    /// Its working directory, its own and removed with it: a replica writes the snapshot it
+    /// syncs from its master there (`--save ""` does not stop that), never into the tests'.
+    dir: std::path::PathBuf,
 }
 
 // === impl RedisServer ===
@@ -149,8 +152,12 @@ impl RedisServer {
     pub async fn start_with(config: Option<&dyn Fn(u16) -> String>, extra: &[&str]) -> Self {
         for _ in 0..5 {
             let port = free_port();
+            let dir =
+                std::env::temp_dir().join(format!("courier-redis-{}-{port}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("the temporary folder is writable");
             let mut server = Self {
                 port,
+                dir,
                 child: None,
                 config: config.map(|write| write(port)),
                 extra: extra
@@ -186,6 +193,7 @@ impl RedisServer {
             .args(["--appendonly", "no"])
             .args(["--daemonize", "no"])
             .args(&self.extra)
+            .current_dir(&self.dir)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -270,6 +278,7 @@ impl RedisServer {
 impl Drop for RedisServer {
     fn drop(&mut self) {
         self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 
