@@ -517,6 +517,63 @@ async fn a_paced_attempt_says_how_long_the_rate_limiter_held_it() {
     server.shutdown().await;
 }
 
+/// The concurrency limit's wait and refusal are on the attempt spans: with one permit and a
+/// queue of one, of three calls at once to a host that holds its answers, the second waits for
+/// the first's permit and says how long, and the third is refused and says so.
+#[tokio::test]
+async fn an_attempt_held_or_refused_by_the_concurrency_limit_says_so() {
+    let traced = traced();
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "held",
+        vec![Step::ok().delay(Duration::from_millis(300)); 3],
+    );
+    let limit = courier::concurrency::ConcurrencyLimitLayer::new()
+        .fixed(std::num::NonZeroUsize::MIN)
+        .max_queue(1);
+    let client = CourierLayer::new()
+        .cache(None)
+        .concurrency_limit(limit)
+        .hyper::<Body>();
+    let get = || {
+        http::Request::get(server.url_for("/s/held"))
+            .body(Body::new())
+            .unwrap()
+    };
+    let calls = (0..3).map(|_| client.clone().oneshot(get()));
+    let results = futures_util::future::join_all(calls).await;
+    assert_eq!(results.iter().filter(|r| r.is_ok()).count(), 2);
+    let spans = traced.spans();
+    let attempts: Vec<_> = spans.iter().filter(|s| s.name == "GET").collect();
+    assert_eq!(attempts.len(), 3, "{spans:#?}");
+    let refused: Vec<_> = attempts
+        .iter()
+        .filter(|a| {
+            matches!(
+                attr(a, "courier.concurrency.refused"),
+                Some(Value::Bool(true))
+            )
+        })
+        .collect();
+    assert_eq!(refused.len(), 1, "{attempts:#?}");
+    assert_eq!(
+        text(refused[0], "error.type").as_deref(),
+        Some("concurrency_limited")
+    );
+    let waited: Vec<i64> = attempts
+        .iter()
+        .filter_map(|a| int(a, "courier.concurrency.wait_ms"))
+        .collect();
+    assert_eq!(waited.len(), 1, "one call waited: {attempts:#?}");
+    assert!((100..=1000).contains(&waited[0]), "{waited:?}");
+    assert_eq!(
+        server.hits("held").len(),
+        2,
+        "the refused call sent nothing"
+    );
+    server.shutdown().await;
+}
+
 /// Adaptive pacing's wait is named as pacing's: a host that refused half of ten answers with a
 /// bare 503 is paced, and the paced attempt's span says how long it waited, under
 /// `courier.pacing.wait_ms` (never the rate limiter's field: no rate limiter is set).
