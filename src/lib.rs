@@ -17,6 +17,10 @@ pub use courier_redis as redis;
 #[cfg(feature = "retry")]
 pub use courier_retry as retry;
 
+/// The hyper crate both transports run on, so that its types (a response's `Incoming` body)
+/// can be named at the version courier uses.
+#[cfg(any(feature = "hyper-client", feature = "reqwest"))]
+pub use hyper;
 /// The hyper-util crate the hyper transport is built on, so that its types can be named at the
 /// version courier uses.
 #[cfg(feature = "hyper-client")]
@@ -30,6 +34,10 @@ pub use reqwest;
 pub use rustls;
 
 mod builder;
+#[cfg(feature = "client")]
+pub mod client;
+#[cfg(feature = "preset")]
+pub mod config;
 mod error;
 #[cfg(feature = "grpc")]
 pub mod grpc;
@@ -42,5 +50,7 @@ pub mod transport;
 
 pub use builder::ServiceBuilderExt;
 pub use error::{Attempted, Error};
+#[cfg(feature = "client")]
+pub use client::{Client, ClientBuilder, RequestBuilder, Response};
 #[cfg(feature = "preset")]
 pub use preset::{Courier, CourierLayer};

@@ -1,0 +1,1 @@
+//! The preset's configuration as data, and rules per destination.
