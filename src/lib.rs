@@ -45,6 +45,8 @@ pub mod grpc;
 pub mod paginate;
 #[cfg(feature = "preset")]
 pub mod preset;
+#[cfg(feature = "preset")]
+pub mod routes;
 pub mod telemetry;
 pub mod transport;
 

@@ -141,7 +141,9 @@ use courier_ratelimit::{
 #[cfg(feature = "redis")]
 use courier_redis::{LocalOrRedis, RedisStore};
 use courier_retry::{ClassifiedBody, ClassifyBody, Retry, RetryLayer};
+use crate::routes::{Route, RouteFuture, RouteSource, Routed, Rules};
 use std::num::{NonZeroU32, NonZeroUsize};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tower_layer::Layer;
@@ -291,21 +293,23 @@ pub type PresetBody<B> = DeadlineBody<CacheBody<ConcurrencyBody<DeadlineBody<Cla
 /// cache.
 #[derive(Debug, Clone)]
 pub struct CourierLayer {
-    deadline: Option<DeadlineLayer>,
-    cache: Option<EtagCacheLayer>,
-    retry: Option<RetryLayer>,
-    breaker: Option<CircuitBreakerLayer>,
-    rate_limit: Option<TokenBucketRateLimitLayer>,
-    pacing: Option<AdaptivePacingLayer>,
-    concurrency: Option<ConcurrencyLimitLayer>,
+    pub(crate) deadline: Option<DeadlineLayer>,
+    pub(crate) cache: Option<EtagCacheLayer>,
+    pub(crate) retry: Option<RetryLayer>,
+    pub(crate) breaker: Option<CircuitBreakerLayer>,
+    pub(crate) rate_limit: Option<TokenBucketRateLimitLayer>,
+    pub(crate) pacing: Option<AdaptivePacingLayer>,
+    pub(crate) concurrency: Option<ConcurrencyLimitLayer>,
     #[cfg(feature = "redis")]
     shared_store: Option<RedisStore<HostKey>>,
-    attempt_timeout: Option<AttemptTimeoutLayer>,
+    pub(crate) attempt_timeout: Option<AttemptTimeoutLayer>,
     /// The classifier set with [`CourierLayer::classifier`], given to every layer that reads
     /// answers, now and when it is set later.
-    classifier: Option<Classifier>,
+    pub(crate) classifier: Option<Classifier>,
+    /// The rules per destination, if any ([`route`](CourierLayer::route), a configuration).
+    pub(crate) routes: Option<Arc<RouteSource>>,
     #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
-    user_agent: Option<http::HeaderValue>,
+    pub(crate) user_agent: Option<http::HeaderValue>,
 }
 
 impl Default for CourierLayer {
@@ -345,6 +349,7 @@ impl CourierLayer {
             shared_store: None,
             attempt_timeout: None,
             classifier: None,
+            routes: None,
             #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
             user_agent: crate::transport::default_user_agent(),
         }
@@ -527,8 +532,72 @@ impl CourierLayer {
         self.concurrency.as_ref()
     }
 
+    /// A rule for the calls `route` takes: `policy` is given this layer as it stands (call
+    /// `route` after the default's settings) and returns the rule's layer. Rules are tried in
+    /// the order they were added, and the first that takes a call sends it through its own
+    /// stack; a call no rule takes goes through this layer's. A layer the rule keeps (one it
+    /// does not replace) is this layer's, with its state: a rule that sets only the attempts
+    /// shares this layer's buckets, breakers and cache.
+    ///
+    /// ```
+    /// use courier::CourierLayer;
+    /// use courier::retry::RetryLayer;
+    /// use courier::routes::Route;
+    /// use std::time::Duration;
+    ///
+    /// let layer = CourierLayer::new()
+    ///     .route(Route::new().host("*.internal.example"), |l| {
+    ///         l.deadline(Duration::from_millis(200))
+    ///     })
+    ///     .route(Route::new().path_prefix("/payments"), |l| l.retry(RetryLayer::new().attempts(1)));
+    /// # let _ = layer;
+    /// ```
+    pub fn route(mut self, route: Route, policy: impl FnOnce(CourierLayer) -> CourierLayer) -> Self {
+        let mut base = self.clone();
+        base.routes = None;
+        let rule = policy(base);
+        let mut rules = match &self.routes {
+            Some(source) => Rules::clone(&source.rules()),
+            None => Rules {
+                default: None,
+                routes: Vec::new(),
+            },
+        };
+        rules.routes.push((route, rule));
+        self.routes = Some(Arc::new(RouteSource::new(rules)));
+        self
+    }
+
+    /// The preset a [`Config`](crate::config::Config) describes: its default policy and its
+    /// routes (see [`crate::config`]).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`](crate::config::ConfigError) naming every bad field; nothing is built.
+    pub fn from_config(config: &crate::config::Config) -> Result<Self, crate::config::ConfigError> {
+        crate::config::build(config, false).map(|(layer, _)| layer)
+    }
+
+    /// As [`from_config`](Self::from_config), with a handle that applies a new configuration
+    /// to every service the layer makes, keeping the state of what did not change
+    /// ([`ReloadHandle`](crate::config::ReloadHandle)). Each call goes through the rules, even
+    /// with none (a reload may add some).
+    ///
+    /// # Errors
+    ///
+    /// A [`ConfigError`](crate::config::ConfigError) naming every bad field; nothing is built.
+    pub fn from_config_reloadable(
+        config: &crate::config::Config,
+    ) -> Result<(Self, crate::config::ReloadHandle), crate::config::ConfigError> {
+        let (layer, handle) = crate::config::build(config, true)?;
+        let handle = handle.ok_or_else(|| {
+            crate::config::ConfigError::one("", "a reloadable build gave no handle")
+        })?;
+        Ok((layer, handle))
+    }
+
     /// Wraps `inner`, any `Service<http::Request<B>>`.
-    pub fn service<S>(&self, inner: S) -> Courier<S> {
+    pub fn service<S: Clone>(&self, inner: S) -> Courier<S> {
         self.layer(inner)
     }
 
@@ -593,10 +662,29 @@ fn on_or_pass<L, S, T>(
     }
 }
 
-impl<S> Layer<S> for CourierLayer {
+impl<S: Clone> Layer<S> for CourierLayer {
     type Service = Courier<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
+        match &self.routes {
+            None => Courier {
+                inner: self.stack(inner),
+                routes: None,
+            },
+            Some(source) => {
+                let (routed, default) = Routed::new(inner, Arc::clone(source), self);
+                Courier {
+                    inner: default,
+                    routes: Some(Box::new(routed)),
+                }
+            }
+        }
+    }
+}
+
+impl CourierLayer {
+    /// The stack of this layer's own settings over `inner`, its rules aside.
+    pub(crate) fn stack<S>(&self, inner: S) -> Stack<S> {
         let inner = on_or_pass(
             self.classifier.clone(),
             inner,
@@ -646,7 +734,7 @@ impl<S> Layer<S> for CourierLayer {
             Deadline::new,
             Deadline::pass_through,
         );
-        Courier { inner }
+        inner
     }
 }
 
@@ -657,7 +745,10 @@ impl<S> Layer<S> for CourierLayer {
 /// [`BoxError`], which [`crate::Error::from`] turns into an enum to match on.
 #[derive(Debug, Clone)]
 pub struct Courier<S> {
+    /// The default policy's stack.
     inner: Stack<S>,
+    /// With rules: a stack per rule, the default's among them.
+    routes: Option<Box<Routed<S>>>,
 }
 
 // === impl Courier ===
@@ -703,23 +794,31 @@ impl<S> Courier<S> {
 
 impl<S, B, RB> Service<http::Request<B>> for Courier<S>
 where
-    S: Service<http::Request<B>, Response = http::Response<RB>>,
+    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone,
     RB: http_body::Body,
-    Stack<S>:
-        Service<http::Request<B>, Response = http::Response<PresetBody<RB>>, Error = BoxError>,
+    Stack<S>: Service<http::Request<B>, Response = http::Response<PresetBody<RB>>, Error = BoxError>
+        + Clone,
 {
     type Response = http::Response<PresetBody<RB>>;
     type Error = BoxError;
-    type Future = <Stack<S> as Service<http::Request<B>>>::Future;
+    type Future = RouteFuture<Stack<S>, http::Request<B>>;
 
+    /// Without rules, the stack's readiness (the transport's). With rules, always ready: the
+    /// call's stack is known only from the request, so each call's future waits for it.
     #[inline]
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        match self.routes {
+            None => self.inner.poll_ready(cx),
+            Some(_) => Poll::Ready(Ok(())),
+        }
     }
 
     #[inline]
     fn call(&mut self, req: http::Request<B>) -> Self::Future {
-        self.inner.call(req)
+        match &mut self.routes {
+            None => RouteFuture::called(self.inner.call(req)),
+            Some(routed) => routed.call(req),
+        }
     }
 }
 

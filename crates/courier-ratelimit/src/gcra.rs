@@ -134,6 +134,33 @@ impl Cell {
             .is_ok()
     }
 
+    /// Keeps the bucket's level (the tokens it lacks) as its emission interval changes from
+    /// `t_old` to `t_new` nanoseconds: a bucket short of `n` tokens at `now` is still short of
+    /// `n`, and refills at the new rate from now on. A full or evicted bucket is left alone.
+    pub(crate) fn rescale(&self, now: u64, t_old: u64, t_new: u64) {
+        if t_old == t_new || t_old == 0 {
+            return;
+        }
+        let mut tat = self.tat.load(Ordering::Acquire);
+        loop {
+            if tat == EVICTED || tat <= now {
+                return;
+            }
+            let owed = u128::from(tat - now) * u128::from(t_new) / u128::from(t_old);
+            let scaled = u64::try_from(owed)
+                .unwrap_or(u64::MAX)
+                .saturating_add(now)
+                .min(MAX_TAT);
+            match self
+                .tat
+                .compare_exchange_weak(tat, scaled, Ordering::AcqRel, Ordering::Acquire)
+            {
+                Ok(_) => return,
+                Err(actual) => tat = actual,
+            }
+        }
+    }
+
     /// Parks the bucket until `until` (never shortens a park). Returns `false` when the cell was
     /// evicted meanwhile and the park must be set on a fresh cell.
     pub(crate) fn park(&self, until: u64) -> bool {
@@ -285,6 +312,28 @@ mod tests {
         ));
         assert!(!c.is_evicted());
         assert_eq!(c.try_evict(0), Evict::Keep);
+    }
+
+    #[test]
+    fn rescale_keeps_the_tokens_a_bucket_lacks() {
+        let c = Cell::new();
+        // burst 10 at 10/s (T = 100): eight taken at 0 leave two.
+        for _ in 0..8 {
+            assert!(matches!(c.reserve(0, 100, 900, 0), Outcome::Admit { .. }));
+        }
+        // To 1/s (T = 1000): still eight owed, now 8000 long.
+        c.rescale(0, 100, 1000);
+        for _ in 0..2 {
+            assert!(matches!(c.reserve(0, 1000, 9000, 0), Outcome::Admit { .. }));
+        }
+        assert!(matches!(
+            c.reserve(0, 1000, 9000, 0),
+            Outcome::Deny { retry_in: 1000, .. }
+        ));
+        // A full bucket stays full.
+        let full = Cell::new();
+        full.rescale(5, 100, 1000);
+        assert_eq!(full.next_start(5, 9000), Some((0, false)));
     }
 
     #[test]

@@ -133,6 +133,28 @@ impl<KF: KeyFn + Clone, St: Clone + 'static> TokenBucketRateLimitLayer<KF, St> {
         }
     }
 
+    /// The same buckets under a new quota, each kept at its level: a bucket lacking 8 of 10
+    /// tokens still lacks 8 and refills at the new rate from now on, so a cut takes effect
+    /// within one token of the new rate, with no refill burst. Unlike the setters, the layer
+    /// returned shares this layer's buckets: it is for applying a new configuration to a
+    /// running client. Requests already waiting keep the slot they reserved. Buckets in a
+    /// store outside the process (Redis) keep their state as stored and follow the new quota
+    /// from their next request.
+    pub fn requota(&self, quota: Quota) -> Self
+    where
+        St: RateLimitStore<KF::Key>,
+    {
+        let old = self.shared.config.quota;
+        if let Some(store) = self.shared.store.in_process() {
+            store.rescale(old, quota);
+        }
+        let mut shared = (*self.shared).clone();
+        shared.config.quota = quota;
+        Self {
+            shared: Arc::new(shared),
+        }
+    }
+
     /// Wait for a slot or reject at once. Defaults to [`Mode::Wait`].
     pub fn mode(self, mode: Mode) -> Self {
         self.map_config(|c| c.mode = mode)

@@ -282,6 +282,17 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
         }
     }
 
+    /// Keeps every bucket's level as the quota changes from `old` to `new`: each bucket lacks
+    /// as many tokens as before and refills at the new rate from now on, so a cut rate takes
+    /// effect at once and a raised one grants no burst the old level did not hold.
+    pub(crate) fn rescale(&self, old: Quota, new: Quota) {
+        let now = self.now_ns();
+        let (t_old, t_new) = (old.interval_nanos(), new.interval_nanos());
+        for (_, entry) in self.inner.map.pin().iter() {
+            entry.cell.rescale(now, t_old, t_new);
+        }
+    }
+
     /// Until when `key` is parked, if it is parked now.
     pub fn parked_until(&self, key: &K) -> Option<Instant> {
         let now = self.now_ns();

@@ -1,1 +1,0 @@
-//! The preset's configuration as data, and rules per destination.
