@@ -124,6 +124,9 @@
 //! `Revalidated`, `Miss`, `Stale` or `Bypass` (methods and requests the cache does not handle).
 //! Served entries carry an `Age` field.
 //!
+//! A GET or HEAD whose [`CallOptions::no_cache`](courier_core::CallOptions::no_cache) is set
+//! passes through as one the cache does not handle (`Bypass`).
+//!
 //! # Attempts
 //!
 //! A response the cache builds without an answer from below for this call carries an empty

@@ -192,7 +192,9 @@ impl<S> EtagCache<S> {
             return ResponseFuture::forwarded(self.inner.call(req), pending);
         }
         let head = *method == Method::HEAD;
-        if !(head || *method == Method::GET) {
+        if !(head || *method == Method::GET)
+            || CallContext::get(req.extensions()).is_some_and(|c| c.options().bypasses_cache())
+        {
             return ResponseFuture::forwarded(self.inner.call(req), Pending::Bypass);
         }
         let fields = RequestFields::scan(req.headers(), &shared.credential_headers);

@@ -1,14 +1,16 @@
 //! What layers tell each other through request and response extensions.
 
 use crate::classify::FailureKind;
+use crate::grpc::GrpcCode;
 use crate::host::HostKey;
+use crate::options::CallOptions;
 use http::{Extensions, StatusCode};
 use std::fmt;
 use std::time::Duration;
 use tokio::time::Instant;
 
 /// What the layers of one call share, as one request extension: the host the call is for, its
-/// deadline, and the records of its earlier attempts.
+/// deadline, the records of its earlier attempts, and the caller's options for it.
 ///
 /// The outermost courier layer of a call that has something to put there puts it on the
 /// request ([`CallContext::get_or_insert`]); every layer below reads it from there, and a
@@ -28,6 +30,9 @@ use tokio::time::Instant;
 /// - **The earlier attempts** ([`earlier_attempts`](Self::earlier_attempts)): on every attempt
 ///   after a call's first, retry puts the records so far here, so that the layers below tell
 ///   a retry from a new call (the breaker counts a call's failures once).
+/// - **The caller's options** ([`options`](Self::options)): what the caller asked of this one
+///   call ([`CallOptions`]: its own deadline, attempts, retry-safety, cache use), put by
+///   [`CallOptions::apply`] and read by the layers the options' module names.
 ///
 /// ```
 /// # #[tokio::main(flavor = "current_thread")] async fn main() {
@@ -54,6 +59,7 @@ pub struct CallContext {
     deadline: Option<Instant>,
     /// Boxed: a retry's alone, and the context stays small for every first attempt.
     attempts: Option<Box<Attempts>>,
+    options: CallOptions,
 }
 
 impl CallContext {
@@ -143,6 +149,17 @@ impl CallContext {
     pub fn set_earlier_attempts(&mut self, attempts: Attempts) {
         self.attempts = Some(Box::new(attempts));
     }
+
+    /// The caller's options for this call; none set unless a caller put some.
+    #[inline]
+    pub const fn options(&self) -> &CallOptions {
+        &self.options
+    }
+
+    /// Puts the caller's options for this call, replacing any set before.
+    pub fn set_options(&mut self, options: CallOptions) {
+        self.options = options;
+    }
 }
 
 fn far_future() -> Instant {
@@ -186,21 +203,49 @@ impl fmt::Display for WaitSource {
 }
 
 /// What one attempt ended with.
+///
+/// A gRPC answer is [`Grpc`](Self::Grpc) once its `grpc-status` is known: at once when the
+/// status came with the headers (a trailers-only answer, the way a server refuses), else when
+/// the answer's trailers are read. An answer that sent its headers without a status has
+/// committed the call and is recorded as its [`Status`](Self::Status) until then; through
+/// `courier::grpc`'s channel, the record turns into the trailers' code once they are read
+/// ([`Attempts::await_grpc_trailers`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptOutcome {
     /// A response with this status.
     Status(StatusCode),
-    /// A gRPC answer whose `grpc-status` came with its headers (trailers-only).
-    Grpc(crate::grpc::GrpcCode),
+    /// A gRPC answer: its code, and the HTTP status it came with.
+    Grpc(GrpcAnswer),
     /// A failure of this kind.
     Failure(FailureKind),
+}
+
+/// A gRPC answer as an attempt's record keeps it: the `grpc-status` and the HTTP status.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct GrpcAnswer {
+    /// The HTTP status the answer came with (200 from a gRPC server; a proxy may send others).
+    pub status: StatusCode,
+    /// The `grpc-status`.
+    pub code: GrpcCode,
+}
+
+impl fmt::Display for GrpcAnswer {
+    /// `grpc UNAVAILABLE`, with the HTTP status after it when that is not 200
+    /// (`grpc UNAVAILABLE (http 503)`).
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "grpc {}", self.code)?;
+        if self.status != StatusCode::OK {
+            write!(f, " (http {})", self.status.as_u16())?;
+        }
+        Ok(())
+    }
 }
 
 impl fmt::Display for AttemptOutcome {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Status(s) => write!(f, "{}", s.as_u16()),
-            Self::Grpc(code) => write!(f, "grpc {code}"),
+            Self::Grpc(answer) => write!(f, "{answer}"),
             Self::Failure(k) => write!(f, "{k}"),
         }
     }
@@ -307,6 +352,46 @@ pub struct AttemptRecord {
     pub elapsed: Duration,
 }
 
+impl fmt::Display for AttemptRecord {
+    /// What the attempt met and what followed, as `courier request --trace` shows an attempt:
+    /// `503 -> retry in 96 ms (backoff)`, `grpc UNAVAILABLE -> retry in 300 ms (pushback)`,
+    /// `grpc OK -> stop (final_status)`, `connect -> stop (attempts_exhausted)`.
+    ///
+    /// ```
+    /// use courier_core::AttemptRecord;
+    /// use courier_core::extensions::{AttemptOutcome, Decision, GrpcAnswer, Reason, WaitSource};
+    /// use courier_core::grpc::GrpcCode;
+    /// use std::time::Duration;
+    ///
+    /// let mut record = AttemptRecord {
+    ///     attempt: 1,
+    ///     outcome: AttemptOutcome::Grpc(GrpcAnswer {
+    ///         status: http::StatusCode::OK,
+    ///         code: GrpcCode::UNAVAILABLE,
+    ///     }),
+    ///     verdict: courier_core::Verdict::overload(false).against_host(true),
+    ///     decision: Decision::Retry,
+    ///     reason: Reason::RetryableStatus,
+    ///     wait: Duration::from_millis(300),
+    ///     wait_source: Some(WaitSource::Pushback),
+    ///     elapsed: Duration::from_millis(2),
+    /// };
+    /// assert_eq!(record.to_string(), "grpc UNAVAILABLE -> retry in 300 ms (pushback)");
+    /// record.decision = Decision::Stop;
+    /// record.reason = Reason::PushbackRefused;
+    /// assert_eq!(record.to_string(), "grpc UNAVAILABLE -> stop (pushback_refused)");
+    /// ```
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} -> {}", self.outcome, self.decision.as_str())?;
+        match (self.decision, self.wait_source) {
+            (Decision::Retry, Some(source)) => {
+                write!(f, " in {} ms ({source})", self.wait.as_millis())
+            }
+            _ => write!(f, " ({})", self.reason),
+        }
+    }
+}
+
 /// Every attempt of a call, as a response extension set by the retry layer.
 ///
 /// The first record is kept inline: a call that ends after one attempt (the common case)
@@ -342,6 +427,41 @@ enum Records {
     None,
     One(AttemptRecord),
     Many(Vec<AttemptRecord>),
+    /// Records whose last one waits for its gRPC answer's trailers: every clone shares them,
+    /// and sees the completed records once the trailers are read.
+    AwaitingTrailers(std::sync::Arc<AwaitingTrailers>),
+}
+
+#[derive(Debug)]
+struct AwaitingTrailers {
+    records: Vec<AttemptRecord>,
+    completed: std::sync::OnceLock<Vec<AttemptRecord>>,
+}
+
+impl AwaitingTrailers {
+    fn records(&self) -> &[AttemptRecord] {
+        self.completed.get().unwrap_or(&self.records)
+    }
+}
+
+/// Completes the last record of a call's [`Attempts`] with the `grpc-status` of its answer's
+/// trailers: what [`Attempts::await_grpc_trailers`] gives.
+#[derive(Debug, Clone)]
+pub struct GrpcTrailers(std::sync::Arc<AwaitingTrailers>);
+
+impl GrpcTrailers {
+    /// The answer ended with `code`: the last record's outcome becomes
+    /// [`AttemptOutcome::Grpc`] with it, in every copy of the records. Only the first call
+    /// counts.
+    pub fn complete(&self, code: GrpcCode) {
+        let mut records = self.0.records.clone();
+        if let Some(last) = records.last_mut()
+            && let AttemptOutcome::Status(status) = last.outcome
+        {
+            last.outcome = AttemptOutcome::Grpc(GrpcAnswer { status, code });
+        }
+        let _ = self.0.completed.set(records);
+    }
 }
 
 impl Attempts {
@@ -359,7 +479,53 @@ impl Attempts {
                 all.push(record);
                 Records::Many(all)
             }
+            Records::AwaitingTrailers(shared) => {
+                let mut all = shared.records().to_vec();
+                all.push(record);
+                Records::Many(all)
+            }
         };
+    }
+
+    /// For a layer that reads a gRPC answer's trailers, on the records of the call that
+    /// answer ends (as its response's extension): a handle that completes the last record
+    /// with the trailers' `grpc-status` ([`GrpcTrailers::complete`]), which every copy of
+    /// these records then shows, those already handed on with the response included. `None`
+    /// when the last record is no answer's [`AttemptOutcome::Status`] (a failure, or a
+    /// trailers-only answer whose code is known).
+    ///
+    /// ```
+    /// use courier_core::{AttemptRecord, Attempts};
+    /// use courier_core::extensions::{AttemptOutcome, Decision, Reason};
+    /// use courier_core::grpc::GrpcCode;
+    /// use std::time::Duration;
+    ///
+    /// let mut attempts = Attempts::from_iter([AttemptRecord {
+    ///     attempt: 1,
+    ///     outcome: AttemptOutcome::Status(http::StatusCode::OK),
+    ///     verdict: courier_core::Verdict::success(),
+    ///     decision: Decision::Stop,
+    ///     reason: Reason::FinalStatus,
+    ///     wait: Duration::ZERO,
+    ///     wait_source: None,
+    ///     elapsed: Duration::from_millis(2),
+    /// }]);
+    /// let trailers = attempts.await_grpc_trailers().expect("an answer");
+    /// let handed_on = attempts.clone();
+    /// assert_eq!(handed_on.records()[0].to_string(), "200 -> stop (final_status)");
+    /// trailers.complete(GrpcCode::OK);
+    /// assert_eq!(handed_on.records()[0].to_string(), "grpc OK -> stop (final_status)");
+    /// ```
+    pub fn await_grpc_trailers(&mut self) -> Option<GrpcTrailers> {
+        if !matches!(self.last()?.outcome, AttemptOutcome::Status(_)) {
+            return None;
+        }
+        let shared = std::sync::Arc::new(AwaitingTrailers {
+            records: self.records().to_vec(),
+            completed: std::sync::OnceLock::new(),
+        });
+        self.0 = Records::AwaitingTrailers(shared.clone());
+        Some(GrpcTrailers(shared))
     }
 
     /// Every record, the first attempt first.
@@ -368,6 +534,7 @@ impl Attempts {
             Records::None => &[],
             Records::One(one) => std::slice::from_ref(one),
             Records::Many(all) => all,
+            Records::AwaitingTrailers(shared) => shared.records(),
         }
     }
 

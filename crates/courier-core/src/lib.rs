@@ -18,6 +18,8 @@
 //! - [`extensions`]: the request and response extensions layers pass to each other: the
 //!   [`CallContext`] (the host, the deadline, the earlier attempts), the attempt records and
 //!   the cache status.
+//! - [`options`]: what one call asks in place of the layers' settings ([`CallOptions`]: its
+//!   deadline, attempts, retry-safety, cache use), carried in its [`CallContext`].
 //! - Errors: the refusals every layer and the facade agree on ([`DeadlineExceeded`],
 //!   [`AttemptTimedOut`], [`CircuitOpen`], [`RateLimited`], [`ConcurrencyLimited`]), the
 //!   attempts of a failed call ([`CallFailed`], [`attempts_of`]), the one [`InvalidConfig`] of
@@ -56,6 +58,7 @@ pub mod hints;
 mod host;
 pub mod idempotency;
 mod key;
+pub mod options;
 pub mod telemetry;
 
 pub use classifier::{Class, Classifier, ResponseHead, StatusSet, Verdict};
@@ -69,3 +72,4 @@ pub use extensions::{AttemptRecord, Attempts, CacheStatus, CallContext, WaitSour
 pub use hints::{HintConfig, ResetFormat, ServerHint};
 pub use host::{HostKey, RequestHead, without_default_port};
 pub use key::{Global, KeyBy, KeyFn, PerHost};
+pub use options::CallOptions;

@@ -9,7 +9,8 @@
 //!   it) for the layers below,
 //!   fails the call with [`DeadlineExceeded`](courier_core::DeadlineExceeded) when the budget is
 //!   spent, and wraps the response body so that reading past the deadline fails the same way
-//!   instead of hanging.
+//!   instead of hanging. A call's own
+//!   [`CallOptions::deadline`](courier_core::CallOptions::deadline) replaces the layer's budget.
 //! - [`AttemptTimeoutLayer`] (innermost, above the transport): bounds one attempt to
 //!   `min(per_attempt, time left)`, failing with [`AttemptTimedOut`](courier_core::AttemptTimedOut),
 //!   which a retry layer may retry, or with `DeadlineExceeded` when the deadline was the tighter

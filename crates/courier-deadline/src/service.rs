@@ -16,7 +16,9 @@ use tower_service::Service;
 ///
 /// On every call it:
 ///
-/// 1. works out the deadline: `now + budget`, or earlier when the request already carries a
+/// 1. works out the deadline: `now + budget` (the budget of the call's
+///    [`CallOptions::deadline`](courier_core::CallOptions::deadline) when the caller set one,
+///    shorter or longer, else the layer's), or earlier when the request already carries a
 ///    deadline in its [`CallContext`] or a [server-side scope](crate::scope) is active; a
 ///    deadline only ever shrinks;
 /// 2. puts it into the request's extensions, for the layers below (retry never sleeps past
@@ -133,9 +135,11 @@ where
             return ResponseFuture::pass(self.inner.call(req));
         }
         let start = Instant::now();
-        let own = saturating_after(start, self.budget);
+        let ctx = CallContext::get_or_insert(&mut req);
+        let budget = ctx.options().budget().unwrap_or(self.budget);
+        let own = saturating_after(start, budget);
         let own = earliest(Some(own), crate::scope::current_deadline()).unwrap_or(own);
-        let deadline = CallContext::get_or_insert(&mut req).shrink_deadline(own);
+        let deadline = ctx.shrink_deadline(own);
         let bound = Bound::new(deadline, start, Cause::Deadline);
         if deadline <= start {
             return ResponseFuture::passed(bound);

@@ -15,7 +15,7 @@ use crate::policy::backoff;
 use crate::telemetry::{self, Spans};
 use bytes::Buf;
 use courier_core::classify::FailureKind;
-use courier_core::extensions::{AttemptOutcome, Decision, Reason};
+use courier_core::extensions::{AttemptOutcome, Decision, GrpcAnswer, Reason};
 use courier_core::grpc::Pushback;
 use courier_core::{
     AttemptRecord, Attempts, BoxError, CallContext, CallFailed, CircuitOpen, Class,
@@ -79,7 +79,12 @@ pub(crate) struct Ctx<S, B> {
     pub(crate) parts: Parts,
     /// The body to replay from; `None` when it cannot be replayed.
     pub(crate) body: Option<B>,
+    /// The request's own [`CallOptions::retry_safe`](courier_core::CallOptions::retry_safe),
+    /// else the classifier's word.
     pub(crate) retry_safe: bool,
+    /// The request's own [`CallOptions::attempts`](courier_core::CallOptions::attempts), else
+    /// the layer's.
+    pub(crate) max_attempts: u32,
     pub(crate) deadline: Option<Instant>,
     pub(crate) start: Instant,
     /// The attempt under way, 1 for the first.
@@ -347,7 +352,10 @@ impl<S, B: RetryBody> Ctx<S, B> {
             Ok(r) => {
                 let head = ResponseHead::of(r);
                 let outcome = match head.grpc_status() {
-                    Some(code) => AttemptOutcome::Grpc(code),
+                    Some(code) => AttemptOutcome::Grpc(GrpcAnswer {
+                        status: r.status(),
+                        code,
+                    }),
                     None => AttemptOutcome::Status(r.status()),
                 };
                 (
@@ -406,7 +414,7 @@ impl<S, B: RetryBody> Ctx<S, B> {
             return Err(Reason::NotRetrySafe);
         }
         // 4. Attempts left?
-        if self.attempt >= config.attempts {
+        if self.attempt >= self.max_attempts {
             return Err(Reason::AttemptsExhausted);
         }
         // A body that cannot be sent again whole ends the call. One that an earlier attempt may

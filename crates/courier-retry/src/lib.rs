@@ -37,6 +37,10 @@
 //! 7. The [`RetryBudget`], shared by every clone and scoped per host, has the last word
 //!    (`retry_budget_exhausted`).
 //!
+//! A call's own [`CallOptions`](courier_core::CallOptions) replace, for that call, the
+//! attempts of 4. and the classifier's word on retry-safety in 3. (a connect failure is still
+//! retried).
+//!
 //! The returned response carries [`Attempts`](courier_core::Attempts), one
 //! [`AttemptRecord`](courier_core::AttemptRecord) per attempt, the last with the reason the
 //! call stopped. Every attempt after the first carries the records of the attempts before it

@@ -76,7 +76,7 @@ pub(crate) fn attempt<RB>(
             AttemptOutcome::Status(status) => names::status_class(status),
             AttemptOutcome::Failure(kind) => kind.as_str(),
             // A gRPC refusal by its code's name: 17 values at most, and `grpc` for the rest.
-            AttemptOutcome::Grpc(code) => code.name().unwrap_or("grpc"),
+            AttemptOutcome::Grpc(answer) => answer.code.name().unwrap_or("grpc"),
         };
         metrics::counter!(
             RETRIES,

@@ -3,7 +3,7 @@ use crate::future::{Ctx, ResponseFuture};
 use crate::layer::{Config, RetryLayer};
 use crate::telemetry::{self, Spans};
 use courier_core::idempotency::IDEMPOTENCY_KEY;
-use courier_core::{Attempts, BoxError, CallContext};
+use courier_core::{Attempts, BoxError, CallContext, CallOptions};
 use http::{HeaderValue, Method, Request, Response};
 use http_body::Body;
 use std::fmt;
@@ -108,9 +108,17 @@ where
         if let Some(budget) = &config.budget {
             budget.deposit(&parts, start);
         }
-        let retry_safe = config.is_retry_safe(&parts);
-        let deadline = CallContext::deadline_in(&parts.extensions);
-        let template = if config.attempts > 1 {
+        // The caller's options for this call, read with the deadline from the one context.
+        let (deadline, options) = match CallContext::get(&parts.extensions) {
+            Some(call) => (call.deadline(), *call.options()),
+            None => (None, CallOptions::new()),
+        };
+        let retry_safe = match options.retry_safety() {
+            Some(safe) => safe,
+            None => config.is_retry_safe(&parts),
+        };
+        let max_attempts = options.max_attempts().unwrap_or(config.attempts);
+        let template = if max_attempts > 1 {
             body.try_clone_body()
         } else {
             None
@@ -121,17 +129,18 @@ where
             0
         };
         // The first attempt takes the request as it is; the template keeps copies for later
-        // attempts. Extensions that hold nothing but the call's context with its deadline (the
-        // preset's case) are not cloned (a clone of a non-empty map allocates three times): a
-        // retry puts a context with the deadline back.
-        let template_parts = if deadline.is_some() && parts.extensions.len() == 1 {
-            let extensions = std::mem::take(&mut parts.extensions);
-            let template = parts.clone();
-            parts.extensions = extensions;
-            template
-        } else {
-            parts.clone()
-        };
+        // attempts. Extensions that hold nothing but the call's context with its deadline and
+        // no options (the preset's case) are not cloned (a clone of a non-empty map allocates
+        // three times): a retry puts a context with the deadline back.
+        let template_parts =
+            if deadline.is_some() && options.is_empty() && parts.extensions.len() == 1 {
+                let extensions = std::mem::take(&mut parts.extensions);
+                let template = parts.clone();
+                parts.extensions = extensions;
+                template
+            } else {
+                parts.clone()
+            };
         // The first attempt goes to the instance poll_ready made ready, which stays here (with
         // whatever it learnt from the call, such as the breaker or bucket it used); a clone
         // drives later attempts, made ready again before each.
@@ -152,6 +161,7 @@ where
                 parts: template_parts,
                 body: template,
                 retry_safe,
+                max_attempts,
                 deadline,
                 start,
                 attempt: 1,

@@ -12,9 +12,10 @@
 //! want them, and boxed (one allocation per call) only when it does.
 
 use crate::layer::Config;
-use courier_core::extensions::Decision;
+use courier_core::extensions::{AttemptOutcome, Decision};
+use courier_core::grpc::GrpcCode;
 use courier_core::telemetry::{self as names, UrlFull};
-use courier_core::{AttemptRecord, BoxError, Verdict};
+use courier_core::{AttemptRecord, BoxError};
 use http::Response;
 use http::request::Parts;
 use tracing::Span;
@@ -152,7 +153,7 @@ fn finish_call<RB>(s: &Open, res: &Result<Response<RB>, BoxError>, record: &Atte
         return;
     }
     if s.own || res.is_err() {
-        outcome(&s.call, res, &record.verdict);
+        outcome(&s.call, res, record);
     }
     s.call.record("courier.attempts", i64::from(record.attempt));
     s.call
@@ -174,6 +175,8 @@ fn open(parts: &Parts, query: bool) -> Option<Box<Open>> {
                 server.port = port.map(i64::from),
                 url.full = %UrlFull::new(&parts.uri, query),
                 http.response.status_code = Empty,
+                rpc.system = Empty,
+                rpc.grpc.status_code = Empty,
                 error.type = Empty,
                 otel.status_code = Empty,
                 courier.attempts = Empty,
@@ -197,7 +200,7 @@ fn end_attempt<RB>(s: &mut Open, res: &Result<Response<RB>, BoxError>, record: &
         return;
     }
     let span = &span;
-    outcome(span, res, &record.verdict);
+    outcome(span, res, record);
     span.record("courier.retry.decision", record.decision.as_str());
     span.record("courier.retry.reason", record.reason.as_str());
     if record.decision == Decision::Retry {
@@ -233,6 +236,8 @@ fn attempt_span(call: &Span, parts: &Parts, query: bool, n: u32) -> Span {
         url.full = %UrlFull::new(&parts.uri, query),
         http.request.resend_count = Empty,
         http.response.status_code = Empty,
+        rpc.system = Empty,
+        rpc.grpc.status_code = Empty,
         error.type = Empty,
         courier.attempt = i64::from(n),
         courier.retry.decision = Empty,
@@ -258,12 +263,30 @@ fn millis(d: std::time::Duration) -> i64 {
 
 /// Records a status or a failure on `span`: `http.response.status_code`, and for a 4xx, a 5xx
 /// or a failure, `error.type` and `otel.status_code = "ERROR"`; a lower status the classifier
-/// judged no success (`verdict`) gets its class as `error.type`.
-fn outcome<RB>(span: &Span, res: &Result<Response<RB>, BoxError>, verdict: &Verdict) {
+/// judged no success (the record's verdict) gets its class as `error.type`. A gRPC answer
+/// whose code the record holds (a trailers-only one) adds `rpc.system = "grpc"` and
+/// `rpc.grpc.status_code`, and a code other than OK is the `error.type`, by its name
+/// (`UNAVAILABLE`).
+fn outcome<RB>(span: &Span, res: &Result<Response<RB>, BoxError>, record: &AttemptRecord) {
     match res {
         Ok(r) => {
             let status = r.status();
             span.record("http.response.status_code", i64::from(status.as_u16()));
+            let grpc = match record.outcome {
+                AttemptOutcome::Grpc(answer) => Some(answer.code),
+                _ => None,
+            };
+            if let Some(code) = grpc {
+                span.record("rpc.system", "grpc");
+                span.record("rpc.grpc.status_code", i64::from(code.get()));
+            }
+            if let Some(code) = grpc.filter(|c| *c != GrpcCode::OK) {
+                // Its name; a code gRPC does not define, its number.
+                span.record("error.type", tracing::field::display(code));
+                span.record("otel.status_code", "ERROR");
+                return;
+            }
+            let verdict = &record.verdict;
             let error_type = if names::is_error_status(status) {
                 Some(status.as_str())
             } else if !verdict.is_success() {
@@ -285,7 +308,8 @@ fn outcome<RB>(span: &Span, res: &Result<Response<RB>, BoxError>, verdict: &Verd
 
 /// Writes the trace context of `span` (the attempt's) into `headers` through the global
 /// propagator: W3C `traceparent` and `tracestate` with `TraceContextPropagator`. Nothing when
-/// the span is disabled; a value that is no valid header is left out.
+/// the span is disabled; a value that is empty (a `tracestate` without vendor state) or no
+/// valid header is left out.
 #[cfg(feature = "opentelemetry")]
 pub(crate) fn inject(span: &Span, headers: &mut http::HeaderMap) {
     use tracing_opentelemetry::OpenTelemetrySpanExt;
@@ -308,7 +332,12 @@ struct HeaderInjector<'a>(&'a mut http::HeaderMap);
 
 #[cfg(feature = "opentelemetry")]
 impl opentelemetry::propagation::Injector for HeaderInjector<'_> {
+    /// Sets a field, but none with an empty value: the W3C propagator gives `tracestate` an
+    /// empty one when the trace has no vendor state, and an empty field is sent as is.
     fn set(&mut self, key: &str, value: String) {
+        if value.is_empty() {
+            return;
+        }
         if let (Ok(name), Ok(value)) = (
             http::HeaderName::from_bytes(key.as_bytes()),
             http::HeaderValue::from_str(&value),
