@@ -3,15 +3,17 @@
 //!
 //! ```no_run
 //! use courier::CourierLayer;
+//! use courier::grpc::GrpcSafe;
 //! use courier::retry::RetryLayer;
 //! # mod greeter { pub struct GreeterClient<T>(T); impl<T> GreeterClient<T> { pub fn new(t: T) -> Self { Self(t) } } }
 //! # use greeter::GreeterClient;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let endpoint = tonic::transport::Endpoint::from_static("http://127.0.0.1:50051");
-//! let layer = CourierLayer::grpc()
-//!     // Only the caller knows which methods are safe to repeat.
-//!     .retry(RetryLayer::new().retry_safe_paths(["/helloworld.Greeter/SayHello"]));
+//! // Only the caller knows which methods are safe to repeat. The service's name is the
+//! // generated code's (`greeter_server::SERVICE_NAME`, or `NamedService::NAME`).
+//! let safe = GrpcSafe::new().methods("helloworld.Greeter", ["SayHello"])?;
+//! let layer = CourierLayer::grpc().retry(RetryLayer::new().retry_safe_paths(safe));
 //! let client = GreeterClient::new(layer.channel(endpoint.uri().clone(), endpoint.connect_lazy()));
 //! # let _ = client; Ok(()) }
 //! ```
@@ -23,7 +25,8 @@
 //!   every other code is final, and an answer that sent its headers without a status has
 //!   committed the call, which is then never retried (gRFC A6). Every gRPC call is a POST:
 //!   it is repeated only when the caller says it is safe, per method or service
-//!   ([`retry_safe_paths`](courier_retry::RetryLayer::retry_safe_paths)), per call (the
+//!   ([`GrpcSafe`], given to
+//!   [`retry_safe_paths`](courier_retry::RetryLayer::retry_safe_paths)), per call (the
 //!   [`RetrySafe`](courier_core::idempotency::RetrySafe) extension), or with an
 //!   `Idempotency-Key`. `grpc-retry-pushback-ms` replaces the backoff; a negative or unreadable
 //!   one means "do not retry".
@@ -35,6 +38,12 @@
 //! - **Errors**: a call whose deadline passed fails with `Status::deadline_exceeded`, one our
 //!   layers refused (open circuit, rate limit) with `Status::unavailable`, the reason in the
 //!   message. The server's own statuses come back as the server sent them.
+//! - **The records** ([`Attempts`], on the response's extensions) give each attempt's gRPC
+//!   code: a trailers-only answer's at once (`grpc UNAVAILABLE -> retry in 300 ms
+//!   (pushback)`), and an answer that streamed its messages the code of its trailers once the
+//!   body has been read to them (`grpc OK -> stop (final_status)`; a unary call's reply has
+//!   been read when the generated client returns it). The attempt spans carry
+//!   `rpc.grpc.status_code` where the code came with the headers (see `courier::telemetry`).
 //! - The cache is off: gRPC calls are POSTs.
 //!
 //! Request messages are replayed from a copy of up to 64 KiB ([`ReplayBody`]): a unary or
@@ -44,14 +53,15 @@ use crate::preset::{Courier, CourierLayer, PresetBody};
 use crate::transport::{Classified, classified};
 use bytes::Bytes;
 use courier_core::classify::TransportError;
+use courier_core::extensions::GrpcTrailers;
+use courier_core::grpc::{GRPC_STATUS, GrpcCode, is_grpc, status_in_headers};
 use courier_core::{
-    AttemptTimedOut, BoxError, CircuitOpen, ConcurrencyLimited, DeadlineExceeded, RateLimited,
-    cause_ref,
+    AttemptTimedOut, Attempts, BoxError, CircuitOpen, ConcurrencyLimited, DeadlineExceeded,
+    InvalidConfig, RateLimited, cause_ref,
 };
 use courier_retry::ReplayBody;
 use http::{Request, Response};
-use http_body_util::BodyExt;
-use http_body_util::combinators::MapErr;
+use http_body::Frame;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -77,7 +87,7 @@ impl CourierLayer {
     /// `origin` is the channel's endpoint: tonic's clients send requests with a path only and
     /// the channel adds its scheme and host inside itself, so the stack puts them on first,
     /// for the breaker, the pacing and the budget to key their state by the host.
-    pub fn channel<S>(&self, origin: http::Uri, channel: S) -> GrpcService<S> {
+    pub fn channel<S: Clone>(&self, origin: http::Uri, channel: S) -> GrpcService<S> {
         GrpcService {
             inner: tower_layer::Layer::layer(self, GrpcTransport { inner: channel }),
             origin: http::uri::Parts::from(origin),
@@ -119,9 +129,61 @@ impl<S> GrpcService<S> {
     }
 }
 
-/// The response body of a [`GrpcService`]: the preset's, with a deadline that passes while
-/// the messages stream turned into `Status::deadline_exceeded`.
-pub type GrpcBody<B> = MapErr<PresetBody<B>, fn(BoxError) -> BoxError>;
+pin_project_lite::pin_project! {
+    /// The response body of a [`GrpcService`]: the preset's (`B`), with a deadline that passes
+    /// while the messages stream turned into `Status::deadline_exceeded`, and the
+    /// `grpc-status` of its trailers put on the call's last attempt record
+    /// ([`Attempts::await_grpc_trailers`]).
+    pub struct GrpcBody<B> {
+        #[pin]
+        inner: B,
+        trailers: Option<GrpcTrailers>,
+    }
+}
+
+impl<B> std::fmt::Debug for GrpcBody<B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcBody")
+            .field("awaiting_trailers", &self.trailers.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<B> http_body::Body for GrpcBody<B>
+where
+    B: http_body::Body<Error = BoxError>,
+{
+    type Data = B::Data;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        let this = self.project();
+        Poll::Ready(match ready!(this.inner.poll_frame(cx)) {
+            Some(Ok(frame)) => {
+                if let Some(trailers) = frame.trailers_ref()
+                    && let Some(code) = trailers.get(GRPC_STATUS).and_then(GrpcCode::from_header)
+                    && let Some(record) = this.trailers.take()
+                {
+                    record.complete(code);
+                }
+                Some(Ok(frame))
+            }
+            Some(Err(e)) => Some(Err(to_status(e))),
+            None => None,
+        })
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
 
 impl<S, RB> Service<Request<tonic::body::Body>> for GrpcService<S>
 where
@@ -133,7 +195,7 @@ where
         >,
     PresetBody<RB>: http_body::Body<Error = BoxError>,
 {
-    type Response = Response<GrpcBody<RB>>;
+    type Response = Response<GrpcBody<PresetBody<RB>>>;
     type Error = BoxError;
     type Future = GrpcFuture<
         <Courier<GrpcTransport<S>> as Service<Request<ReplayBody<tonic::body::Body>>>>::Future,
@@ -172,12 +234,24 @@ where
     F: Future<Output = Result<Response<B>, BoxError>>,
     B: http_body::Body<Error = BoxError>,
 {
-    type Output = Result<Response<MapErr<B, fn(BoxError) -> BoxError>>, BoxError>;
+    type Output = Result<Response<GrpcBody<B>>, BoxError>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let result = ready!(self.project().inner.poll(cx));
         Poll::Ready(match result {
-            Ok(resp) => Ok(resp.map(|body| body.map_err(to_status as fn(BoxError) -> BoxError))),
+            Ok(mut resp) => {
+                // An answer that sent its headers without a status ends with it in its
+                // trailers: the last record waits for them.
+                let headers = resp.headers();
+                let trailers = if is_grpc(headers) && status_in_headers(headers).is_none() {
+                    resp.extensions_mut()
+                        .get_mut::<Attempts>()
+                        .and_then(Attempts::await_grpc_trailers)
+                } else {
+                    None
+                };
+                Ok(resp.map(|inner| GrpcBody { inner, trailers }))
+            }
             Err(e) => Err(to_status(e)),
         })
     }
@@ -238,3 +312,133 @@ where
 
 /// The future of a [`GrpcTransport`] call: the channel's, its failure classified.
 pub type TransportFuture<F> = Classified<F>;
+
+/// gRPC methods that are safe to repeat, named as the generated code names them: what
+/// [`RetryLayer::retry_safe_paths`](courier_retry::RetryLayer::retry_safe_paths) (or
+/// [`Classifier::retry_safe_paths`](courier_core::Classifier::retry_safe_paths)) takes.
+///
+/// A service is named by its full name, `package.Service`: the generated server module's
+/// `SERVICE_NAME`, or tonic's `NamedService::NAME` of the generated server
+/// (`<GreeterServer<()> as NamedService>::NAME`); a method by its name in the `.proto`
+/// (`SayHello`, not the generated Rust method `say_hello`). A name that cannot be part of a
+/// gRPC method's path (`/package.Service/Method`) is refused when it is given, so a slip
+/// cannot quietly leave a method unmarked.
+///
+/// ```
+/// use courier::grpc::GrpcSafe;
+/// use courier::retry::RetryLayer;
+///
+/// # fn main() -> Result<(), courier::core::InvalidConfig> {
+/// let safe = GrpcSafe::new()
+///     .methods("helloworld.Greeter", ["SayHello", "ListGreetings"])?
+///     .service("helloworld.Health")?;
+/// assert_eq!(
+///     safe.paths(),
+///     [
+///         "/helloworld.Greeter/SayHello",
+///         "/helloworld.Greeter/ListGreetings",
+///         "/helloworld.Health/",
+///     ]
+/// );
+/// let retry = RetryLayer::new().retry_safe_paths(safe);
+/// # let _ = retry;
+///
+/// // A path where a name belongs is refused.
+/// assert!(GrpcSafe::new().methods("helloworld.Greeter", ["/helloworld.Greeter/SayHello"]).is_err());
+/// assert!(GrpcSafe::new().methods("/helloworld.Greeter/", ["SayHello"]).is_err());
+/// # Ok(()) }
+/// ```
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct GrpcSafe {
+    paths: Vec<String>,
+}
+
+impl GrpcSafe {
+    /// No method yet.
+    pub const fn new() -> Self {
+        Self { paths: Vec::new() }
+    }
+
+    /// These methods of `service`: `/service/Method` each.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidConfig`] when `service` is no full service name (dot-separated identifiers),
+    /// a method is no identifier, or there is no method (a whole service is
+    /// [`service`](Self::service)).
+    pub fn methods<M: AsRef<str>>(
+        mut self,
+        service: &str,
+        methods: impl IntoIterator<Item = M>,
+    ) -> Result<Self, InvalidConfig> {
+        check_service(service)?;
+        let before = self.paths.len();
+        for method in methods {
+            let method = method.as_ref();
+            if !is_identifier(method) {
+                return Err(InvalidConfig::new(
+                    "a gRPC method's name as the .proto spells it",
+                    format_args!("{method:?}"),
+                    "the rpc's name alone, e.g. \"SayHello\"",
+                ));
+            }
+            self.paths.push(format!("/{service}/{method}"));
+        }
+        if self.paths.len() == before {
+            return Err(InvalidConfig::new(
+                "at least one method",
+                format_args!("none of {service:?}"),
+                "`service(name)` for every method of a service",
+            ));
+        }
+        Ok(self)
+    }
+
+    /// Every method of `service`: `/service/`.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidConfig`] when `service` is no full service name (dot-separated identifiers).
+    pub fn service(mut self, service: &str) -> Result<Self, InvalidConfig> {
+        check_service(service)?;
+        self.paths.push(format!("/{service}/"));
+        Ok(self)
+    }
+
+    /// The paths marked, in the order given.
+    pub fn paths(&self) -> &[String] {
+        &self.paths
+    }
+}
+
+impl IntoIterator for GrpcSafe {
+    type Item = String;
+    type IntoIter = std::vec::IntoIter<String>;
+
+    fn into_iter(self) -> Self::IntoIter {
+        self.paths.into_iter()
+    }
+}
+
+/// A service's full name: identifiers joined by dots (`helloworld.Greeter`, or `Greeter`
+/// without a package).
+fn check_service(service: &str) -> Result<(), InvalidConfig> {
+    if service.split('.').all(is_identifier) {
+        Ok(())
+    } else {
+        Err(InvalidConfig::new(
+            "a gRPC service's full name, package.Service",
+            format_args!("{service:?}"),
+            "the generated server's SERVICE_NAME or NamedService::NAME",
+        ))
+    }
+}
+
+/// A `.proto` identifier: a letter or `_`, then letters, digits and `_`.
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}

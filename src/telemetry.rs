@@ -40,7 +40,8 @@
 //! | `url.full` | scheme, host, port and path; userinfo never; the query only with `RetryLayer::record_url_query(true)` |
 //! | `http.request.resend_count` | absent on the first attempt, then 1, 2, ... |
 //! | `http.response.status_code` | the status, when a response came |
-//! | `error.type` | the status (`503`) for a 4xx or 5xx; for a failure, courier's refusal (`circuit_open`, `rate_limited`, `concurrency_limited`, `deadline_exceeded`, `attempt_timeout`) or the failure's kind (`connect`, `timeout`, `read`, `tls`, `local`, `other`); `canceled` for an attempt its caller dropped |
+//! | `rpc.system`, `rpc.grpc.status_code` | for a gRPC answer whose `grpc-status` came with its headers (trailers-only): `grpc` and the code's number (`14`); an answer that streams its messages has its code in the trailers, after the span ended (the attempt's record gets it) |
+//! | `error.type` | a gRPC code other than OK by its name (`UNAVAILABLE`); else the status (`503`) for a 4xx or 5xx; for a failure, courier's refusal (`circuit_open`, `rate_limited`, `concurrency_limited`, `deadline_exceeded`, `attempt_timeout`) or the failure's kind (`connect`, `timeout`, `read`, `tls`, `local`, `other`); `canceled` for an attempt its caller dropped |
 //! | `otel.status_code` | `ERROR` whenever `error.type` is set |
 //! | `courier.attempt` | the attempt's number, from 1 |
 //! | `courier.retry.decision`, `courier.retry.reason` | `retry` or `stop`, and why (the names of [`Reason`](crate::core::extensions::Reason)) |
@@ -54,7 +55,8 @@
 //! The call span, `courier.call` (kind internal, a child of the caller's current span), has
 //! `http.request.method`, `server.address`, `server.port`, `url.full`, and once the call is
 //! over `http.response.status_code` (of the answer the caller gets: a 304 the cache merged is
-//! a 200), `error.type` and `otel.status_code` of that answer, `courier.attempts` (how many),
+//! a 200), `rpc.system` and `rpc.grpc.status_code` as on the attempt span, `error.type` and
+//! `otel.status_code` of that answer, `courier.attempts` (how many),
 //! `courier.retry.reason` (why the call stopped) and, when the cache made it,
 //! `courier.cache.status` (`hit`, `revalidated`, `miss`, `stale`, `bypass`; its `url.full`
 //! never has the query). A call that a layer below refused (an open circuit, the rate limiter)
@@ -109,8 +111,11 @@
 //! layer keeps at most its maximum of keys), a method is one of nine or `_OTHER`, a status is a
 //! code or a class, a failure a kind. No label holds a path or a query.
 //!
-//! Call [`describe_metrics`] once after installing a recorder to give each metric its unit and
-//! help text.
+#![cfg_attr(
+    feature = "metrics",
+    doc = "Call [`describe_metrics`] once after installing a recorder to give each metric its \
+           unit and help text."
+)]
 //!
 //! The `metrics` facade cannot tell whether a recorder is installed, so with the feature on
 //! each attempt looks its `http.client.request.duration` handle up even when none is (kept per

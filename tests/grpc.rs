@@ -3,9 +3,9 @@
 //! `tonic::Status` a caller sees. Real time: every wait is bounded.
 
 use courier::CourierLayer;
-use courier::core::extensions::{Attempts, Reason, WaitSource};
+use courier::core::extensions::{AttemptOutcome, Attempts, Reason, WaitSource};
 use courier::core::idempotency::RetrySafe;
-use courier::grpc::GrpcService;
+use courier::grpc::{GrpcSafe, GrpcService};
 use courier::retry::RetryLayer;
 use courier_testkit::grpc::greeter::greeter_client::GreeterClient;
 use courier_testkit::grpc::greeter::{CountRequest, HelloRequest};
@@ -65,7 +65,65 @@ async fn unavailable_twice_then_ok_on_a_safe_method_takes_three_attempts() {
     assert_eq!(server.hits().len(), 3);
     let attempts = resp.extensions().get::<Attempts>().expect("the attempts");
     let outcomes: Vec<String> = attempts.iter().map(|r| r.outcome.to_string()).collect();
-    assert_eq!(outcomes, ["grpc UNAVAILABLE", "grpc UNAVAILABLE", "200"]);
+    // The refusals came with their headers; the OK in the reply's trailers, read by the
+    // generated client before it returned.
+    assert_eq!(
+        outcomes,
+        ["grpc UNAVAILABLE", "grpc UNAVAILABLE", "grpc OK"]
+    );
+    for r in attempts {
+        let AttemptOutcome::Grpc(answer) = r.outcome else {
+            panic!("not a gRPC outcome: {r:?}");
+        };
+        assert_eq!(
+            answer.status,
+            http::StatusCode::OK,
+            "the HTTP status is kept"
+        );
+    }
+    let lines: Vec<String> = attempts.iter().map(ToString::to_string).collect();
+    assert!(
+        lines[0].starts_with("grpc UNAVAILABLE -> retry in ")
+            && lines[0].ends_with(" ms (backoff)"),
+        "{lines:?}"
+    );
+    assert_eq!(lines[2], "grpc OK -> stop (final_status)");
+}
+
+#[tokio::test]
+async fn a_final_code_is_recorded_with_its_name() {
+    let server = ScriptedGreeter::start().await.unwrap();
+    server.push(Answer::status(Code::PermissionDenied), 1);
+    let layer = layer();
+    // A call that keeps its response: the records of a refusal the caller sees as a Status.
+    let channel = tonic::transport::Endpoint::from_shared(server.url())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut svc = layer.channel(server.url().parse().unwrap(), channel);
+    let resp = bounded(tower::ServiceExt::oneshot(&mut svc, say_hello_request()))
+        .await
+        .expect("an answer");
+    let records = resp.extensions().get::<Attempts>().unwrap();
+    assert_eq!(records.count(), 1);
+    assert_eq!(
+        records.records()[0].to_string(),
+        "grpc PERMISSION_DENIED -> stop (final_status)"
+    );
+}
+
+/// `SayHello` with an empty `HelloRequest` as tonic frames it, for calls without the
+/// generated client.
+fn say_hello_request() -> http::Request<tonic::body::Body> {
+    // One uncompressed message of zero bytes: the flag and the length.
+    let frame = bytes::Bytes::from_static(&[0, 0, 0, 0, 0]);
+    http::Request::post(format!("http://h.example{SAY_HELLO}"))
+        .version(http::Version::HTTP_2)
+        .header("content-type", "application/grpc")
+        .header("te", "trailers")
+        .body(tonic::body::Body::new(http_body_util::Full::new(frame)))
+        .unwrap()
 }
 
 #[tokio::test]
@@ -182,10 +240,16 @@ async fn a_stream_that_fails_after_its_first_message_is_not_retried() {
     let server = ScriptedGreeter::start().await.unwrap();
     server.count_fails_after(1);
     let mut client = client(&server, &layer()).await;
-    let mut stream = bounded(client.count(CountRequest { up_to: 3 }))
+    let resp = bounded(client.count(CountRequest { up_to: 3 }))
         .await
-        .expect("the stream starts")
-        .into_inner();
+        .expect("the stream starts");
+    let attempts = resp.extensions().get::<Attempts>().unwrap().clone();
+    assert_eq!(
+        attempts.records()[0].to_string(),
+        "200 -> stop (final_status)",
+        "no status before the trailers"
+    );
+    let mut stream = resp.into_inner();
     let first = bounded(stream.message()).await.expect("a message");
     assert_eq!(first.map(|m| m.n), Some(1));
     let err = bounded(stream.message())
@@ -193,6 +257,11 @@ async fn a_stream_that_fails_after_its_first_message_is_not_retried() {
         .expect_err("the stream broke");
     assert_eq!(err.code(), Code::Unavailable);
     assert_eq!(server.hits().len(), 1, "committed once the headers came");
+    assert_eq!(
+        attempts.records()[0].to_string(),
+        "grpc UNAVAILABLE -> stop (final_status)",
+        "the trailers' status, in the records the caller already held"
+    );
 }
 
 #[tokio::test]
@@ -226,4 +295,169 @@ async fn a_server_slower_than_the_deadline_fails_with_deadline_exceeded_on_time(
         took >= Duration::from_millis(290) && took < Duration::from_secs(1),
         "{took:?}"
     );
+}
+
+// === methods marked safe by their generated names ===
+
+/// The gRPC preset with quick backoff and `SayHello` marked safe by the generated server's
+/// name for its service.
+fn layer_marking(safe: GrpcSafe) -> CourierLayer {
+    CourierLayer::grpc().retry(
+        RetryLayer::new()
+            .base(Duration::from_millis(10))
+            .seed(1)
+            .retry_safe_paths(safe),
+    )
+}
+
+#[tokio::test]
+async fn a_method_marked_by_its_generated_names_is_retried_and_its_sibling_is_not() {
+    use courier_testkit::grpc::greeter::greeter_server::GreeterServer;
+    use tonic::server::NamedService;
+    let safe = GrpcSafe::new()
+        .methods(<GreeterServer<()> as NamedService>::NAME, ["SayHello"])
+        .unwrap();
+    assert_eq!(safe.paths(), [SAY_HELLO]);
+
+    let server = ScriptedGreeter::start().await.unwrap();
+    server.push(Answer::status(Code::Unavailable), 1);
+    let mut greeter = client(&server, &layer_marking(safe.clone())).await;
+    bounded(greeter.say_hello(hello()))
+        .await
+        .expect("OK on the second");
+    assert_eq!(server.hits().len(), 2, "the safe method, repeated");
+
+    let server = ScriptedGreeter::start().await.unwrap();
+    server.push(Answer::status(Code::Unavailable), 1);
+    let mut greeter = client(&server, &layer_marking(safe)).await;
+    let status = bounded(greeter.say_hello_again(hello())).await.unwrap_err();
+    assert_eq!(status.code(), Code::Unavailable);
+    assert_eq!(server.hits().len(), 1, "its sibling, sent once");
+}
+
+#[tokio::test]
+async fn a_whole_service_marked_safe_repeats_each_of_its_methods() {
+    use courier_testkit::grpc::greeter::greeter_server::SERVICE_NAME;
+    let safe = GrpcSafe::new().service(SERVICE_NAME).unwrap();
+    assert_eq!(safe.paths(), ["/courier.greeter.Greeter/"]);
+    let server = ScriptedGreeter::start().await.unwrap();
+    server.push(Answer::status(Code::Unavailable), 1);
+    let mut client = client(&server, &layer_marking(safe)).await;
+    bounded(client.say_hello_again(hello()))
+        .await
+        .expect("OK on the second");
+    assert_eq!(server.hits().len(), 2);
+}
+
+#[test]
+fn a_name_that_cannot_be_in_a_method_path_is_refused() {
+    for (service, method) in [
+        (
+            "courier.greeter.Greeter",
+            "/courier.greeter.Greeter/SayHello",
+        ),
+        ("courier.greeter.Greeter", "Say Hello"),
+        ("courier.greeter.Greeter", ""),
+        ("/courier.greeter.Greeter", "SayHello"),
+        ("courier.greeter.Greeter/", "SayHello"),
+        ("courier..Greeter", "SayHello"),
+        ("", "SayHello"),
+    ] {
+        let err = GrpcSafe::new()
+            .methods(service, [method])
+            .expect_err("refused");
+        assert!(
+            err.to_string().starts_with("invalid setting: a gRPC"),
+            "{service:?} {method:?}: {err}"
+        );
+    }
+    let none: [&str; 0] = [];
+    assert!(
+        GrpcSafe::new()
+            .methods("courier.greeter.Greeter", none)
+            .is_err()
+    );
+    assert!(GrpcSafe::new().service("courier.greeter.Greeter/").is_err());
+    // A service without a package is a name too.
+    let safe = GrpcSafe::new().methods("Greeter", ["SayHello"]).unwrap();
+    assert_eq!(safe.paths(), ["/Greeter/SayHello"]);
+}
+
+// === spans ===
+
+#[tokio::test]
+async fn attempt_spans_carry_the_grpc_code_and_its_name_as_the_error() {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry::{KeyValue, Value};
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("courier-grpc-tests")));
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    let server = ScriptedGreeter::start().await.unwrap();
+    server.push(Answer::status(Code::Unavailable), 1);
+    server.push(Answer::status(Code::InvalidArgument), 1);
+    let mut client = client(&server, &layer()).await;
+    let status = bounded(client.say_hello(hello())).await.unwrap_err();
+    assert_eq!(status.code(), Code::InvalidArgument);
+    bounded(client.say_hello(hello())).await.expect("OK");
+
+    provider.force_flush().unwrap();
+    let spans: Vec<SpanData> = exporter.get_finished_spans().unwrap();
+    let attr = |span: &SpanData, key: &str| -> Option<Value> {
+        span.attributes
+            .iter()
+            .find(|kv: &&KeyValue| kv.key.as_str() == key)
+            .map(|kv| kv.value.clone())
+    };
+    let attempts: Vec<&SpanData> = spans
+        .iter()
+        .filter(|s| attr(s, "courier.attempt").is_some())
+        .collect();
+    assert_eq!(attempts.len(), 3, "{spans:#?}");
+    let seen: Vec<_> = attempts
+        .iter()
+        .map(|s| {
+            (
+                attr(s, "rpc.grpc.status_code"),
+                attr(s, "error.type").map(|v| v.as_str().into_owned()),
+                attr(s, "http.response.status_code"),
+            )
+        })
+        .collect();
+    assert_eq!(
+        seen,
+        [
+            (
+                Some(Value::I64(14)),
+                Some("UNAVAILABLE".to_owned()),
+                Some(Value::I64(200))
+            ),
+            (
+                Some(Value::I64(3)),
+                Some("INVALID_ARGUMENT".to_owned()),
+                Some(Value::I64(200))
+            ),
+            // An answer that streams its reply has its status in the trailers, after the
+            // attempt span ended: no code on the span (the record gets it).
+            (None, None, Some(Value::I64(200))),
+        ]
+    );
+    for s in &attempts[..2] {
+        assert_eq!(attr(s, "rpc.system"), Some(Value::from("grpc")));
+        assert!(matches!(
+            s.status,
+            opentelemetry::trace::Status::Error { .. }
+        ));
+    }
+    // The call span of the refused call says the same.
+    let calls: Vec<&SpanData> = spans.iter().filter(|s| s.name == "courier.call").collect();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(attr(calls[0], "rpc.grpc.status_code"), Some(Value::I64(3)));
 }

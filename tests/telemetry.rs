@@ -629,6 +629,31 @@ async fn without_a_subscriber_no_trace_context_is_sent() {
     server.shutdown().await;
 }
 
+#[tokio::test]
+async fn a_trace_without_vendor_state_sends_no_empty_tracestate() {
+    let traced = traced();
+    let server = FaultServer::start().await.unwrap();
+    let client = CourierLayer::new().hyper::<Body>();
+    let req = http::Request::get(server.url_for("/s/state"))
+        .body(Body::new())
+        .unwrap();
+    assert_eq!(client.oneshot(req).await.unwrap().status(), 200);
+    let hits = server.hits("state");
+    assert_eq!(hits.len(), 1);
+    let parent = hits[0].header("traceparent").expect("a traceparent");
+    let attempt = traced
+        .spans()
+        .into_iter()
+        .find(|s| s.name != "courier.call")
+        .expect("the attempt span");
+    assert_eq!(
+        parent.split('-').nth(2),
+        Some(attempt.span_context.span_id().to_string().as_str())
+    );
+    assert_eq!(hits[0].header("tracestate"), None, "no empty tracestate");
+    server.shutdown().await;
+}
+
 // === metrics ===
 
 /// Every metric recorded so far (a snapshot drains the histograms: take one per check).
