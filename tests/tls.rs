@@ -2,12 +2,21 @@
 //! trusted chain works; an unknown issuer, a certificate for another host and an expired one
 //! each fail once with kind `tls`, are not retried, and leave the breaker as it was. The
 //! server echoes the `User-Agent` it received, so the same tests check the default one.
+//!
+//! Mutual TLS: a server that requires a client certificate from a second CA of the test
+//! accepts a client identity over either transport, and refuses a client without one (or with
+//! one from another CA) the same way; a key that does not match its certificate is refused
+//! before any client is built.
 
 use bytes::Bytes;
+use courier::core::extensions::{AttemptOutcome, Decision, Reason};
 use courier::core::{FailureKind, HostKey};
-use courier::transport::{DEFAULT_USER_AGENT, reqwest_client_builder, tls};
+use courier::rustls;
+use courier::transport::{
+    DEFAULT_USER_AGENT, hyper_client_with_tls, reqwest_client_builder_with_tls, tls,
+};
 use courier::{CourierLayer, Error};
-use courier_testkit::tls::{Leaf, TestCa, TlsServer};
+use courier_testkit::tls::{ClientIdentity, Leaf, TestCa, TlsServer};
 use http_body_util::{BodyExt, Full};
 use tower::ServiceExt;
 
@@ -19,37 +28,42 @@ enum Transport {
 
 const BOTH: [Transport; 2] = [Transport::Hyper, Transport::Reqwest];
 
-/// The preset over `transport`, trusting the system's roots and `extra_root` when given.
-fn client(
-    transport: Transport,
-    layer: &CourierLayer,
-    extra_root: Option<&TestCa>,
-) -> tower::util::BoxCloneSyncService<
+type Client = tower::util::BoxCloneSyncService<
     http::Request<Full<Bytes>>,
     http::Response<http_body_util::combinators::UnsyncBoxBody<Bytes, courier::core::BoxError>>,
     courier::core::BoxError,
-> {
+>;
+
+/// The preset over `transport`, trusting the system's roots and `extra_root` when given.
+fn client(transport: Transport, layer: &CourierLayer, extra_root: Option<&TestCa>) -> Client {
+    let config = tls::client_config(extra_root.map(TestCa::der)).expect("trust anchors");
+    client_with(transport, layer, config)
+}
+
+/// The preset over `transport` with TLS settings `config`, given to either transport the one
+/// documented way.
+fn client_with(transport: Transport, layer: &CourierLayer, config: rustls::ClientConfig) -> Client {
     match transport {
-        Transport::Hyper => {
-            let config = tls::client_config(extra_root.map(TestCa::der)).expect("trust anchors");
-            layer
-                .hyper_with(courier::transport::hyper_client_with_tls::<Full<Bytes>>(
-                    config,
-                ))
-                .boxed()
-        }
+        Transport::Hyper => layer
+            .hyper_with(hyper_client_with_tls::<Full<Bytes>>(config))
+            .boxed(),
         Transport::Reqwest => {
-            let mut builder = reqwest_client_builder();
-            if let Some(ca) = extra_root {
-                let cert = courier::reqwest::Certificate::from_pem(ca.pem().as_bytes())
-                    .expect("the test CA in PEM");
-                builder = builder.tls_certs_merge([cert]);
-            }
-            layer
-                .reqwest::<Full<Bytes>>(builder.build().expect("a reqwest client"))
-                .boxed()
+            let client = reqwest_client_builder_with_tls(config)
+                .build()
+                .expect("a reqwest client");
+            layer.reqwest::<Full<Bytes>>(client).boxed()
         }
     }
+}
+
+/// TLS settings trusting `ca` and presenting `identity`.
+fn mutual(ca: &TestCa, identity: &ClientIdentity) -> rustls::ClientConfig {
+    let identity = tls::Identity::from_pem(
+        identity.cert_pem().as_bytes(),
+        identity.key_pem().as_bytes(),
+    )
+    .expect("a matching certificate and key");
+    tls::client_config_with_identity([ca.der()], identity).expect("trust anchors")
 }
 
 fn get(url: &str) -> http::Request<Full<Bytes>> {
@@ -158,4 +172,111 @@ fn pem_without_a_certificate_is_a_clear_error() {
     let ca = TestCa::new();
     let certs = tls::pem_certificates(ca.pem().as_bytes()).unwrap();
     assert_eq!(certs, vec![ca.der()]);
+}
+
+#[tokio::test]
+async fn a_client_identity_is_accepted_over_either_transport() {
+    let (ca, clients) = (TestCa::new(), TestCa::new());
+    let server = TlsServer::start_requiring_client_certs(ca.leaf(&["127.0.0.1"]), &clients)
+        .await
+        .unwrap();
+    let identity = clients.client_identity("checkout");
+    let layer = CourierLayer::new().user_agent(http::HeaderValue::from_static("checkout/1"));
+    for transport in BOTH {
+        let svc = client_with(transport, &layer, mutual(&ca, &identity));
+        let resp = svc.oneshot(get(&server.url("/"))).await;
+        let resp = resp.unwrap_or_else(|e| panic!("{transport:?}: {:?}", Error::from(e)));
+        assert_eq!(resp.status(), 200, "{transport:?}");
+        let body = resp.into_body().collect().await.unwrap().to_bytes();
+        assert_eq!(body, "checkout/1", "{transport:?}: the layer's agent");
+    }
+    assert_eq!(server.requests(), 2, "one request per transport");
+}
+
+/// Six calls, one more than the breaker's default of five consecutive failures, by a client
+/// the server does not authenticate: each fails with kind `tls` after one attempt, never
+/// retried, and the circuit stays as it was.
+#[tokio::test]
+async fn a_client_without_an_accepted_identity_is_refused_once_with_kind_tls() {
+    let (ca, clients, strangers) = (TestCa::new(), TestCa::new(), TestCa::new());
+    let stranger = strangers.client_identity("stranger");
+    let cases = [
+        (
+            "no identity",
+            tls::client_config([ca.der()]).expect("trust anchors"),
+        ),
+        ("an identity of another CA", mutual(&ca, &stranger)),
+    ];
+    for (what, config) in cases {
+        for transport in BOTH {
+            let server = TlsServer::start_requiring_client_certs(ca.leaf(&["127.0.0.1"]), &clients)
+                .await
+                .unwrap();
+            let layer = CourierLayer::new();
+            let breaker = layer.breaker_layer().expect("on by default").handle();
+            let svc = client_with(transport, &layer, config.clone());
+            for call in 1..=6 {
+                let err = svc
+                    .clone()
+                    .oneshot(get(&server.url("/")))
+                    .await
+                    .unwrap_err();
+                let err = Error::from(err);
+                let case = format!("{what} over {transport:?}, call {call}: {err:?}");
+                assert_eq!(err.kind(), FailureKind::Tls, "{case}");
+                let records: Vec<_> = err.attempts().iter().collect();
+                assert_eq!(records.len(), 1, "{case}: one attempt");
+                assert_eq!(
+                    records[0].outcome,
+                    AttemptOutcome::Failure(FailureKind::Tls),
+                    "{case}"
+                );
+                assert_eq!(records[0].decision, Decision::Stop, "{case}");
+                assert_eq!(records[0].reason, Reason::NeverRetried, "{case}");
+                assert_eq!(server.connections(), call, "{case}: no retry");
+            }
+            assert_eq!(server.requests(), 0, "{what} over {transport:?}");
+            let host = HostKey::from_request(&get(&server.url("/")));
+            let status = breaker.status(&host);
+            assert!(
+                status.is_none_or(|s| s.consecutive_failures() == 0),
+                "{what} over {transport:?}: the breaker saw {status:?}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_key_that_does_not_match_its_certificate_is_refused_before_any_client_is_built() {
+    let clients = TestCa::new();
+    let (mine, theirs) = (clients.client_identity("a"), clients.client_identity("b"));
+    let err = tls::Identity::from_pem(mine.cert_pem().as_bytes(), theirs.key_pem().as_bytes())
+        .unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "the private key does not match the certificate (the first of the chain)"
+    );
+
+    let err = tls::Identity::from_pem(mine.cert_pem().as_bytes(), mine.cert_pem().as_bytes())
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("no private key in the PEM text"),
+        "{err}"
+    );
+    let err =
+        tls::Identity::from_pem(mine.key_pem().as_bytes(), mine.key_pem().as_bytes()).unwrap_err();
+    assert!(
+        err.to_string()
+            .starts_with("no certificate in the PEM text"),
+        "{err}"
+    );
+
+    // One file holding both the certificate and its key serves as either.
+    let both = format!("{}{}", mine.cert_pem(), mine.key_pem());
+    let identity = tls::Identity::from_pem(both.as_bytes(), both.as_bytes()).unwrap();
+    assert!(
+        format!("{identity:?}").contains("certificates: 1"),
+        "{identity:?}"
+    );
 }

@@ -6,12 +6,23 @@
 //!
 //! With the `rustls` feature (in the default set) both transports speak HTTPS: rustls, and the
 //! server's certificate checked against the operating system's trust store through
-//! `rustls-platform-verifier`, the verifier reqwest uses. [`tls::client_config`] adds trust
-//! anchors of your own (a private CA) for the hyper client; `reqwest::ClientBuilder::tls_certs_merge`
-//! does the same for reqwest. A certificate that fails the check (unknown issuer, wrong host name,
-//! expired) ends the call with an error of kind
+//! `rustls-platform-verifier`, the verifier reqwest uses.
+#![cfg_attr(
+    feature = "rustls",
+    doc = "Trust anchors of your own (a private CA) and a client identity for mutual TLS are \
+           settings made once by [`tls`] and given to either transport: its module docs show \
+           how."
+)]
+//! A certificate that fails the check (unknown issuer, wrong host name, expired), or a
+//! handshake the server refuses (no client certificate, or one it does not trust), ends the
+//! call with an error of kind
 //! [`FailureKind::Tls`](courier_core::FailureKind::Tls): never retried, and no mark against the
 //! host in the circuit breaker, since asking again cannot change it.
+//!
+//! Under TLS 1.3 a server judges a client's certificate after the client has finished its side
+//! of the handshake and sent its request: the refusal (a TLS alert) comes where the answer
+//! would. A server that closes such a connection without reading what was sent may reset it
+//! before the alert is read, and the attempt then fails as a `read` failure, retried as one.
 //!
 //! `default-features = false, features = ["full"]` builds courier with no TLS code: both
 //! transports then speak plain HTTP only.
@@ -94,6 +105,8 @@ pub use self::errors::{classified, classify};
 pub use self::via_hyper::hyper_client_with_tls;
 #[cfg(feature = "hyper-client")]
 pub use self::via_hyper::{Connector, HyperClient, HyperService, hyper_client};
+#[cfg(all(feature = "reqwest", feature = "rustls"))]
+pub use self::via_reqwest::reqwest_client_builder_with_tls;
 #[cfg(feature = "reqwest")]
 pub use self::via_reqwest::{ReqwestService, ResponseFuture, reqwest_client_builder};
 

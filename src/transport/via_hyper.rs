@@ -41,6 +41,11 @@ pub struct HyperService<B> {
 
 impl<B> HyperService<B> {
     /// Shares `client`, sending [`DEFAULT_USER_AGENT`](super::DEFAULT_USER_AGENT).
+    ///
+    /// The agent is then this service's own: [`CourierLayer::service`](crate::CourierLayer::service)
+    /// wraps it as it is, and the layer's [`user_agent`](crate::CourierLayer::user_agent) does
+    /// not reach it. Set it with [`user_agent`](Self::user_agent), or let
+    /// [`CourierLayer::hyper_with`](crate::CourierLayer::hyper_with) make the service.
     pub fn new(client: HyperClient<B>) -> Self {
         Self {
             client: Arc::new(client),
@@ -113,9 +118,13 @@ where
 /// retry of canceled requests off.
 ///
 /// With the `rustls` feature (the default) it speaks HTTPS too, trusting what the operating
-/// system trusts ([`tls::client_config`](super::tls::client_config) with no extra roots). Where
-/// the system has no trust store at all, plain HTTP still works and every HTTPS call fails with
-/// a TLS error that says so.
+/// system trusts. Where the system has no trust store at all, plain HTTP still works and every
+/// HTTPS call fails with a TLS error that says so.
+#[cfg_attr(
+    feature = "rustls",
+    doc = "\nIts TLS settings are [`tls::client_config`](super::tls::client_config) with no \
+           extra roots; [`hyper_client_with_tls`] takes settings of yours."
+)]
 pub fn hyper_client<B>() -> HyperClient<B>
 where
     B: http_body::Body + Send + 'static,
@@ -129,8 +138,10 @@ where
 }
 
 /// [`hyper_client`] with TLS settings of your own, typically from
-/// [`tls::client_config`](super::tls::client_config) with a private CA added. ALPN is set here
-/// (HTTP/2, then HTTP/1.1); the rest of `config` is used as given.
+/// [`tls::client_config`](super::tls::client_config) with a private CA added, or
+/// [`tls::client_config_with_identity`](super::tls::client_config_with_identity) for mutual
+/// TLS. ALPN is set here (HTTP/2, then HTTP/1.1); the rest of `config` is used as given. Give
+/// the client to [`CourierLayer::hyper_with`](crate::CourierLayer::hyper_with).
 #[cfg(feature = "rustls")]
 pub fn hyper_client_with_tls<B>(config: rustls::ClientConfig) -> HyperClient<B>
 where

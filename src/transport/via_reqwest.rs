@@ -54,6 +54,11 @@ impl<B> ReqwestService<B> {
     /// That includes a client built with a `user_agent` of its own: the request's header wins
     /// over the client's. To keep the client's, switch this one off with
     /// [`user_agent(None)`](Self::user_agent).
+    ///
+    /// The agent is then this service's own: [`CourierLayer::service`](crate::CourierLayer::service)
+    /// wraps it as it is, and the layer's [`user_agent`](crate::CourierLayer::user_agent) does
+    /// not reach it. Set it with [`user_agent`](Self::user_agent), or let
+    /// [`CourierLayer::reqwest`](crate::CourierLayer::reqwest) make the service.
     pub fn new(client: reqwest::Client) -> Self {
         Self {
             client,
@@ -96,6 +101,11 @@ impl<B> ReqwestService<B> {
 
 /// A `reqwest::ClientBuilder` with courier's transport defaults: connect timeout 3.05 s,
 /// `TCP_NODELAY`, reqwest's own retries off, and redirects not followed.
+#[cfg_attr(
+    feature = "rustls",
+    doc = "\nIts HTTPS is reqwest's own, checked against the operating system's trust store; \
+           [`reqwest_client_builder_with_tls`] gives it TLS settings of yours instead."
+)]
 ///
 /// A redirect comes back to the caller as the 3xx it is, as over hyper: followed inside the
 /// transport, it would be unseen by the layers above, which key their breakers, buckets
@@ -108,6 +118,19 @@ pub fn reqwest_client_builder() -> reqwest::ClientBuilder {
         .tcp_nodelay(true)
         .retry(reqwest::retry::never())
         .redirect(reqwest::redirect::Policy::none())
+}
+
+/// [`reqwest_client_builder`] with TLS settings of your own, typically from
+/// [`tls::client_config`](super::tls::client_config) or
+/// [`tls::client_config_with_identity`](super::tls::client_config_with_identity): the
+/// settings [`hyper_client_with_tls`](super::hyper_client_with_tls) takes, so that both
+/// transports trust the same roots and present the same client identity. ALPN is set here
+/// (HTTP/2, then HTTP/1.1); the rest of `config` is used as given, and reqwest's own TLS
+/// settings on the builder (`tls_certs_merge`, `identity` and the like) are then unused.
+#[cfg(feature = "rustls")]
+pub fn reqwest_client_builder_with_tls(mut config: rustls::ClientConfig) -> reqwest::ClientBuilder {
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    reqwest_client_builder().tls_backend_preconfigured(config)
 }
 
 impl<B> tower_service::Service<http::Request<B>> for ReqwestService<B>

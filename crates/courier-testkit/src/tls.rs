@@ -13,20 +13,40 @@
 //!
 //! Each request is answered `200 OK` with the request's `User-Agent` as the body (empty when it
 //! had none), so a test can also see what reached the server.
+//!
+//! For mutual TLS, a server that requires a client certificate issued by a CA of the test, and
+//! a client identity issued by that CA:
+//!
+//! ```no_run
+//! use courier_testkit::tls::{TestCa, TlsServer};
+//!
+//! # async fn run() -> std::io::Result<()> {
+//! let (ca, clients) = (TestCa::new(), TestCa::new());
+//! let server = TlsServer::start_requiring_client_certs(ca.leaf(&["127.0.0.1"]), &clients).await?;
+//! let identity = clients.client_identity("checkout");
+//! let (cert, key) = (identity.cert_pem(), identity.key_pem()); // the client presents these
+//! # let _ = (server, cert, key); Ok(()) }
+//! ```
 
 use bytes::Bytes;
 use http_body_util::Full;
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose,
 };
+use rustls::RootCertStore;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, PrivatePkcs8KeyDer};
+use rustls::server::WebPkiClientVerifier;
+use rustls::server::danger::ClientCertVerifier;
 use std::convert::Infallible;
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use tokio::net::TcpListener;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
 use tokio_rustls::TlsAcceptor;
 
 /// A certificate authority made for one test: nothing outside the test trusts it.
@@ -40,6 +60,25 @@ pub struct TestCa {
 pub struct Leaf {
     chain: Vec<CertificateDer<'static>>,
     key: Vec<u8>,
+}
+
+/// A client certificate (with its key) issued by a [`TestCa`], for mutual TLS.
+#[derive(Debug, Clone)]
+pub struct ClientIdentity {
+    cert_pem: String,
+    key_pem: String,
+}
+
+impl ClientIdentity {
+    /// The client's certificate in PEM.
+    pub fn cert_pem(&self) -> &str {
+        &self.cert_pem
+    }
+
+    /// The certificate's private key in PEM (PKCS#8).
+    pub fn key_pem(&self) -> &str {
+        &self.key_pem
+    }
 }
 
 impl Default for TestCa {
@@ -93,6 +132,23 @@ impl TestCa {
         })
     }
 
+    /// A client certificate with common name `name`, for client authentication only, valid
+    /// from 1975 to 4096.
+    pub fn client_identity(&self, name: &str) -> ClientIdentity {
+        let mut params = CertificateParams::new(Vec::<String>::new())
+            .expect("no subject alternative names to parse");
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        let key = KeyPair::generate().expect("the crypto provider makes keys");
+        let cert = params
+            .signed_by(&key, &self.issuer)
+            .expect("the CA signs a client certificate");
+        ClientIdentity {
+            cert_pem: cert.pem(),
+            key_pem: key.serialize_pem(),
+        }
+    }
+
     fn issue(&self, names: &[&str], validity: impl FnOnce(&mut CertificateParams)) -> Leaf {
         let names: Vec<String> = names.iter().map(|n| (*n).to_owned()).collect();
         let mut params = CertificateParams::new(names).expect("names are host names or IPs");
@@ -138,12 +194,46 @@ impl TlsServer {
     ///
     /// When `leaf`'s key is not one rustls takes (it always is, as [`TestCa`] makes them).
     pub async fn start(leaf: Leaf) -> std::io::Result<Self> {
+        Self::serve(leaf, None).await
+    }
+
+    /// [`start`](Self::start), refusing every handshake whose client presents no certificate
+    /// issued by `clients` (see [`TestCa::client_identity`]).
+    ///
+    /// # Errors
+    ///
+    /// When the port cannot be bound.
+    ///
+    /// # Panics
+    ///
+    /// As [`start`](Self::start).
+    pub async fn start_requiring_client_certs(
+        leaf: Leaf,
+        clients: &TestCa,
+    ) -> std::io::Result<Self> {
+        let mut roots = RootCertStore::empty();
+        roots
+            .add(clients.der())
+            .expect("a CA made by TestCa is a usable trust anchor");
+        let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+            .build()
+            .expect("one trust anchor is enough for a client verifier");
+        Self::serve(leaf, Some(verifier)).await
+    }
+
+    async fn serve(
+        leaf: Leaf,
+        clients: Option<Arc<dyn ClientCertVerifier>>,
+    ) -> std::io::Result<Self> {
         let key = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(leaf.key));
-        let provider = Arc::new(rustls::crypto::aws_lc_rs::default_provider());
-        let mut config = rustls::ServerConfig::builder_with_provider(provider)
+        let builder = rustls::ServerConfig::builder_with_provider(provider())
             .with_safe_default_protocol_versions()
-            .expect("aws-lc-rs supports the default versions")
-            .with_no_client_auth()
+            .expect("aws-lc-rs supports the default versions");
+        let builder = match clients {
+            None => builder.with_no_client_auth(),
+            Some(verifier) => builder.with_client_cert_verifier(verifier),
+        };
+        let mut config = builder
             .with_single_cert(leaf.chain, key)
             .expect("a leaf made by TestCa is a usable certificate and key");
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
@@ -183,6 +273,10 @@ impl TlsServer {
     }
 }
 
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::aws_lc_rs::default_provider())
+}
+
 impl Drop for TlsServer {
     fn drop(&mut self) {
         self.task.abort();
@@ -199,8 +293,9 @@ async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, counts: Arc<C
         let counts = counts.clone();
         tokio::spawn(async move {
             // A refused handshake is what some tests are about: it ends the connection.
-            let Ok(tls) = acceptor.accept(tcp).await else {
-                return;
+            let tls = match acceptor.accept(tcp).into_fallible().await {
+                Ok(tls) => tls,
+                Err((_, tcp)) => return close_after_refusal(tcp).await,
             };
             let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
                 counts.requests.fetch_add(1, Ordering::SeqCst);
@@ -217,3 +312,18 @@ async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, counts: Arc<C
         });
     }
 }
+
+/// Ends a connection whose handshake this server refused as a careful server does: its alert
+/// sent, the write side closed, and what the client sent meanwhile read and dropped (under
+/// TLS 1.3 a client refused for its certificate has finished its handshake and sent its
+/// request already), so that the close is no reset that could overtake the alert. At most
+/// [`LINGER`].
+async fn close_after_refusal(mut tcp: TcpStream) {
+    let _ = tcp.shutdown().await;
+    let mut sink = [0u8; 4096];
+    let drain = async { while matches!(tcp.read(&mut sink).await, Ok(n) if n > 0) {} };
+    let _ = tokio::time::timeout(LINGER, drain).await;
+}
+
+/// The longest a refused connection is kept open waiting for its client to close it.
+const LINGER: Duration = Duration::from_secs(5);
