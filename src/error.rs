@@ -58,10 +58,27 @@ pub enum Error {
     /// page it could not read.
     #[cfg(feature = "paginate")]
     Pagination(crate::paginate::PaginationError),
+    /// [`Client`](crate::Client) could not build the request (a bad URL, header name or value,
+    /// or a body that did not serialize): nothing was sent.
+    #[cfg(feature = "client")]
+    Builder(crate::client::BuilderError),
+    /// [`Client`](crate::Client) did not follow a redirect: too many hops, https to http, a
+    /// body it cannot send again, or a `Location` that is no URL it follows.
+    #[cfg(feature = "client")]
+    Redirect(crate::client::RedirectError),
+    /// An answer with a 4xx or 5xx status, from
+    /// [`Response::error_for_status`](crate::client::Response::error_for_status): the
+    /// response is kept, body included.
+    #[cfg(feature = "client")]
+    Status(crate::client::StatusError),
+    /// A response body that is not the JSON asked for
+    /// ([`Response::json`](crate::client::Response::json)).
+    #[cfg(feature = "client")]
+    Decode(crate::client::DecodeError),
 }
 
-/// No attempt: what a pagination failure of its own carries.
-#[cfg(feature = "paginate")]
+/// No attempt: what a pagination failure of its own, or a request never built, carries.
+#[cfg(any(feature = "paginate", feature = "client"))]
 static NO_ATTEMPTS: Attempts = Attempts::new();
 
 impl Error {
@@ -79,6 +96,14 @@ impl Error {
             Self::Transport { attempts, .. } => attempts,
             #[cfg(feature = "paginate")]
             Self::Pagination(_) => &NO_ATTEMPTS,
+            #[cfg(feature = "client")]
+            Self::Builder(_) => &NO_ATTEMPTS,
+            #[cfg(feature = "client")]
+            Self::Redirect(e) => e.attempts(),
+            #[cfg(feature = "client")]
+            Self::Status(e) => e.attempts(),
+            #[cfg(feature = "client")]
+            Self::Decode(e) => e.attempts(),
         }
     }
 
@@ -93,6 +118,10 @@ impl Error {
             Self::Transport { kind, .. } => *kind,
             #[cfg(feature = "paginate")]
             Self::Pagination(_) => FailureKind::Other,
+            #[cfg(feature = "client")]
+            Self::Builder(_) => FailureKind::Local,
+            #[cfg(feature = "client")]
+            Self::Redirect(_) | Self::Status(_) | Self::Decode(_) => FailureKind::Other,
         }
     }
 
@@ -115,6 +144,10 @@ impl Error {
     /// courier's retry repeats such a request only after a failed connect. A retried
     /// idempotent request may have reached the server on an earlier attempt.
     pub fn nothing_sent(&self) -> bool {
+        #[cfg(feature = "client")]
+        if matches!(self, Self::Builder(_)) {
+            return true;
+        }
         matches!(
             self,
             Self::CircuitOpen(_)
@@ -245,6 +278,14 @@ impl fmt::Display for Error {
             }
             #[cfg(feature = "paginate")]
             Self::Pagination(e) => write!(f, "pagination stopped: {e}"),
+            #[cfg(feature = "client")]
+            Self::Builder(e) => e.fmt(f),
+            #[cfg(feature = "client")]
+            Self::Redirect(e) => e.fmt(f),
+            #[cfg(feature = "client")]
+            Self::Status(e) => e.fmt(f),
+            #[cfg(feature = "client")]
+            Self::Decode(e) => e.fmt(f),
         }
     }
 }
@@ -260,6 +301,14 @@ impl StdError for Error {
             Self::Transport { source, .. } => Some(&**source),
             #[cfg(feature = "paginate")]
             Self::Pagination(e) => Some(e),
+            #[cfg(feature = "client")]
+            Self::Builder(e) => Some(e),
+            #[cfg(feature = "client")]
+            Self::Redirect(e) => Some(e),
+            #[cfg(feature = "client")]
+            Self::Status(e) => Some(e),
+            #[cfg(feature = "client")]
+            Self::Decode(e) => Some(e),
         }
     }
 }

@@ -51,8 +51,8 @@ pub mod telemetry;
 pub mod transport;
 
 pub use builder::ServiceBuilderExt;
-pub use error::{Attempted, Error};
 #[cfg(feature = "client")]
 pub use client::{Client, ClientBuilder, RequestBuilder, Response};
+pub use error::{Attempted, Error};
 #[cfg(feature = "preset")]
 pub use preset::{Courier, CourierLayer};
