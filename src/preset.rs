@@ -128,6 +128,7 @@
 //! # Ok(()) }
 //! ```
 
+use crate::routes::{Route, RouteFuture, RouteSource, Routed, Rules};
 use courier_breaker::{CircuitBreaker, CircuitBreakerLayer, FailureRate, OpenBackoff};
 use courier_cache::{CacheBody, EtagCache, EtagCacheLayer};
 use courier_concurrency::{ConcurrencyBody, ConcurrencyLimit, ConcurrencyLimitLayer};
@@ -141,7 +142,6 @@ use courier_ratelimit::{
 #[cfg(feature = "redis")]
 use courier_redis::{LocalOrRedis, RedisStore};
 use courier_retry::{ClassifiedBody, ClassifyBody, Retry, RetryLayer};
-use crate::routes::{Route, RouteFuture, RouteSource, Routed, Rules};
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -552,7 +552,11 @@ impl CourierLayer {
     ///     .route(Route::new().path_prefix("/payments"), |l| l.retry(RetryLayer::new().attempts(1)));
     /// # let _ = layer;
     /// ```
-    pub fn route(mut self, route: Route, policy: impl FnOnce(CourierLayer) -> CourierLayer) -> Self {
+    pub fn route(
+        mut self,
+        route: Route,
+        policy: impl FnOnce(CourierLayer) -> CourierLayer,
+    ) -> Self {
         let mut base = self.clone();
         base.routes = None;
         let rule = policy(base);
@@ -596,7 +600,15 @@ impl CourierLayer {
         Ok((layer, handle))
     }
 
-    /// Wraps `inner`, any `Service<http::Request<B>>`.
+    /// Wraps `inner`, any `Service<http::Request<B>>`, as it is.
+    ///
+    /// A transport's own settings stay as `inner` has them: the layer's
+    /// [`user_agent`](Self::user_agent) does not reach it, and a
+    /// [`HyperService`](crate::transport::HyperService) or
+    /// [`ReqwestService`](crate::transport::ReqwestService) made by hand sends its own agent
+    /// (`courier/<version>` unless set on it). Over courier's transports, build with
+    /// [`hyper`](Self::hyper), [`hyper_with`](Self::hyper_with) or [`reqwest`](Self::reqwest),
+    /// which apply every setting of the layer.
     pub fn service<S: Clone>(&self, inner: S) -> Courier<S> {
         self.layer(inner)
     }
@@ -604,7 +616,7 @@ impl CourierLayer {
     /// The `User-Agent` that the transports of [`hyper`](Self::hyper),
     /// [`hyper_with`](Self::hyper_with) and [`reqwest`](Self::reqwest) put on a request that
     /// carries none, or `None` to add none (a reqwest client's own `user_agent` then applies).
-    /// A transport given to [`service`](Self::service) is yours: set it there.
+    /// A transport given to [`service`](Self::service) keeps its own agent: set it there.
     /// Defaults to [`DEFAULT_USER_AGENT`](crate::transport::DEFAULT_USER_AGENT),
     /// `courier/<version>`, in [`new`](Self::new) and [`bare`](Self::bare) alike.
     #[cfg(any(feature = "hyper-client", feature = "reqwest"))]
@@ -625,9 +637,11 @@ impl CourierLayer {
         self.hyper_with(crate::transport::hyper_client())
     }
 
-    /// Wraps a hyper-util client of your own making, such as
-    /// [`hyper_client_with_tls`](crate::transport::hyper_client_with_tls) with a private CA.
-    /// Switch its retry of canceled requests off, as [`crate::transport::hyper_client`] does.
+    /// Wraps a hyper-util client of your own making, applying every setting of this layer
+    /// ([`user_agent`](Self::user_agent) included): the way to use a hyper client with TLS
+    /// settings of your own, a private CA or a client identity
+    /// ([HTTPS](crate::transport#https)). Switch its retry of canceled requests off, as
+    /// [`crate::transport::hyper_client`] does.
     #[cfg(feature = "hyper-client")]
     pub fn hyper_with<B>(
         &self,
@@ -728,13 +742,12 @@ impl CourierLayer {
             EtagCache::new,
             EtagCache::pass_through,
         );
-        let inner = on_or_pass(
+        on_or_pass(
             self.deadline_layer_in_stack(),
             inner,
             Deadline::new,
             Deadline::pass_through,
-        );
-        inner
+        )
     }
 }
 

@@ -63,9 +63,9 @@ impl HostPattern {
             None => (lower.as_str(), false),
         };
         let valid = !name.is_empty()
-            && name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | ':' | '[' | ']'))
+            && name.chars().all(|c| {
+                c.is_ascii_alphanumeric() || matches!(c, '-' | '.' | '_' | ':' | '[' | ']')
+            })
             && !name.starts_with('.')
             && !name.ends_with('.');
         if !valid {
@@ -110,9 +110,7 @@ impl Route {
     /// Only calls to this host: `api.example` (any case), or `*.example` for every subdomain
     /// of `example` (not `example` itself). A pattern that is not a host matches no call.
     pub fn host(mut self, pattern: &str) -> Self {
-        self.host = Some(
-            HostPattern::parse(pattern).unwrap_or(HostPattern::Exact(pattern.into())),
-        );
+        self.host = Some(HostPattern::parse(pattern).unwrap_or(HostPattern::Exact(pattern.into())));
         self
     }
 
@@ -153,7 +151,12 @@ impl Route {
     }
 
     #[inline]
-    fn matches_parts(&self, method: &http::Method, uri: &http::Uri, headers: &http::HeaderMap) -> bool {
+    fn matches_parts(
+        &self,
+        method: &http::Method,
+        uri: &http::Uri,
+        headers: &http::HeaderMap,
+    ) -> bool {
         if !self.methods.is_empty() && !self.methods.iter().any(|m| m == method) {
             return false;
         }
@@ -260,6 +263,10 @@ pub(crate) struct Routed<S> {
     source: Arc<RouteSource>,
     generation: u64,
     table: Arc<Table<S>>,
+    /// The stack of the last call's rule (its index in the table, the default's last), this
+    /// service's own: a run of calls through one rule keeps what its layers remember between
+    /// calls (the previous host's breaker, bucket, limit) and clones nothing.
+    last: Option<(usize, Stack<S>)>,
 }
 
 struct Table<S> {
@@ -274,6 +281,7 @@ impl<S: Clone> Clone for Routed<S> {
             source: Arc::clone(&self.source),
             generation: self.generation,
             table: Arc::clone(&self.table),
+            last: None,
         }
     }
 }
@@ -290,7 +298,11 @@ impl<S> std::fmt::Debug for Routed<S> {
 impl<S: Clone> Routed<S> {
     /// The stacks of `source`'s rules over `transport`; `default` is the layer the rules
     /// belong to, whose stack takes what no route takes unless the rules name a default.
-    pub(crate) fn new(transport: S, source: Arc<RouteSource>, default: &CourierLayer) -> (Self, Stack<S>) {
+    pub(crate) fn new(
+        transport: S,
+        source: Arc<RouteSource>,
+        default: &CourierLayer,
+    ) -> (Self, Stack<S>) {
         let generation = source.generation();
         let rules = source.rules();
         let default_stack = rules
@@ -305,6 +317,7 @@ impl<S: Clone> Routed<S> {
                 source,
                 generation,
                 table,
+                last: None,
             },
             default_stack,
         )
@@ -320,6 +333,7 @@ impl<S: Clone> Routed<S> {
             None => self.table.default.clone(),
         };
         self.table = Arc::new(Table::build(&rules, default, &self.transport));
+        self.last = None;
     }
 }
 
@@ -337,21 +351,25 @@ impl<S: Clone> Table<S> {
 }
 
 impl<S> Routed<S> {
-    /// The stack of the first route that takes the call, else the default's.
+    /// The index of the first route that takes the call, the default's (`routes.len()`) when
+    /// none does.
     #[inline]
-    fn pick(&self, method: &http::Method, uri: &http::Uri, headers: &http::HeaderMap) -> &Stack<S> {
-        self.table
-            .routes
+    fn pick(&self, method: &http::Method, uri: &http::Uri, headers: &http::HeaderMap) -> usize {
+        let routes = &self.table.routes;
+        routes
             .iter()
-            .find(|(route, _)| route.matches_parts(method, uri, headers))
-            .map_or(&self.table.default, |(_, stack)| stack)
+            .position(|(route, _)| route.matches_parts(method, uri, headers))
+            .unwrap_or(routes.len())
     }
 
-    /// Sends `req` through its rule's stack: a clone of the stack, called at once when it is
-    /// ready (the preset's layers are ready when the transport is), else polled ready inside
-    /// the future.
+    /// Sends `req` through its rule's stack: this service's own copy of it, called at once
+    /// when it is ready (the preset's layers are ready when the transport is), else a clone
+    /// polled ready inside the future.
     #[inline]
-    pub(crate) fn call<B>(&mut self, req: http::Request<B>) -> RouteFuture<Stack<S>, http::Request<B>>
+    pub(crate) fn call<B>(
+        &mut self,
+        req: http::Request<B>,
+    ) -> RouteFuture<Stack<S>, http::Request<B>>
     where
         S: Clone,
         Stack<S>: Service<http::Request<B>, Error = BoxError> + Clone,
@@ -359,13 +377,23 @@ impl<S> Routed<S> {
         if self.source.generation.load(Ordering::Acquire) != self.generation {
             self.refresh();
         }
-        let mut stack = self
-            .pick(req.method(), req.uri(), req.headers())
-            .clone();
+        let index = self.pick(req.method(), req.uri(), req.headers());
+        let stack = match &mut self.last {
+            Some((last, stack)) if *last == index => stack,
+            slot => {
+                let table = &self.table;
+                let stack = table
+                    .routes
+                    .get(index)
+                    .map_or(&table.default, |(_, stack)| stack)
+                    .clone();
+                &mut slot.insert((index, stack)).1
+            }
+        };
         match stack.poll_ready(&mut Context::from_waker(Waker::noop())) {
             Poll::Ready(Ok(())) => RouteFuture::called(stack.call(req)),
             Poll::Ready(Err(e)) => RouteFuture::failed(e),
-            Poll::Pending => RouteFuture::waiting(stack, req),
+            Poll::Pending => RouteFuture::waiting(stack.clone(), req),
         }
     }
 }
@@ -410,7 +438,10 @@ impl<Svc: Service<Req>, Req> RouteFuture<Svc, Req> {
 
     fn waiting(svc: Svc, req: Req) -> Self {
         Self {
-            state: State::Waiting { svc, req: Some(req) },
+            state: State::Waiting {
+                svc,
+                req: Some(req),
+            },
         }
     }
 

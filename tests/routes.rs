@@ -20,7 +20,10 @@ fn hits(server: &FaultServer, name: &str) -> usize {
     server.hits(name).len()
 }
 
-async fn call(client: &courier::Courier<courier::transport::HyperService<http_body_util::Full<bytes::Bytes>>>, url: &str) -> Result<u16, courier::Error> {
+async fn call(
+    client: &courier::Courier<courier::transport::HyperService<http_body_util::Full<bytes::Bytes>>>,
+    url: &str,
+) -> Result<u16, courier::Error> {
     client
         .clone()
         .oneshot(get(url))
@@ -76,9 +79,15 @@ async fn three_upstreams_each_see_their_own_attempts_deadline_and_pacing() {
 
         // The internal host's 300 ms deadline ends a slow call; the server saw one attempt.
         let started = tokio::time::Instant::now();
-        let err = call(&client, &internal.url_for("/s/slow")).await.unwrap_err();
+        let err = call(&client, &internal.url_for("/s/slow"))
+            .await
+            .unwrap_err();
         assert!(matches!(err, courier::Error::DeadlineExceeded(_)), "{err}");
-        assert!(started.elapsed() < Duration::from_secs(2), "{:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            started.elapsed()
+        );
         assert_eq!(hits(&internal, "slow"), 1);
 
         // The partner's 4/s pacing: four calls at once reach it about 250 ms apart.
@@ -119,7 +128,9 @@ async fn a_payments_route_repeats_nothing_while_search_on_the_same_host_is_retri
     bounded(async {
         call(&client, &server.url_for("/s/search")).await.unwrap();
         call(&client, &server.url_for("/s/payments")).await.unwrap();
-        call(&client, &server.url_for("/s/paymentsfoo")).await.unwrap();
+        call(&client, &server.url_for("/s/paymentsfoo"))
+            .await
+            .unwrap();
     })
     .await;
     assert_eq!(hits(&server, "search"), 3);
@@ -140,7 +151,10 @@ const BROKEN_ROUTE: &str = r#"
 "#;
 
 /// Opens the route-keyed breaker of `/s/broken`: failing answers with no success between.
-async fn open_broken(client: &courier::Courier<courier::transport::HyperService<http_body_util::Full<bytes::Bytes>>>, server: &FaultServer) {
+async fn open_broken(
+    client: &courier::Courier<courier::transport::HyperService<http_body_util::Full<bytes::Bytes>>>,
+    server: &FaultServer,
+) {
     server.set_plan("broken", vec![Step::status(500).times(50)]);
     for _ in 0..20 {
         match call(client, &server.url_for("/s/broken")).await {
@@ -169,7 +183,10 @@ async fn a_route_keyed_breaker_opens_for_its_paths_only() {
         assert_eq!(hits(&server, "broken"), sent, "refused without sending");
         // The rest of the host is served.
         for _ in 0..5 {
-            assert_eq!(call(&client, &server.url_for("/s/fine")).await.unwrap(), 200);
+            assert_eq!(
+                call(&client, &server.url_for("/s/fine")).await.unwrap(),
+                200
+            );
         }
     })
     .await;
@@ -227,14 +244,22 @@ async fn a_bucket_keeps_its_level_across_a_reload_that_changed_another_route() {
     server.set_plan("limited", vec![Step::ok().times(20)]);
     bounded(async {
         for _ in 0..8 {
-            assert_eq!(call(&client, &server.url_for("/s/limited")).await.unwrap(), 200);
+            assert_eq!(
+                call(&client, &server.url_for("/s/limited")).await.unwrap(),
+                200
+            );
         }
         // 2 of 10 tokens left; another route changes.
         handle.reload(&config(&limited("7s", "10/m"))).unwrap();
         for _ in 0..2 {
-            assert_eq!(call(&client, &server.url_for("/s/limited")).await.unwrap(), 200);
+            assert_eq!(
+                call(&client, &server.url_for("/s/limited")).await.unwrap(),
+                200
+            );
         }
-        let err = call(&client, &server.url_for("/s/limited")).await.unwrap_err();
+        let err = call(&client, &server.url_for("/s/limited"))
+            .await
+            .unwrap_err();
         assert!(matches!(err, courier::Error::RateLimited(_)), "{err}");
     })
     .await;
@@ -301,7 +326,10 @@ async fn a_thousand_reloads_under_load_fail_no_call_and_keep_unchanged_state() {
                 })
             })
             .collect();
-        let (a, b) = (config(&limited("5s", "10/h")), config(&limited("6s", "10/h")));
+        let (a, b) = (
+            config(&limited("5s", "10/h")),
+            config(&limited("6s", "10/h")),
+        );
         for i in 0..1000 {
             handle.reload(if i % 2 == 0 { &b } else { &a }).unwrap();
             tokio::task::yield_now().await;
@@ -313,7 +341,9 @@ async fn a_thousand_reloads_under_load_fail_no_call_and_keep_unchanged_state() {
         }
         assert!(served > 0);
         assert_eq!(handle.reloads(), 1000);
-        let err = call(&client, &server.url_for("/s/limited")).await.unwrap_err();
+        let err = call(&client, &server.url_for("/s/limited"))
+            .await
+            .unwrap_err();
         assert!(
             matches!(err, courier::Error::RateLimited(_)),
             "the drained bucket stayed drained: {err}"
@@ -338,11 +368,16 @@ async fn a_bad_configuration_is_refused_whole_and_the_old_one_stays() {
     }));
     bad.routes.push(courier::config::Policy {
         matches: Some(courier::config::Match::default()),
-        deadline: Some(courier::config::OrOff::On(courier::config::Dur(Duration::ZERO))),
+        deadline: Some(courier::config::OrOff::On(courier::config::Dur(
+            Duration::ZERO,
+        ))),
         ..Default::default()
     });
     let err = handle.reload(&bad).unwrap_err();
-    assert_eq!(err.to_string(), "routes[0].deadline: must be at least 1ms, got 0s");
+    assert_eq!(
+        err.to_string(),
+        "routes[0].deadline: must be at least 1ms, got 0s"
+    );
     assert_eq!(handle.config(), before);
     assert_eq!(handle.reloads(), 0);
     server.set_plan("failing", vec![Step::status(500).times(10)]);

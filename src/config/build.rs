@@ -2,7 +2,7 @@
 //! keeping the layers (and so the state) of a previous build where settings did not change.
 
 use super::{
-    BreakerConfig, Config, ConcurrencyConfig, ConfigError, FieldError, Match, OrOff, Policy,
+    BreakerConfig, ConcurrencyConfig, Config, ConfigError, FieldError, Match, OrOff, Policy,
     RateLimitConfig, RetryConfig,
 };
 use crate::CourierLayer;
@@ -16,9 +16,7 @@ use courier_breaker::{CircuitBreakerLayer, FailureRate, OpenBackoff};
 use courier_cache::EtagCacheLayer;
 use courier_concurrency::{AdaptiveLimit, ConcurrencyLimitLayer};
 use courier_deadline::{AttemptTimeoutLayer, DeadlineLayer};
-use courier_ratelimit::{
-    AdaptivePacingLayer, Mode, Quota, Rate, TokenBucketRateLimitLayer,
-};
+use courier_ratelimit::{AdaptivePacingLayer, Mode, Quota, Rate, TokenBucketRateLimitLayer};
 use courier_retry::{RetryBudget, RetryLayer};
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::{Arc, Mutex};
@@ -178,7 +176,11 @@ pub(crate) fn check(config: &Config) -> Result<Checked, ConfigError> {
         let matcher = match &route.matches {
             Some(m) => compile_match(m, &format!("{path}.match"), &mut errors),
             None => {
-                errors.push(&path, "match", "a route needs a match (an empty one takes every call)");
+                errors.push(
+                    &path,
+                    "match",
+                    "a route needs a match (an empty one takes every call)",
+                );
                 None
             }
         };
@@ -191,7 +193,15 @@ pub(crate) fn check(config: &Config) -> Result<Checked, ConfigError> {
                 Some(name) => format!("the name {name:?} is given to an earlier route too"),
                 None => "an earlier route has the same match and no name: it takes every call this one would".to_owned(),
             };
-            errors.push(&path, if route.name.is_some() { "name" } else { "match" }, what);
+            errors.push(
+                &path,
+                if route.name.is_some() {
+                    "name"
+                } else {
+                    "match"
+                },
+                what,
+            );
         }
         let policy = route.over(&default_policy);
         let spec = spec(&policy, &path, &mut errors);
@@ -219,7 +229,11 @@ fn compile_match(m: &Match, path: &str, errors: &mut Errors) -> Option<Route> {
         match scheme.to_ascii_lowercase().as_str() {
             "http" => route = route.scheme(http::uri::Scheme::HTTP),
             "https" => route = route.scheme(http::uri::Scheme::HTTPS),
-            _ => errors.push(path, "scheme", format!("must be \"http\" or \"https\", got {scheme:?}")),
+            _ => errors.push(
+                path,
+                "scheme",
+                format!("must be \"http\" or \"https\", got {scheme:?}"),
+            ),
         }
     }
     if let Some(host) = &m.host {
@@ -237,27 +251,49 @@ fn compile_match(m: &Match, path: &str, errors: &mut Errors) -> Option<Route> {
     for (i, method) in m.methods.iter().enumerate() {
         match http::Method::from_bytes(method.to_ascii_uppercase().as_bytes()) {
             Ok(method) if !method.as_str().is_empty() => route = route.method(method),
-            _ => errors.push(path, &format!("methods[{i}]"), format!("is not a method, got {method:?}")),
+            _ => errors.push(
+                path,
+                &format!("methods[{i}]"),
+                format!("is not a method, got {method:?}"),
+            ),
         }
     }
     if let Some(prefix) = &m.path_prefix {
         if !prefix.starts_with('/') {
-            errors.push(path, "path_prefix", format!("must start with '/', got {prefix:?}"));
+            errors.push(
+                path,
+                "path_prefix",
+                format!("must start with '/', got {prefix:?}"),
+            );
         } else if prefix.contains(['?', '#']) || prefix.chars().any(char::is_control) {
-            errors.push(path, "path_prefix", format!("must be a path, without a query, got {prefix:?}"));
+            errors.push(
+                path,
+                "path_prefix",
+                format!("must be a path, without a query, got {prefix:?}"),
+            );
         }
         if m.grpc_service.is_some() {
-            errors.push(path, "path_prefix", "give a path prefix or a gRPC service, not both");
+            errors.push(
+                path,
+                "path_prefix",
+                "give a path prefix or a gRPC service, not both",
+            );
         }
         route = route.path_prefix(prefix);
     }
     let grpc_name_ok = |s: &str| {
-        !s.is_empty() && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
+        !s.is_empty()
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.')
     };
     match (&m.grpc_service, &m.grpc_method) {
         (Some(service), method) => {
             if !grpc_name_ok(service) || service.starts_with('.') || service.ends_with('.') {
-                errors.push(path, "grpc_service", format!("must be a full service name, package.Service, got {service:?}"));
+                errors.push(
+                    path,
+                    "grpc_service",
+                    format!("must be a full service name, package.Service, got {service:?}"),
+                );
             }
             match method {
                 Some(method) if !grpc_name_ok(method) || method.contains('.') => errors.push(
@@ -287,7 +323,15 @@ fn duration_at_least(
     errors: &mut Errors,
 ) -> Duration {
     if d < min {
-        errors.push(path, field, format!("must be at least {}, got {}", super::Dur(min), super::Dur(d)));
+        errors.push(
+            path,
+            field,
+            format!(
+                "must be at least {}, got {}",
+                super::Dur(min),
+                super::Dur(d)
+            ),
+        );
     }
     d
 }
@@ -342,7 +386,11 @@ fn retry_layer(r: &RetryConfig, path: &str, errors: &mut Errors) -> Option<Retry
     let mut layer = RetryLayer::new();
     if let Some(attempts) = r.attempts {
         if !(1..=MAX_ATTEMPTS).contains(&attempts) {
-            let bound = if attempts == 0 { "at least 1" } else { "at most 100" };
+            let bound = if attempts == 0 {
+                "at least 1"
+            } else {
+                "at most 100"
+            };
             errors.push(path, "attempts", format!("must be {bound}, got {attempts}"));
         }
         layer = layer.attempts(attempts);
@@ -355,7 +403,9 @@ fn retry_layer(r: &RetryConfig, path: &str, errors: &mut Errors) -> Option<Retry
                 Ok(_) => errors.push(
                     path,
                     &format!("statuses[{i}]"),
-                    format!("must be within 400-599 (a success or a redirect is an answer), got {range}"),
+                    format!(
+                        "must be within 400-599 (a success or a redirect is an answer), got {range}"
+                    ),
                 ),
                 Err(why) => errors.push(path, &format!("statuses[{i}]"), why),
             }
@@ -368,13 +418,23 @@ fn retry_layer(r: &RetryConfig, path: &str, errors: &mut Errors) -> Option<Retry
     if let Some(paths) = &r.retry_safe_paths {
         for (i, p) in paths.iter().enumerate() {
             if !p.starts_with('/') {
-                errors.push(path, &format!("retry_safe_paths[{i}]"), format!("must start with '/', got {p:?}"));
+                errors.push(
+                    path,
+                    &format!("retry_safe_paths[{i}]"),
+                    format!("must start with '/', got {p:?}"),
+                );
             }
         }
         layer = layer.retry_safe_paths(paths.iter().cloned());
     }
     if let Some(base) = r.base {
-        layer = layer.base(duration_at_least(base.0, Duration::from_millis(1), path, "base", errors));
+        layer = layer.base(duration_at_least(
+            base.0,
+            Duration::from_millis(1),
+            path,
+            "base",
+            errors,
+        ));
     }
     if let Some(max_wait) = r.max_wait {
         layer = layer.max_wait(max_wait.0);
@@ -384,7 +444,11 @@ fn retry_layer(r: &RetryConfig, path: &str, errors: &mut Errors) -> Option<Retry
         Some(OrOff::Off) => layer = layer.without_budget(),
         Some(OrOff::On(ratio)) => {
             if !(0.0..=1.0).contains(&ratio) {
-                errors.push(path, "budget", format!("must be a share from 0 to 1 (or false), got {ratio}"));
+                errors.push(
+                    path,
+                    "budget",
+                    format!("must be a share from 0 to 1 (or false), got {ratio}"),
+                );
             } else {
                 layer = layer.budget(RetryBudget::new().ratio(ratio));
             }
@@ -407,7 +471,11 @@ fn rate_limit(
     };
     let rate = match r.rate {
         None => {
-            errors.push(path, "rate", "is required where the rate limit is on: \"25/s\"");
+            errors.push(
+                path,
+                "rate",
+                "is required where the rate limit is on: \"25/s\"",
+            );
             None
         }
         Some(spec) => {
@@ -427,19 +495,31 @@ fn rate_limit(
         None | Some("wait") => Mode::Wait,
         Some("reject") => Mode::Reject,
         Some(other) => {
-            errors.push(path, "mode", format!("must be \"wait\" or \"reject\", got {other:?}"));
+            errors.push(
+                path,
+                "mode",
+                format!("must be \"wait\" or \"reject\", got {other:?}"),
+            );
             Mode::Wait
         }
     };
     Some((Quota::new(rate?, burst), mode, r.max_wait.map(|d| d.0)))
 }
 
-fn breaker(b: &BreakerConfig, path: &str, errors: &mut Errors) -> Option<(bool, CircuitBreakerLayer)> {
+fn breaker(
+    b: &BreakerConfig,
+    path: &str,
+    errors: &mut Errors,
+) -> Option<(bool, CircuitBreakerLayer)> {
     let own = match b.key.as_deref() {
         None | Some("host") => false,
         Some("route") => true,
         Some(other) => {
-            errors.push(path, "key", format!("must be \"host\" or \"route\", got {other:?}"));
+            errors.push(
+                path,
+                "key",
+                format!("must be \"host\" or \"route\", got {other:?}"),
+            );
             false
         }
     };
@@ -450,15 +530,29 @@ fn breaker(b: &BreakerConfig, path: &str, errors: &mut Errors) -> Option<(bool, 
             default
         }),
     };
-    let consecutive = nonzero(b.consecutive_failures, NonZeroU32::new(5).expect("5 > 0"), "consecutive_failures", errors);
+    let consecutive = nonzero(
+        b.consecutive_failures,
+        NonZeroU32::new(5).expect("5 > 0"),
+        "consecutive_failures",
+        errors,
+    );
     let min_calls = nonzero(b.min_calls, DEFAULT_FAILURE_MIN_CALLS, "min_calls", errors);
-    let trials = nonzero(b.half_open_trials, DEFAULT_HALF_OPEN_TRIALS, "half_open_trials", errors);
+    let trials = nonzero(
+        b.half_open_trials,
+        DEFAULT_HALF_OPEN_TRIALS,
+        "half_open_trials",
+        errors,
+    );
     let threshold = b.failure_rate.unwrap_or(DEFAULT_FAILURE_THRESHOLD);
     let window = b.window.map_or(DEFAULT_FAILURE_WINDOW, |d| d.0);
     let rate = match FailureRate::new(threshold, window, min_calls) {
         Ok(rate) => Some(rate),
         Err(e) => {
-            let field = if !(threshold > 0.0 && threshold <= 1.0) { "failure_rate" } else { "window" };
+            let field = if !(threshold > 0.0 && threshold <= 1.0) {
+                "failure_rate"
+            } else {
+                "window"
+            };
             errors.push(path, field, e.to_string());
             None
         }
@@ -472,12 +566,19 @@ fn breaker(b: &BreakerConfig, path: &str, errors: &mut Errors) -> Option<(bool, 
         errors.push(
             path,
             "max_open_for",
-            format!("must be at least open_for ({}), got {}", super::Dur(open_for), super::Dur(max_open)),
+            format!(
+                "must be at least open_for ({}), got {}",
+                super::Dur(open_for),
+                super::Dur(max_open)
+            ),
         );
     }
     let layer = CircuitBreakerLayer::new()
         .consecutive_failures(consecutive)
-        .failing_answers_for(b.failing_answers_for.map_or(DEFAULT_FAILING_ANSWERS_FOR, |d| d.0))
+        .failing_answers_for(
+            b.failing_answers_for
+                .map_or(DEFAULT_FAILING_ANSWERS_FOR, |d| d.0),
+        )
         .failure_rate(rate?)
         .half_open_trials(trials)
         .open_duration(open_for)
@@ -485,10 +586,18 @@ fn breaker(b: &BreakerConfig, path: &str, errors: &mut Errors) -> Option<(bool, 
     Some((own, layer))
 }
 
-fn concurrency(c: &ConcurrencyConfig, path: &str, errors: &mut Errors) -> Option<ConcurrencyLimitLayer> {
+fn concurrency(
+    c: &ConcurrencyConfig,
+    path: &str,
+    errors: &mut Errors,
+) -> Option<ConcurrencyLimitLayer> {
     match (c.limit, c.adaptive) {
         (Some(_), Some(true)) => {
-            errors.push(path, "adaptive", "a fixed limit and a learned one exclude each other: give limit or adaptive = true");
+            errors.push(
+                path,
+                "adaptive",
+                "a fixed limit and a learned one exclude each other: give limit or adaptive = true",
+            );
             None
         }
         (_, Some(true)) => Some(ConcurrencyLimitLayer::new().adaptive(AdaptiveLimit::new())),
@@ -508,7 +617,9 @@ fn concurrency(c: &ConcurrencyConfig, path: &str, errors: &mut Errors) -> Option
 /// Where a section's layer comes from for one policy.
 enum Owner<'a> {
     /// The default policy: `old` is the previous default, if any.
-    Default { old: Option<(&'a Policy, &'a CourierLayer)> },
+    Default {
+        old: Option<(&'a Policy, &'a CourierLayer)>,
+    },
     /// A route: `shared` is this build's default when the section is the default's; `old` the
     /// same route (by name or match) in the previous build, with the previous default.
     Route {
@@ -568,13 +679,16 @@ fn make_one(resolved: &Resolved, owner: Owner<'_>) -> CourierLayer {
         ($field:ident, $same:expr, $own:expr, $fresh:expr) => {{
             let same: fn(&Policy, &Policy) -> bool = $same;
             match &owner {
-                Owner::Route { default: (dp, dl), .. } if same(p, dp) && !$own => dl.$field.clone(),
-                Owner::Route { old: Some((op, ol, odp)), .. }
-                    if same(p, op) && (!same(op, odp) || $own) =>
-                {
-                    ol.$field.clone()
-                }
-                Owner::Default { old: Some((op, ol)) } if same(p, op) => ol.$field.clone(),
+                Owner::Route {
+                    default: (dp, dl), ..
+                } if same(p, dp) && !$own => dl.$field.clone(),
+                Owner::Route {
+                    old: Some((op, ol, odp)),
+                    ..
+                } if same(p, op) && (!same(op, odp) || $own) => ol.$field.clone(),
+                Owner::Default {
+                    old: Some((op, ol)),
+                } if same(p, op) => ol.$field.clone(),
                 _ => $fresh,
             }
         }};
@@ -588,8 +702,18 @@ fn make_one(resolved: &Resolved, owner: Owner<'_>) -> CourierLayer {
         breaker_own,
         s.breaker.as_ref().map(|(_, l)| l.clone())
     );
-    layer.pacing = section!(pacing, |a, b| a.pacing == b.pacing, false, s.pacing.then(AdaptivePacingLayer::new));
-    layer.cache = section!(cache, |a, b| a.cache == b.cache, false, s.cache.then(EtagCacheLayer::new));
+    layer.pacing = section!(
+        pacing,
+        |a, b| a.pacing == b.pacing,
+        false,
+        s.pacing.then(AdaptivePacingLayer::new)
+    );
+    layer.cache = section!(
+        cache,
+        |a, b| a.cache == b.cache,
+        false,
+        s.cache.then(EtagCacheLayer::new)
+    );
     layer.concurrency = section!(
         concurrency,
         |a, b| a.concurrency == b.concurrency,
@@ -598,9 +722,10 @@ fn make_one(resolved: &Resolved, owner: Owner<'_>) -> CourierLayer {
     );
     // The rate limit: a changed quota keeps the previous buckets at their levels.
     let previous_limiter = match &owner {
-        Owner::Route { old: Some((op, ol, odp)), .. } if op.rate_limit != odp.rate_limit => {
-            ol.rate_limit.clone()
-        }
+        Owner::Route {
+            old: Some((op, ol, odp)),
+            ..
+        } if op.rate_limit != odp.rate_limit => ol.rate_limit.clone(),
         Owner::Default { old: Some((_, ol)) } => ol.rate_limit.clone(),
         _ => None,
     };
@@ -615,6 +740,11 @@ fn make_one(resolved: &Resolved, owner: Owner<'_>) -> CourierLayer {
             None => made,
         }
     });
-    layer.rate_limit = section!(rate_limit, |a, b| a.rate_limit == b.rate_limit, false, fresh_limiter);
+    layer.rate_limit = section!(
+        rate_limit,
+        |a, b| a.rate_limit == b.rate_limit,
+        false,
+        fresh_limiter
+    );
     layer
 }

@@ -30,7 +30,7 @@
 //! settings did not change keeps its layer, and so its state (bucket levels, breaker states,
 //! budgets, what pacing learned, the cache's entries). A rate limit whose quota changed keeps
 //! its buckets at their levels under the new rate (no refill burst;
-//! [`TokenBucketRateLimitLayer::requota`]); another section whose settings changed starts
+//! [`TokenBucketRateLimitLayer::requota`](crate::ratelimit::TokenBucketRateLimitLayer::requota)); another section whose settings changed starts
 //! afresh. A route is known across reloads by its `name`, or by its `match` when it has none.
 //! Calls in flight finish under the policy they started with; each service picks the new
 //! policies up at its next call.
@@ -98,10 +98,16 @@ pub use values::{Dur, RateSpec, StatusRange, Statuses};
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct Config {
     /// The policy of every call no route matches, and the base every route overrides.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Policy::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Policy::is_empty")
+    )]
     pub default: Policy,
     /// The routes, first match wins.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub routes: Vec<Policy>,
 }
 
@@ -113,7 +119,10 @@ pub struct Config {
 pub struct Policy {
     /// A route's name: how a reload knows it (its `match` when it has none), and what errors
     /// call it.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub name: Option<String>,
     /// Which calls a route takes. Required on a route, refused on the default.
     #[cfg_attr(
@@ -122,28 +131,52 @@ pub struct Policy {
     )]
     pub matches: Option<Match>,
     /// The total budget per call, or off.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub deadline: Option<OrOff<Dur>>,
     /// The bound on one attempt, or off.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub attempt_timeout: Option<OrOff<Dur>>,
     /// Retry, or off (one attempt).
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub retry: Option<OrOff<RetryConfig>>,
     /// The token bucket, or off.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub rate_limit: Option<OrOff<RateLimitConfig>>,
     /// The circuit breaker, or off.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub breaker: Option<OrOff<BreakerConfig>>,
     /// Adaptive pacing on or off.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub pacing: Option<bool>,
     /// The cache on or off.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub cache: Option<bool>,
     /// The bound on attempts in flight per host, or off.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub concurrency: Option<OrOff<ConcurrencyConfig>>,
 }
 
@@ -163,27 +196,48 @@ pub enum OrOff<T> {
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct Match {
     /// `http` or `https`.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub scheme: Option<String>,
     /// A host, exact (`api.example`, any case) or every subdomain of one (`*.example`, which
     /// does not match `example` itself).
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub host: Option<String>,
     /// The port, the scheme's default when the URL names none.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub port: Option<u16>,
     /// Methods, any of which matches (`["GET", "HEAD"]`).
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Vec::is_empty"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Vec::is_empty")
+    )]
     pub methods: Vec<String>,
     /// A path prefix, whole segments only: `/payments` matches `/payments` and
     /// `/payments/7`, not `/paymentsfoo`; `/v1/` matches everything under `/v1/`.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub path_prefix: Option<String>,
     /// A gRPC service's full name, `package.Service`: its methods' paths.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub grpc_service: Option<String>,
     /// One method of `grpc_service`, `Method`.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub grpc_method: Option<String>,
 }
 
@@ -193,25 +247,43 @@ pub struct Match {
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct RetryConfig {
     /// Attempts in all, the first included: at least 1, at most 100. Defaults to 3.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub attempts: Option<u32>,
     /// The statuses that may change if asked again (each 400 to 599). Defaults to the
     /// classifier's: 408, 429, 500, 502, 503, 504.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub statuses: Option<Statuses>,
     /// Paths that may be repeated whatever their method (`/search`, or a gRPC method
     /// `/package.Service/Method`). Defaults to none.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub retry_safe_paths: Option<Vec<String>>,
     /// The first backoff's ceiling (full jitter). Defaults to 0.5 s.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub base: Option<Dur>,
     /// The longest wait a server may ask for and be obeyed. Defaults to 60 s.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub max_wait: Option<Dur>,
     /// The retry budget: retries at most this share of the calls (0 to 1), or `false` for no
     /// budget. Defaults to 0.1.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub budget: Option<OrOff<f64>>,
 }
 
@@ -221,16 +293,28 @@ pub struct RetryConfig {
 #[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
 pub struct RateLimitConfig {
     /// The rate, `"25/s"`. Required where the rate limit is switched on.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub rate: Option<RateSpec>,
     /// The bucket's size: at least 1. Defaults to 1.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub burst: Option<u32>,
     /// `"wait"` for the slot (the default) or `"reject"` at once.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub mode: Option<String>,
     /// The longest wait for a slot. Defaults to 60 s.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub max_wait: Option<Dur>,
 }
 
@@ -242,32 +326,59 @@ pub struct RateLimitConfig {
 pub struct BreakerConfig {
     /// `"host"` (the default): one breaker per host; `"route"`: the route's own breakers, per
     /// host, apart from the rest of the host (see the [module docs](self)).
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub key: Option<String>,
     /// Connect failures in a row that open the circuit: at least 1. Defaults to 5.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub consecutive_failures: Option<u32>,
     /// The share of calls failing after the request went out that opens it: above 0, at most
     /// 1. Defaults to 0.5.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub failure_rate: Option<f64>,
     /// The fewest calls in the window before the share counts: at least 1. Defaults to 100.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub min_calls: Option<u32>,
     /// The window the share is weighed over: at least 10 ms. Defaults to 30 s.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub window: Option<Dur>,
     /// How long failing answers, with no success, open it. Defaults to 30 s.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub failing_answers_for: Option<Dur>,
     /// The first open time, doubling on each trip in a row. Defaults to 30 s.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub open_for: Option<Dur>,
     /// The longest open time. Defaults to 5 minutes.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub max_open_for: Option<Dur>,
     /// Trials half-open judges together: at least 1. Defaults to 5.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub half_open_trials: Option<u32>,
 }
 
@@ -278,10 +389,16 @@ pub struct BreakerConfig {
 pub struct ConcurrencyConfig {
     /// A fixed bound on attempts in flight per host (at least 1), or, when left out, the
     /// preset's 1000. Refused together with `adaptive = true`.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub limit: Option<u32>,
     /// A limit learned from each host's latency instead of a fixed one.
-    #[cfg_attr(feature = "serde", serde(default, skip_serializing_if = "Option::is_none"))]
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
     pub adaptive: Option<bool>,
 }
 
@@ -319,7 +436,11 @@ impl Policy {
             breaker: merge(&self.breaker, &base.breaker, BreakerConfig::over),
             pacing: self.pacing.or(base.pacing),
             cache: self.cache.or(base.cache),
-            concurrency: merge(&self.concurrency, &base.concurrency, ConcurrencyConfig::over),
+            concurrency: merge(
+                &self.concurrency,
+                &base.concurrency,
+                ConcurrencyConfig::over,
+            ),
         }
     }
 }

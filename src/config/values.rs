@@ -91,7 +91,7 @@ fn parse_duration(s: &str) -> Result<Duration, String> {
 
 fn write_duration(f: &mut fmt::Formatter<'_>, d: Duration) -> fmt::Result {
     let ms = d.as_millis();
-    if d.subsec_nanos() % 1_000_000 != 0 {
+    if !d.subsec_nanos().is_multiple_of(1_000_000) {
         // Finer than a millisecond cannot be written back; round up so that nothing shrinks
         // to zero.
         return write!(f, "{}ms", ms + 1);
@@ -99,11 +99,11 @@ fn write_duration(f: &mut fmt::Formatter<'_>, d: Duration) -> fmt::Result {
     if ms == 0 {
         return f.write_str("0s");
     }
-    if ms % 3_600_000 == 0 {
+    if ms.is_multiple_of(3_600_000) {
         write!(f, "{}h", ms / 3_600_000)
-    } else if ms % 60_000 == 0 {
+    } else if ms.is_multiple_of(60_000) {
         write!(f, "{}m", ms / 60_000)
-    } else if ms % 1000 == 0 {
+    } else if ms.is_multiple_of(1000) {
         write!(f, "{}s", ms / 1000)
     } else {
         write!(f, "{ms}ms")
@@ -228,7 +228,15 @@ mod tests {
             assert_eq!(Dur(d).to_string(), text);
         }
         assert_eq!("1500ms".parse::<Dur>().unwrap().to_string(), "1500ms");
-        for bad in ["", "s", "30", "30 sec", "-1s", "1.5s", "99999999999999999999s"] {
+        for bad in [
+            "",
+            "s",
+            "30",
+            "30 sec",
+            "-1s",
+            "1.5s",
+            "99999999999999999999s",
+        ] {
             assert!(bad.parse::<Dur>().is_err(), "{bad:?}");
         }
     }
@@ -258,7 +266,13 @@ mod tests {
             StatusRange { from: 500, to: 599 }
         );
         assert_eq!("503".parse::<StatusRange>().unwrap(), StatusRange::one(503));
-        assert!("599-500".parse::<StatusRange>().unwrap().statuses().is_err());
+        assert!(
+            "599-500"
+                .parse::<StatusRange>()
+                .unwrap()
+                .statuses()
+                .is_err()
+        );
         assert!("5xx".parse::<StatusRange>().is_err());
     }
 }

@@ -219,7 +219,8 @@ pub fn best_peer(variant: &str) -> Option<&'static str> {
         "courier cache (hit)" => "http-cache-tower (hit)",
         "courier preset (defaults, 5 layers)"
         | "courier preset, adaptive pacing off"
-        | "courier preset, concurrency limit off" => PEER_STACK,
+        | "courier preset, concurrency limit off"
+        | "courier preset, 50 rules (none matches)" => PEER_STACK,
         "courier preset + ratelimit (6 layers)" => PEER_STACK_GOVERNOR,
         "courier deadline, inner yields once" | "courier attempt_timeout, inner yields once" => {
             "tower timeout, inner yields once"
@@ -308,6 +309,17 @@ where
     }
 }
 
+/// The preset with 50 rules by host ahead of the default, none of which takes the bench's
+/// calls: every call is matched against all 50, then goes through the default's stack.
+pub fn fifty_rules() -> CourierLayer {
+    (0..50).fold(CourierLayer::new(), |layer, i| {
+        layer.route(
+            courier::routes::Route::new().host(&format!("upstream-{i}.example")),
+            |l| l.deadline(Duration::from_secs(5)),
+        )
+    })
+}
+
 /// Every happy-path variant, [`BARE`] first. Call it, and the variants, inside a tokio
 /// runtime context (`Runtime::enter`): the timeouts need its timer.
 ///
@@ -359,6 +371,10 @@ pub fn variants() -> Vec<Variant> {
             CourierLayer::new()
                 .concurrency_limit(None)
                 .layer(service_fn(ok)),
+        ),
+        variant(
+            "courier preset, 50 rules (none matches)",
+            fifty_rules().layer(service_fn(ok)),
         ),
         variant(
             "courier concurrency limit (fixed)",
@@ -563,7 +579,7 @@ mod tests {
         let _rt = rt.enter();
         let mut variants = variants();
         assert_eq!(variants[0].name, BARE);
-        assert_eq!(variants.len(), 41);
+        assert_eq!(variants.len(), 42);
         for v in &mut variants {
             for _ in 0..1000 {
                 assert!((v.call)(), "{} left the happy path", v.name);
