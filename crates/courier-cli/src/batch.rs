@@ -43,8 +43,9 @@ use self::input::{LineReader, Spec};
 use self::report::{Ended, Summary, bad_line, result_line};
 use self::tally::Tallies;
 use crate::client::{Client, ClientArgs, describe};
+use crate::config::ConfigArgs;
 use crate::output::write_or_quit;
-use crate::signal::{Stops, next_stop};
+use crate::signal::{Hangups, Stops, next_hangup, next_stop};
 use crate::stack::{Stack, StackArgs};
 use crate::{USAGE_ERROR, parse};
 
@@ -65,13 +66,21 @@ Exit status:
   0    every request ended with a status below 400
   1    a request failed or ended with 400 or more, a line was not a request, or the input
        could not be read to its end
-  2    a usage error: a bad option, or FILE or --cacert cannot be read
+  2    a usage error: a bad option, FILE, --cacert, --cert, --key or --config cannot be read,
+       --key does not match --cert, or the --config file has a bad field (each named on
+       stderr, `path: message`)
   130  Ctrl-C stopped the batch: nothing more is sent, the requests in flight finish (a
        second Ctrl-C abandons them), and the summary says which line to resume from
   143  SIGTERM stopped the batch, as Ctrl-C does
 
 When stdout closes (e.g. piped into head), nothing more is sent and the requests in flight are
-dropped; the exit status is then that of the results written.";
+dropped; the exit status is then that of the results written.
+
+With --config, SIGHUP reads the file again (with the environment and the flags over it, as at
+the start) and applies it to the running client: what did not change keeps its state (buckets,
+breakers, budgets, the cache), requests in flight finish under the policy they started with.
+A file with a bad field is not applied at all; stderr says `config reloaded`, or
+`config not reloaded:` and why.";
 
 /// Arguments of `courier batch`.
 #[derive(Debug, Args)]
@@ -99,11 +108,20 @@ pub(crate) struct BatchArgs {
     #[command(flatten)]
     stack: StackArgs,
     #[command(flatten)]
+    config: ConfigArgs,
+    #[command(flatten)]
     client: ClientArgs,
 }
 
 /// Sends every request of the input and reports each.
 pub(crate) fn run(args: BatchArgs) -> ExitCode {
+    let transport = match args.client.transport() {
+        Ok(transport) => transport,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return USAGE_ERROR.into();
+        }
+    };
     let file = match args.input.as_deref() {
         Some(path) if path.as_os_str() != "-" => match std::fs::File::open(path) {
             Ok(file) => Some(file),
@@ -144,24 +162,40 @@ pub(crate) fn run(args: BatchArgs) -> ExitCode {
     for (name, value) in &args.headers {
         common.append(name.clone(), value.clone());
     }
-    let layer = {
-        // A Redis store spawns its connection's task on the runtime.
-        let _runtime = runtime.enter();
-        match Stack::from_args(&args.stack).layer() {
-            Ok(layer) => layer,
-            Err(message) => {
-                eprintln!("error: {message}");
-                return USAGE_ERROR.into();
-            }
+    let built = match &args.config.config {
+        None => {
+            // A Redis store spawns its connection's task on the runtime.
+            let _runtime = runtime.enter();
+            Stack::from_args(&args.stack)
+                .layer()
+                .map(|layer| (layer, None))
+        }
+        Some(path) => crate::config::load(path, Some(&args.stack)).and_then(|config| {
+            let (layer, handle) = courier::CourierLayer::from_config_reloadable(&config)
+                .map_err(|e| crate::config::lines(&e))?;
+            let reload = Reload {
+                path: path.clone(),
+                flags: args.stack.clone(),
+                handle,
+            };
+            Ok((layer, Some(reload)))
+        }),
+    };
+    let (layer, reload) = match built {
+        Ok(built) => built,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return USAGE_ERROR.into();
         }
     };
     let batch = Batch {
-        client: args.client.client(layer),
+        client: transport.client(layer),
         common,
         parallel: args.parallel,
         keep_body: args.body,
         tallies,
         progress: Progress::new(show_progress, total),
+        reload,
     };
     let code = runtime.block_on(async move {
         let input: Pin<Box<dyn AsyncBufRead + Send>> = match file {
@@ -185,6 +219,16 @@ struct Batch {
     keep_body: bool,
     tallies: Tallies,
     progress: Progress,
+    /// What SIGHUP applies, with --config.
+    reload: Option<Reload>,
+}
+
+/// The file `batch --config` read, and how to apply it again.
+struct Reload {
+    path: PathBuf,
+    /// The flags put over the file's default policy, each time it is read.
+    flags: StackArgs,
+    handle: courier::config::ReloadHandle,
 }
 
 /// Where the batch stands.
@@ -213,6 +257,8 @@ impl Batch {
         let mut state = State::Sending;
         // No handler (a runtime without signals): the default, ending the process, stays.
         let mut stops = Stops::install().ok();
+        // Without --config, SIGHUP keeps its default: it ends the process.
+        let mut hangups = self.reload.as_ref().and_then(|_| Hangups::install().ok());
         let mut stdout = io::stdout();
         loop {
             let reading = state == State::Sending && tasks.len() < self.parallel;
@@ -244,6 +290,7 @@ impl Batch {
                         }
                     };
                 }
+                () = next_hangup(&mut hangups) => self.reload_config(),
                 Some(joined) = tasks.join_next_with_id() => {
                     let (id, ended) = match joined {
                         Ok((id, ended)) => (id, ended),
@@ -310,6 +357,25 @@ impl Batch {
         summary.elapsed = started.elapsed();
         eprint!("{summary}");
         summary.exit_code()
+    }
+
+    /// Reads the --config file again and applies it, or says why not.
+    fn reload_config(&self) {
+        let Some(reload) = &self.reload else {
+            return;
+        };
+        let applied = crate::config::load(&reload.path, Some(&reload.flags)).and_then(|config| {
+            reload
+                .handle
+                .reload(&config)
+                .map_err(|e| crate::config::lines(&e))
+        });
+        match applied {
+            Ok(()) => self.progress.note("config reloaded"),
+            Err(message) => self
+                .progress
+                .note(&format!("config not reloaded: {message}")),
+        }
     }
 
     /// Writes one output line. When stdout is closed (the reader went away, nobody sees the

@@ -12,6 +12,7 @@ use clap::{Parser, Subcommand};
 
 mod batch;
 mod client;
+mod config;
 mod data;
 mod demo;
 mod output;
@@ -37,7 +38,8 @@ Exit status:
   0    the call worked (every call, for batch and paginate)
   1    a call failed: a status of 400 or more, a connection, TLS or deadline failure, an open
        circuit, a page that failed, a batch line that is not a request, a failed demo row
-  2    a usage error: a bad option, or a file named on the command line that cannot be read
+  2    a usage error: a bad option, a file named on the command line that cannot be read,
+       or a --config file with a bad field
   130  Ctrl-C stopped a batch or a listing (143: SIGTERM did)";
 
 /// Service-to-service HTTP calls that retry, pace, time out and cache with care.

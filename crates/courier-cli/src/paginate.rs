@@ -30,9 +30,10 @@ use http_body_util::Full;
 use url::Url;
 
 use crate::client::{ClientArgs, describe};
+use crate::config::ConfigArgs;
 use crate::output::write_or_quit;
-use crate::parse;
 use crate::signal::{Stops, next_stop};
+use crate::{USAGE_ERROR, parse};
 
 /// The cursor field when `--cursor` names none.
 const DEFAULT_CURSOR_FIELD: &str = "next_cursor";
@@ -67,6 +68,8 @@ pub(crate) struct PaginateArgs {
     allow_cross_origin: bool,
     #[command(flatten)]
     client: ClientArgs,
+    #[command(flatten)]
+    config: ConfigArgs,
 }
 
 /// Prints every item; exit 1 when a page fails or answers with a status other than 2xx.
@@ -80,7 +83,19 @@ pub(crate) fn run(args: PaginateArgs) -> ExitCode {
 
 async fn pages(args: PaginateArgs) -> ExitCode {
     let bound = args.max_pages.unwrap_or(parse::PageBound::Default);
-    let client = args.client.client(courier::CourierLayer::new()).boxed();
+    let layer = match &args.config.config {
+        None => Ok(courier::CourierLayer::new()),
+        Some(path) => crate::config::load(path, None).and_then(|config| {
+            courier::CourierLayer::from_config(&config).map_err(|e| crate::config::lines(&e))
+        }),
+    };
+    let client = match layer.and_then(|layer| Ok(args.client.transport()?.client(layer))) {
+        Ok(client) => client.boxed(),
+        Err(message) => {
+            eprintln!("error: {message}");
+            return USAGE_ERROR.into();
+        }
+    };
     let progress = Progress::new(io::stderr().is_terminal().then(io::stderr));
     let quoted = shell_quote(args.url.as_str());
     let mut options = String::new();

@@ -168,42 +168,73 @@ pub(crate) const MAX_PARALLEL: usize = 256;
 pub(crate) struct CaFile {
     /// The file, as given.
     pub(crate) path: std::path::PathBuf,
-    /// TLS settings trusting the system's roots and the file's certificates.
-    pub(crate) config: courier::rustls::ClientConfig,
+    /// The file's certificates.
+    pub(crate) roots: Vec<courier::rustls::pki_types::CertificateDer<'static>>,
 }
 
-/// The largest `--cacert` file read: a system's whole bundle of roots is about 200 KiB.
+/// A PEM file of `--cert` or `--key`, read before anything is sent; checked with its pair by
+/// [`ClientArgs::transport`](crate::client::ClientArgs::transport).
 #[cfg(feature = "rustls")]
-pub(crate) const MAX_CA_FILE: u64 = 4 << 20;
+#[derive(Debug, Clone)]
+pub(crate) struct PemFile {
+    /// The file, as given.
+    pub(crate) path: std::path::PathBuf,
+    /// Its text.
+    pub(crate) pem: Vec<u8>,
+}
+
+/// The largest PEM file read for `--cacert`, `--cert` or `--key`: a system's whole bundle of
+/// roots is about 200 KiB.
+#[cfg(feature = "rustls")]
+pub(crate) const MAX_PEM_FILE: u64 = 4 << 20;
 
 /// `--cacert FILE`: PEM certificates to trust besides the system's roots, at most
-/// [`MAX_CA_FILE`] bytes.
+/// [`MAX_PEM_FILE`] bytes.
 #[cfg(feature = "rustls")]
 pub(crate) fn ca_file(s: &str) -> Result<CaFile, String> {
-    use courier::transport::tls;
+    let file = pem_file(s, "a PEM file of CA certificates")?;
+    let roots = courier::transport::tls::pem_certificates(&file.pem)
+        .map_err(|e| format!("{}: {e}", file.path.display()))?;
+    Ok(CaFile {
+        path: file.path,
+        roots,
+    })
+}
+
+/// `--cert FILE`: the client's certificate chain in PEM, at most [`MAX_PEM_FILE`] bytes.
+#[cfg(feature = "rustls")]
+pub(crate) fn cert_file(s: &str) -> Result<PemFile, String> {
+    let file = pem_file(s, "a PEM file of the client's certificate")?;
+    courier::transport::tls::pem_certificates(&file.pem)
+        .map_err(|e| format!("{}: {e}", file.path.display()))?;
+    Ok(file)
+}
+
+/// `--key FILE`: the private key of `--cert` in PEM, at most [`MAX_PEM_FILE`] bytes.
+#[cfg(feature = "rustls")]
+pub(crate) fn key_file(s: &str) -> Result<PemFile, String> {
+    pem_file(s, "a PEM file of the client certificate's private key")
+}
+
+/// The file `s` names, at most [`MAX_PEM_FILE`] bytes; `wanted` says what to give instead.
+#[cfg(feature = "rustls")]
+fn pem_file(s: &str, wanted: &str) -> Result<PemFile, String> {
     use std::io::Read as _;
     let path = std::path::PathBuf::from(s);
-    let cannot = |e: std::io::Error| {
-        format!(
-            "cannot read {}: {e}; give a PEM file of CA certificates",
-            path.display()
-        )
-    };
+    let cannot = |e: std::io::Error| format!("cannot read {}: {e}; give {wanted}", path.display());
     let mut pem = Vec::new();
     std::fs::File::open(&path)
-        .and_then(|file| file.take(MAX_CA_FILE + 1).read_to_end(&mut pem))
+        .and_then(|file| file.take(MAX_PEM_FILE + 1).read_to_end(&mut pem))
         .map_err(cannot)?;
-    if pem.len() as u64 > MAX_CA_FILE {
+    if pem.len() as u64 > MAX_PEM_FILE {
         return Err(format!(
-            "{} is larger than {} MiB, more than any bundle of CA certificates; give a PEM file \
-             of the CA certificates to trust",
+            "{} is larger than {} MiB, more than any PEM file of certificates or keys; give \
+             {wanted}",
             path.display(),
-            MAX_CA_FILE >> 20
+            MAX_PEM_FILE >> 20
         ));
     }
-    let roots = tls::pem_certificates(&pem).map_err(|e| format!("{}: {e}", path.display()))?;
-    let config = tls::client_config(roots).map_err(|e| format!("{}: {e}", path.display()))?;
-    Ok(CaFile { path, config })
+    Ok(PemFile { path, pem })
 }
 
 /// An `Idempotency-Key` value: visible ASCII, not blank.

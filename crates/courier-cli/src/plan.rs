@@ -33,6 +33,8 @@ pub(crate) struct Plan {
     pub(crate) user_agent: Option<HeaderValue>,
     /// The `--cacert` file.
     pub(crate) cacert: Option<PathBuf>,
+    /// The `--cert` file.
+    pub(crate) cert: Option<PathBuf>,
 }
 
 // === impl Plan ===
@@ -55,6 +57,7 @@ impl Plan {
             stack: Stack::from_args(&args.stack),
             user_agent: args.client.user_agent_shown(),
             cacert: args.client.cacert_path().map(Into::into),
+            cert: args.client.cert_path().map(Into::into),
         }
     }
 
@@ -222,6 +225,13 @@ impl fmt::Display for Plan {
                 writeln!(f, "trusted roots:   the system's")?;
             }
             None => {}
+        }
+        if let Some(path) = &self.cert {
+            writeln!(
+                f,
+                "client cert:     {}, presented when the server asks for one",
+                path.display()
+            )?;
         }
         write!(f, "dry run: nothing was sent")
     }

@@ -26,6 +26,7 @@ use url::Url;
 
 use crate::USAGE_ERROR;
 use crate::client::{ClientArgs, describe};
+use crate::config::ConfigArgs;
 use crate::data;
 use crate::output::write_or_quit;
 use crate::parse;
@@ -39,8 +40,9 @@ Exit status:
   0  the final status is below 400
   1  a status of 400 or more, or a failed call: connection, TLS, deadline, open circuit, or a
      body cut short
-  2  a usage error: a bad option, an unreadable -d @FILE, --cacert or -o file, or a -d @FILE
-     larger than --max-data
+  2  a usage error: a bad option, an unreadable -d @FILE, --cacert, --cert, --key, --config or
+     -o file, a --key that does not match --cert, a --config file with a bad field (each
+     named on stderr, `path: message`), or a -d @FILE larger than --max-data
 
 A -d @FILE is streamed as it is sent, with its length; -d @- (or a pipe or device) is read up
 to 8 MiB to learn its length, then streamed. Both are read under the deadline, and at most
@@ -87,6 +89,8 @@ pub(crate) struct RequestArgs {
     pub(crate) headers: Vec<(HeaderName, HeaderValue)>,
     #[command(flatten)]
     pub(crate) stack: StackArgs,
+    #[command(flatten)]
+    pub(crate) config: ConfigArgs,
     /// Send this Idempotency-Key, so that a POST or PATCH may be retried.
     #[arg(
         long,
@@ -108,7 +112,7 @@ pub(crate) struct RequestArgs {
     #[arg(long)]
     pub(crate) partial: bool,
     /// Print the plan (retry-safety, attempts, backoff ceilings, limits) and send nothing.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     pub(crate) dry_run: bool,
     /// Drop the per-attempt lines (errors are still printed).
     #[arg(long, short, conflicts_with = "log")]
@@ -131,6 +135,23 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
             eprintln!("error: {message}");
             return USAGE_ERROR.into();
         }
+    };
+    let transport = match args.client.transport() {
+        Ok(transport) => transport,
+        Err(message) => {
+            eprintln!("error: {message}");
+            return USAGE_ERROR.into();
+        }
+    };
+    let config = match &args.config.config {
+        None => None,
+        Some(path) => match crate::config::load(path, Some(&args.stack)) {
+            Ok(config) => Some(config),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return USAGE_ERROR.into();
+            }
+        },
     };
     let plan = Plan::from_args(&args, source.describe());
     if args.dry_run {
@@ -173,7 +194,10 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
     let code = runtime.block_on(async {
         // The deadline starts now: reading the body counts against it.
         let started = tokio::time::Instant::now();
-        let deadline = plan.stack.deadline;
+        let deadline = match config.as_ref().and_then(|c| c.default.deadline) {
+            Some(courier::config::OrOff::On(d)) => d.0,
+            _ => plan.stack.deadline,
+        };
         let body = match tokio::time::timeout(deadline, source.body(max_data)).await {
             Ok(Ok(body)) => body,
             Ok(Err(message)) => {
@@ -191,18 +215,27 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let mut stack = plan.stack.clone();
-        stack.deadline = deadline
-            .saturating_sub(started.elapsed())
-            .max(Duration::from_millis(1));
-        let layer = match stack.layer() {
+        let layer = match &config {
+            Some(config) => {
+                let config = crate::config::less_spent(config, started.elapsed());
+                courier::CourierLayer::from_config(&config).map_err(|e| crate::config::lines(&e))
+            }
+            None => {
+                let mut stack = plan.stack.clone();
+                stack.deadline = deadline
+                    .saturating_sub(started.elapsed())
+                    .max(Duration::from_millis(1));
+                stack.layer()
+            }
+        };
+        let layer = match layer {
             Ok(layer) => layer,
             Err(message) => {
                 eprintln!("error: {message}");
                 return USAGE_ERROR.into();
             }
         };
-        let client = args.client.client(layer);
+        let client = transport.client(layer);
         send(client, &plan, body, args.include, sink, Trace(trees)).await
     });
     // A read of stdin cut by the deadline still blocks a thread of the runtime's pool, which

@@ -1,5 +1,6 @@
 //! The signals that stop a run: SIGINT (Ctrl-C) and SIGTERM, each reported with the exit status
-//! a shell gives a command that signal ended (128 + its number: 130 and 143).
+//! a shell gives a command that signal ended (128 + its number: 130 and 143); and SIGHUP, which
+//! asks `batch --config` to read its file again.
 
 use std::io;
 
@@ -94,6 +95,50 @@ impl Stops {
 pub(crate) async fn next_stop(stops: &mut Option<Stops>) -> Stop {
     match stops {
         Some(stops) => stops.next().await,
+        None => std::future::pending().await,
+    }
+}
+
+/// SIGHUP, asking for the configuration to be read again; installed only by a run that can
+/// (elsewhere SIGHUP keeps its default, ending the process).
+#[derive(Debug)]
+pub(crate) struct Hangups {
+    #[cfg(unix)]
+    hangup: tokio::signal::unix::Signal,
+}
+
+// === impl Hangups ===
+
+impl Hangups {
+    /// Installs the handler. Needs a tokio runtime with its signal driver.
+    pub(crate) fn install() -> io::Result<Self> {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{SignalKind, signal};
+            Ok(Self {
+                hangup: signal(SignalKind::hangup())?,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            Ok(Self {})
+        }
+    }
+
+    /// The next SIGHUP; never where there is no such signal.
+    pub(crate) async fn next(&mut self) {
+        #[cfg(unix)]
+        if self.hangup.recv().await.is_some() {
+            return;
+        }
+        std::future::pending().await
+    }
+}
+
+/// The next SIGHUP of `hangups`; never, when no handler is installed.
+pub(crate) async fn next_hangup(hangups: &mut Option<Hangups>) {
+    match hangups {
+        Some(hangups) => hangups.next().await,
         None => std::future::pending().await,
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::Args;
 use courier::CourierLayer;
+use courier::config::{Config, Dur, OrOff, RateLimitConfig, RateSpec, RetryConfig};
 use courier::ratelimit::{Rate, TokenBucketRateLimitLayer};
 use courier::retry::RetryLayer;
 
@@ -19,19 +20,20 @@ pub(crate) const OVERLOAD_BASE: Duration = Duration::from_secs(2);
 pub(crate) const BACKOFF_CAP: Duration = Duration::from_secs(30);
 /// The default longest server-requested wait.
 pub(crate) const DEFAULT_MAX_WAIT: Duration = Duration::from_secs(60);
+/// The retries after the first attempt when --retries is not given.
+pub(crate) const DEFAULT_RETRIES: u32 = 2;
 
 /// Options of the preset.
 #[derive(Debug, Clone, Args)]
 pub(crate) struct StackArgs {
-    /// Retries after the first attempt.
+    /// Retries after the first attempt [default: 2].
     #[arg(
         long,
         value_name = "N",
-        default_value_t = 2,
         value_parser = parse::checked(parse::retries),
         allow_negative_numbers = true
     )]
-    pub(crate) retries: u32,
+    pub(crate) retries: Option<u32>,
     /// The total budget of a call in seconds, waits and body included [default: 90].
     #[arg(
         long,
@@ -79,7 +81,7 @@ pub(crate) struct StackArgs {
     /// that every courier pointing at it shares one limit per host: several batches, or
     /// replicas of a job, together start at most burst + rate × t. When Redis is away each
     /// paces itself (fail open).
-    #[arg(long, value_name = "URL", requires = "rate")]
+    #[arg(long, value_name = "URL", requires = "rate", conflicts_with = "config")]
     pub(crate) redis: Option<String>,
     /// The prefix of the Redis keys: runs share a limit when they share Redis, prefix and host
     /// [default: courier:rl:].
@@ -87,11 +89,53 @@ pub(crate) struct StackArgs {
     pub(crate) redis_prefix: Option<String>,
     /// Add a UUID v4 Idempotency-Key to a POST or PATCH that has none, so that it may be
     /// retried.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "config")]
     pub(crate) auto_idempotency_key: bool,
     /// Seed the backoff jitter, for reproducible waits.
-    #[arg(long, value_name = "N")]
+    #[arg(long, value_name = "N", conflicts_with = "config")]
     pub(crate) seed: Option<u64>,
+}
+
+// === impl StackArgs ===
+
+impl StackArgs {
+    /// Puts the flags given that set a layer over `config`'s default policy: --retries,
+    /// --deadline, --attempt-timeout, --max-wait (retry's, and the rate limit's when one is
+    /// on), --rate and --burst. Each replaces the file's value; the rest of the file stays.
+    pub(crate) fn apply(&self, config: &mut Config) {
+        let default = &mut config.default;
+        if let Some(deadline) = self.deadline {
+            default.deadline = Some(OrOff::On(Dur(deadline)));
+        }
+        if let Some(timeout) = self.attempt_timeout {
+            default.attempt_timeout = Some(OrOff::On(Dur(timeout)));
+        }
+        if self.retries.is_some() || self.max_wait.is_some() {
+            let mut retry = match default.retry.take() {
+                Some(OrOff::On(retry)) => retry,
+                _ => RetryConfig::default(),
+            };
+            if let Some(retries) = self.retries {
+                retry.attempts = Some(retries.saturating_add(1));
+            }
+            if let Some(wait) = self.max_wait {
+                retry.max_wait = Some(Dur(wait));
+            }
+            default.retry = Some(OrOff::On(retry));
+        }
+        if let Some((rate, burst)) = self.rate.zip(self.burst) {
+            let mut limit = match default.rate_limit.take() {
+                Some(OrOff::On(limit)) => limit,
+                _ => RateLimitConfig::default(),
+            };
+            limit.rate = Some(RateSpec::new(1, rate.interval()));
+            limit.burst = Some(burst.get());
+            default.rate_limit = Some(OrOff::On(limit));
+        }
+        if let (Some(wait), Some(OrOff::On(limit))) = (self.max_wait, &mut default.rate_limit) {
+            limit.max_wait = Some(Dur(wait));
+        }
+    }
 }
 
 /// The preset's settings, resolved from [`StackArgs`] and the defaults.
@@ -114,7 +158,7 @@ pub(crate) struct Stack {
 impl Stack {
     pub(crate) fn from_args(args: &StackArgs) -> Self {
         Self {
-            attempts: args.retries.saturating_add(1),
+            attempts: args.retries.unwrap_or(DEFAULT_RETRIES).saturating_add(1),
             max_wait: args.max_wait.unwrap_or(DEFAULT_MAX_WAIT),
             deadline: args.deadline.unwrap_or(courier::preset::DEFAULT_DEADLINE),
             attempt_timeout: args
