@@ -25,8 +25,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     let endpoint = tonic::transport::Endpoint::from_shared(server.url.clone())?;
     // Only the caller knows which methods are safe to repeat. The service's full name is the
-    // .proto's (where tonic generates the server too, `greeter_server::SERVICE_NAME`); a name
-    // that cannot be part of a method's path is refused here.
+    // .proto's; where tonic generates the server too,
+    // `GrpcSafe::new().named::<GreeterServer<()>, _>(..)` takes it from the generated code. A
+    // name that cannot be part of a method's path is refused here.
     let safe = GrpcSafe::new().methods("helloworld.Greeter", ["SayHello"])?;
     let layer = CourierLayer::grpc()
         .deadline(Duration::from_secs(10))

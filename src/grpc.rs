@@ -394,6 +394,34 @@ impl GrpcSafe {
         Ok(self)
     }
 
+    /// These methods of the service `S` names: the generated server type's own name
+    /// (`tonic::server::NamedService::NAME`, so a service renamed in its `.proto` cannot be
+    /// missed), with [`methods`](Self::methods)' checks.
+    ///
+    /// ```
+    /// # use courier::grpc::GrpcSafe;
+    /// // What tonic generates for `package helloworld; service Greeter { .. }`, server side.
+    /// struct GreeterServer<T>(T);
+    /// impl<T> tonic::server::NamedService for GreeterServer<T> {
+    ///     const NAME: &'static str = "helloworld.Greeter";
+    /// }
+    ///
+    /// # fn main() -> Result<(), courier::core::InvalidConfig> {
+    /// let safe = GrpcSafe::new().named::<GreeterServer<()>, _>(["SayHello"])?;
+    /// assert_eq!(safe.paths(), ["/helloworld.Greeter/SayHello"]);
+    /// # Ok(()) }
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// As [`methods`](Self::methods).
+    pub fn named<S: tonic::server::NamedService, M: AsRef<str>>(
+        self,
+        methods: impl IntoIterator<Item = M>,
+    ) -> Result<Self, InvalidConfig> {
+        self.methods(S::NAME, methods)
+    }
+
     /// Every method of `service`: `/service/`.
     ///
     /// # Errors
