@@ -41,8 +41,9 @@
 //! written `"250ms"`, `"30s"`, `"5m"`, `"1h"`; rates `"25/s"`, `"600/m"`, `"5/100ms"`; statuses
 //! as a list of codes and ranges, `[429, "500-599"]`. A section is switched off with `false`
 //! (`cache = false`, `retry = false`, `deadline = false`). Unknown keys are errors.
-//! [`Config::from_deserializer`] reads any serde format (TOML, YAML, JSON: pick the crate) and
-//! names the path of a bad field; [`Config::env_overrides`] applies environment variables.
+//! `Config::from_deserializer` reads any serde format (TOML, YAML, JSON: pick the crate) and
+//! names the path of a bad field; `Config::env_overrides` applies environment variables (both
+//! with the `serde` feature).
 //!
 //! ```toml
 //! [default]
