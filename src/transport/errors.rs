@@ -96,7 +96,15 @@ mod hyper_errors {
             || err.is_closed()
             || err.is_parse()
         {
-            FailureKind::Read
+            // Under TLS 1.3 a server refuses the client's certificate after the client's side
+            // of the handshake has ended: its alert ends a connection that the request was
+            // queued on or written to, and hyper reports that connection's end with the alert
+            // as its cause. A refused handshake, not a lost read.
+            if super::chain_has_tls(e) {
+                FailureKind::Tls
+            } else {
+                FailureKind::Read
+            }
         } else {
             return Some(Recognized::Connection);
         };

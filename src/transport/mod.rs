@@ -38,7 +38,7 @@
 //! | hyper-util's legacy client error, `is_connect()` | `connect`, or `tls` when a rustls error is in its chain |
 //! | `hyper::Error`: the request's own body failed (`is_user()`, `is_body_write_aborted()`) | `local` |
 //! | `hyper::Error`: `is_timeout()` | `timeout` |
-//! | `hyper::Error`: `is_incomplete_message()`, `is_canceled()`, `is_closed()`, `is_parse()` | `read` |
+//! | `hyper::Error`: `is_incomplete_message()`, `is_canceled()`, `is_closed()`, `is_parse()` | `read`, or `tls` when a rustls error is in its chain (a TLS 1.3 server refusing the client's certificate ends the connection the request was on) |
 //! | `reqwest::Error`: `is_builder()`, or a request body that failed in its chain | `local` |
 //! | `reqwest::Error`: `is_connect()` | `connect`, or `tls` when a rustls error is in its chain |
 //! | `reqwest::Error`: `is_timeout()` | `timeout` |

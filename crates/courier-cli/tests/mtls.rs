@@ -71,11 +71,6 @@ async fn cert_and_key_are_presented_to_a_server_that_requires_them() {
     assert_eq!(s.server.requests(), 3, "a dry run sends nothing");
 }
 
-// Ignored: under TLS 1.3 the server's refusal of a missing client certificate reaches the
-// client after the handshake, often after the request was written, where it reads as a read
-// failure and is retried (two or three attempts before the `tls` one). Classifying that alert
-// as `tls` on a read is the open work this test stands for; run it with `--ignored`.
-#[ignore = "a TLS 1.3 client-certificate refusal can surface as a retried read failure"]
 #[tokio::test]
 async fn without_an_accepted_cert_the_server_refuses_once_with_a_tls_message() {
     let (clients, strangers) = (TestCa::new(), TestCa::new());
