@@ -42,8 +42,12 @@
 //!   code: a trailers-only answer's at once (`grpc UNAVAILABLE -> retry in 300 ms
 //!   (pushback)`), and an answer that streamed its messages the code of its trailers once the
 //!   body has been read to them (`grpc OK -> stop (final_status)`; a unary call's reply has
-//!   been read when the generated client returns it). The attempt spans carry
-//!   `rpc.grpc.status_code` where the code came with the headers (see `courier::telemetry`).
+//!   been read when the generated client returns it).
+//! - **The spans**: the attempt spans carry `rpc.grpc.status_code`, and the call span its
+//!   last attempt's. A trailers-only answer's code is recorded at once; an answer that
+//!   streams its messages leaves its last attempt's span and the call span open until its
+//!   trailers are read, which record their code on them and close them (a body dropped
+//!   before its trailers closes them without one). See `courier::telemetry`.
 //! - The cache is off: gRPC calls are POSTs.
 //!
 //! Request messages are replayed from a copy of up to 64 KiB ([`ReplayBody`]): a unary or
@@ -60,6 +64,7 @@ use courier_core::{
     InvalidConfig, RateLimited, cause_ref,
 };
 use courier_retry::ReplayBody;
+use courier_retry::future::{GrpcStatusSpans, ReadsGrpcTrailers};
 use http::{Request, Response};
 use http_body::Frame;
 use std::future::Future;
@@ -133,11 +138,13 @@ pin_project_lite::pin_project! {
     /// The response body of a [`GrpcService`]: the preset's (`B`), with a deadline that passes
     /// while the messages stream turned into `Status::deadline_exceeded`, and the
     /// `grpc-status` of its trailers put on the call's last attempt record
-    /// ([`Attempts::await_grpc_trailers`]).
+    /// ([`Attempts::await_grpc_trailers`]) and on its spans, which close then
+    /// ([`GrpcStatusSpans`]).
     pub struct GrpcBody<B> {
         #[pin]
         inner: B,
         trailers: Option<GrpcTrailers>,
+        spans: Option<GrpcStatusSpans>,
     }
 }
 
@@ -163,16 +170,28 @@ where
         let this = self.project();
         Poll::Ready(match ready!(this.inner.poll_frame(cx)) {
             Some(Ok(frame)) => {
-                if let Some(trailers) = frame.trailers_ref()
-                    && let Some(code) = trailers.get(GRPC_STATUS).and_then(GrpcCode::from_header)
-                    && let Some(record) = this.trailers.take()
-                {
-                    record.complete(code);
+                if let Some(trailers) = frame.trailers_ref() {
+                    let code = trailers.get(GRPC_STATUS).and_then(GrpcCode::from_header);
+                    if let Some(code) = code
+                        && let Some(record) = this.trailers.take()
+                    {
+                        record.complete(code);
+                    }
+                    // The spans close at the trailers, with their code when they have one.
+                    if let Some(spans) = this.spans.take()
+                        && let Some(code) = code
+                    {
+                        spans.complete(code);
+                    }
                 }
                 Some(Ok(frame))
             }
             Some(Err(e)) => Some(Err(to_status(e))),
-            None => None,
+            None => {
+                // The end without trailers: the spans close without a code.
+                *this.spans = None;
+                None
+            }
         })
     }
 
@@ -215,6 +234,8 @@ where
                 *req.uri_mut() = uri;
             }
         }
+        // The answer's trailers are read here (`GrpcBody`): its spans may wait for them.
+        req.extensions_mut().insert(ReadsGrpcTrailers);
         GrpcFuture {
             inner: self.inner.call(req.map(ReplayBody::new)),
         }
@@ -242,15 +263,25 @@ where
             Ok(mut resp) => {
                 // An answer that sent its headers without a status ends with it in its
                 // trailers: the last record waits for them.
+                // Its spans, the retry layer's, are kept open for them too.
                 let headers = resp.headers();
-                let trailers = if is_grpc(headers) && status_in_headers(headers).is_none() {
-                    resp.extensions_mut()
-                        .get_mut::<Attempts>()
-                        .and_then(Attempts::await_grpc_trailers)
+                let (trailers, spans) = if is_grpc(headers) && status_in_headers(headers).is_none()
+                {
+                    let extensions = resp.extensions_mut();
+                    (
+                        extensions
+                            .get_mut::<Attempts>()
+                            .and_then(Attempts::await_grpc_trailers),
+                        extensions.remove::<GrpcStatusSpans>(),
+                    )
                 } else {
-                    None
+                    (None, None)
                 };
-                Ok(resp.map(|inner| GrpcBody { inner, trailers }))
+                Ok(resp.map(|inner| GrpcBody {
+                    inner,
+                    trailers,
+                    spans,
+                }))
             }
             Err(e) => Err(to_status(e)),
         })

@@ -444,9 +444,9 @@ async fn attempt_spans_carry_the_grpc_code_and_its_name_as_the_error() {
                 Some("INVALID_ARGUMENT".to_owned()),
                 Some(Value::I64(200))
             ),
-            // An answer that streams its reply has its status in the trailers, after the
-            // attempt span ended: no code on the span (the record gets it).
-            (None, None, Some(Value::I64(200))),
+            // An answer that streams its reply has its status in the trailers: the attempt
+            // span stays open until the generated client has read them.
+            (Some(Value::I64(0)), None, Some(Value::I64(200))),
         ]
     );
     for s in &attempts[..2] {
@@ -460,4 +460,174 @@ async fn attempt_spans_carry_the_grpc_code_and_its_name_as_the_error() {
     let calls: Vec<&SpanData> = spans.iter().filter(|s| s.name == "courier.call").collect();
     assert_eq!(calls.len(), 2);
     assert_eq!(attr(calls[0], "rpc.grpc.status_code"), Some(Value::I64(3)));
+    // And the call answered OK in its trailers, OK.
+    assert_eq!(attr(calls[1], "rpc.system"), Some(Value::from("grpc")));
+    assert_eq!(attr(calls[1], "rpc.grpc.status_code"), Some(Value::I64(0)));
+    assert_eq!(attr(calls[1], "error.type"), None);
+    assert_eq!(attr(attempts[2], "rpc.system"), Some(Value::from("grpc")));
+    assert!(matches!(
+        attempts[2].status,
+        opentelemetry::trace::Status::Unset
+    ));
+}
+
+/// A stand-in channel: every call is answered with one empty message, then trailers with
+/// `grpc-status: 5` (NOT_FOUND).
+fn not_found_in_the_trailers() -> impl tower::Service<
+    http::Request<tonic::body::Body>,
+    Response = http::Response<
+        impl http_body::Body<Data = bytes::Bytes, Error = std::convert::Infallible>,
+    >,
+    Error = std::convert::Infallible,
+    Future = impl Future + Send,
+> + Clone
++ Send
++ 'static {
+    tower::service_fn(|_req: http::Request<tonic::body::Body>| async {
+        let mut trailers = http::HeaderMap::new();
+        trailers.insert("grpc-status", http::HeaderValue::from_static("5"));
+        trailers.insert(
+            "grpc-message",
+            http::HeaderValue::from_static("no such greeting"),
+        );
+        let frames = [
+            Ok::<_, std::convert::Infallible>(http_body::Frame::data(bytes::Bytes::from_static(
+                &[0, 0, 0, 0, 0],
+            ))),
+            Ok(http_body::Frame::trailers(trailers)),
+        ];
+        let body = http_body_util::StreamBody::new(futures_util::stream::iter(frames));
+        Ok(http::Response::builder()
+            .header("content-type", "application/grpc")
+            .body(body)
+            .unwrap())
+    })
+}
+
+#[tokio::test]
+async fn a_code_in_the_trailers_goes_on_the_spans_which_close_then() {
+    use http_body_util::BodyExt;
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry::{KeyValue, Value};
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("courier-grpc-tests")));
+    let _guard = tracing::subscriber::set_default(subscriber);
+    let attr = |span: &SpanData, key: &str| -> Option<Value> {
+        span.attributes
+            .iter()
+            .find(|kv: &&KeyValue| kv.key.as_str() == key)
+            .map(|kv| kv.value.clone())
+    };
+    let finished = |name: &str| -> Vec<SpanData> {
+        provider.force_flush().unwrap();
+        exporter
+            .get_finished_spans()
+            .unwrap()
+            .into_iter()
+            .filter(|s| {
+                s.name == name || (name == "attempt" && attr(s, "courier.attempt").is_some())
+            })
+            .collect()
+    };
+
+    let mut svc = layer().channel(
+        "http://h.example".parse().unwrap(),
+        not_found_in_the_trailers(),
+    );
+    let resp = bounded(tower::ServiceExt::oneshot(&mut svc, say_hello_request()))
+        .await
+        .expect("an answer");
+    // The headers came without a status: the spans wait for the trailers.
+    assert!(finished("attempt").is_empty());
+    assert!(finished("courier.call").is_empty());
+    let body = bounded(resp.into_body().collect()).await.expect("the body");
+    let trailers = body.trailers().expect("trailers").clone();
+    assert_eq!(trailers["grpc-status"], "5");
+
+    let attempts = finished("attempt");
+    assert_eq!(attempts.len(), 1, "not retried: {attempts:#?}");
+    let calls = finished("courier.call");
+    assert_eq!(calls.len(), 1);
+    for span in [&attempts[0], &calls[0]] {
+        assert_eq!(attr(span, "rpc.system"), Some(Value::from("grpc")));
+        assert_eq!(attr(span, "rpc.grpc.status_code"), Some(Value::I64(5)));
+        assert_eq!(attr(span, "error.type"), Some(Value::from("NOT_FOUND")));
+        assert_eq!(
+            attr(span, "http.response.status_code"),
+            Some(Value::I64(200))
+        );
+        assert!(matches!(
+            span.status,
+            opentelemetry::trace::Status::Error { .. }
+        ));
+    }
+    assert_eq!(
+        attr(&attempts[0], "courier.retry.reason"),
+        Some(Value::from("final_status"))
+    );
+
+    // A body dropped before its trailers closes the spans without a code.
+    exporter.reset();
+    let resp = bounded(tower::ServiceExt::oneshot(&mut svc, say_hello_request()))
+        .await
+        .expect("an answer");
+    assert!(finished("attempt").is_empty());
+    drop(resp);
+    let attempts = finished("attempt");
+    assert_eq!(attempts.len(), 1);
+    assert_eq!(attr(&attempts[0], "rpc.grpc.status_code"), None);
+    assert_eq!(attr(&attempts[0], "error.type"), None);
+    assert_eq!(finished("courier.call").len(), 1);
+}
+
+#[tokio::test]
+async fn without_the_grpc_channel_the_spans_close_with_the_answer() {
+    use opentelemetry::trace::TracerProvider as _;
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("courier-grpc-tests")));
+    let _guard = tracing::subscriber::set_default(subscriber);
+
+    // The retry layer alone, over the stand-in: nobody said it reads the trailers.
+    let mut svc = tower::ServiceBuilder::new()
+        .layer(RetryLayer::new().retry_safe_paths([SAY_HELLO]))
+        .map_request(
+            |req: http::Request<courier::retry::ReplayBody<tonic::body::Body>>| {
+                req.map(tonic::body::Body::new)
+            },
+        )
+        .service(not_found_in_the_trailers());
+    let resp = bounded(tower::ServiceExt::oneshot(
+        &mut svc,
+        say_hello_request().map(courier::retry::ReplayBody::new),
+    ))
+    .await
+    .expect("an answer");
+    assert!(
+        resp.extensions()
+            .get::<courier::retry::future::GrpcStatusSpans>()
+            .is_none()
+    );
+    provider.force_flush().unwrap();
+    let names: Vec<_> = exporter
+        .get_finished_spans()
+        .unwrap()
+        .into_iter()
+        .map(|s| s.name)
+        .collect();
+    assert_eq!(names.len(), 2, "the attempt's and the call's: {names:?}");
+    drop(resp);
 }

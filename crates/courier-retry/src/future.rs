@@ -7,12 +7,17 @@
 //! Dropping the future at any point stops
 //! everything: no further attempt is sent, and a budget withdrawal for a retry not yet sent is
 //! given back.
+//!
+//! A gRPC answer whose `grpc-status` is to come in its trailers can carry its last attempt's
+//! span, still open, to the caller that reads them: [`ReadsGrpcTrailers`] on the request,
+//! [`GrpcStatusSpans`] on the response.
 
 use crate::body::RetryBody;
 use crate::budget::Withdrawal;
 use crate::layer::Config;
 use crate::policy::backoff;
 use crate::telemetry::{self, Spans};
+pub use crate::telemetry::{GrpcStatusSpans, ReadsGrpcTrailers};
 use bytes::Buf;
 use courier_core::classify::FailureKind;
 use courier_core::extensions::{AttemptOutcome, Decision, GrpcAnswer, Reason};
@@ -507,13 +512,16 @@ impl<S, B: RetryBody> Ctx<S, B> {
         record: AttemptRecord,
     ) -> Result<Response<RB>, BoxError> {
         self.log(&record);
-        self.spans.finish(&res, &record);
+        let awaiting = self.spans.finish(&res, &record);
         self.records.push(record);
         self.finished = true;
         let records = std::mem::take(&mut self.records);
         match res {
             Ok(mut response) => {
                 response.extensions_mut().insert(records);
+                if let Some(spans) = awaiting {
+                    response.extensions_mut().insert(spans);
+                }
                 Ok(response)
             }
             Err(e) => Err(Box::new(CallFailed::new(e, records))),

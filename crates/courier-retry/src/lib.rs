@@ -106,7 +106,12 @@
 //!
 //! Waits are no spans: an attempt span ends once its answer's head has come and the next step
 //! is decided, the next attempt's span starts when that attempt is handed on, and the gap
-//! between them is the wait, whose length and source the span before it carries. Integers are
+//! between them is the wait, whose length and source the span before it carries. One
+//! exception: a gRPC answer that sent its headers without a `grpc-status`, to a caller that
+//! reads its trailers ([`future::ReadsGrpcTrailers`] on the request, as `courier::grpc`'s
+//! channel does), carries its last attempt's span and this layer's call span on the response
+//! ([`future::GrpcStatusSpans`]), open until the trailers' code is recorded on them (`rpc.system`,
+//! `rpc.grpc.status_code`, and a code other than OK by its name as `error.type`). Integers are
 //! recorded as `i64`. Until a `tracing` subscriber is set no span is made, and one that does not
 //! want them has them disabled where they are made: nothing is formatted or allocated.
 //!

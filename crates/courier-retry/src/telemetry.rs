@@ -13,7 +13,7 @@
 
 use crate::layer::Config;
 use courier_core::extensions::{AttemptOutcome, Decision};
-use courier_core::grpc::GrpcCode;
+use courier_core::grpc::{GrpcCode, is_grpc, status_in_headers};
 use courier_core::telemetry::{self as names, UrlFull};
 use courier_core::{AttemptRecord, BoxError};
 use http::Response;
@@ -40,6 +40,49 @@ struct Open {
     /// Whether the call span is this layer's own, not an outer layer's adopted.
     own: bool,
     attempt: Span,
+    /// The last attempt's span, ended but kept open for the `grpc-status` of its answer's
+    /// trailers (see [`GrpcStatusSpans`]).
+    awaiting: Option<Span>,
+}
+
+/// A request extension: whoever makes the request reads its answer's trailers, and takes
+/// the [`GrpcStatusSpans`] the retry layer puts on a gRPC answer whose `grpc-status` is to
+/// come in them (`courier::grpc`'s channel does). Without it every span closes when the
+/// retry layer returns the answer.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ReadsGrpcTrailers;
+
+/// A response extension the retry layer adds to a gRPC answer that came without a
+/// `grpc-status` in its headers, when the request carried [`ReadsGrpcTrailers`] and a
+/// `tracing` subscriber wants the spans: the last attempt's span, and the call span when it
+/// is the retry layer's own, kept open until the code is known.
+/// [`complete`](Self::complete) records the trailers' code on them and closes them; dropped
+/// without it (a body dropped or failed before its trailers), they close without a code.
+#[derive(Clone)]
+pub struct GrpcStatusSpans {
+    attempt: Span,
+    call: Option<Span>,
+}
+
+impl GrpcStatusSpans {
+    /// The answer ended with `code`: `rpc.system = "grpc"` and `rpc.grpc.status_code` on the
+    /// spans, and for a code other than OK its name as `error.type` and
+    /// `otel.status_code = "ERROR"`, as on an answer whose code came with its headers. The
+    /// spans close when this (and every clone) is dropped.
+    pub fn complete(self, code: GrpcCode) {
+        for span in std::iter::once(&self.attempt).chain(self.call.as_ref()) {
+            record_grpc_code(span, code);
+        }
+    }
+}
+
+impl std::fmt::Debug for GrpcStatusSpans {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GrpcStatusSpans")
+            .field("attempt", &self.attempt.id())
+            .field("call", &self.call.as_ref().and_then(Span::id))
+            .finish()
+    }
 }
 
 impl Spans {
@@ -99,7 +142,7 @@ impl Spans {
         #[cfg(not(feature = "metrics"))]
         let _ = (config, parts, now);
         if let Some(s) = self.spans.as_deref_mut() {
-            end_attempt(s, res, record);
+            end_attempt(s, parts, res, record);
         }
     }
 
@@ -107,15 +150,27 @@ impl Spans {
     /// outer layer's call span, the answer's status is that layer's to record (the cache's
     /// caller may get another status than the last attempt's: a 304 becomes a 200); a failure
     /// is recorded here.
+    ///
+    /// A gRPC answer whose code is to come in its trailers, for a caller that reads them
+    /// ([`ReadsGrpcTrailers`]), leaves the last attempt's span and its own call span open:
+    /// they are returned, for the answer to carry.
     #[inline]
     pub(crate) fn finish<RB>(
         &mut self,
         res: &Result<Response<RB>, BoxError>,
         record: &AttemptRecord,
-    ) {
-        if let Some(s) = self.spans.take() {
-            finish_call(&s, res, record);
-        }
+    ) -> Option<GrpcStatusSpans> {
+        let s = self.spans.take()?;
+        finish_call(&s, res, record);
+        let Open {
+            call,
+            own,
+            awaiting,
+            ..
+        } = *s;
+        let attempt = awaiting?;
+        let call = (own && !call.is_disabled()).then_some(call);
+        Some(GrpcStatusSpans { attempt, call })
     }
 }
 
@@ -189,18 +244,28 @@ fn open(parts: &Parts, query: bool) -> Option<Box<Open>> {
         return None;
     }
     let attempt = attempt_span(&call, parts, query, 1);
-    Some(Box::new(Open { call, own, attempt }))
+    Some(Box::new(Open {
+        call,
+        own,
+        attempt,
+        awaiting: None,
+    }))
 }
 
-/// Records on the attempt span what the attempt got and what was decided, and closes it.
+/// Records on the attempt span what the attempt got and what was decided, and closes it; or
+/// keeps it open for its trailers' `grpc-status` (see [`Spans::finish`]).
 #[inline(never)]
-fn end_attempt<RB>(s: &mut Open, res: &Result<Response<RB>, BoxError>, record: &AttemptRecord) {
+fn end_attempt<RB>(
+    s: &mut Open,
+    parts: &Parts,
+    res: &Result<Response<RB>, BoxError>,
+    record: &AttemptRecord,
+) {
     let span = std::mem::replace(&mut s.attempt, Span::none());
     if span.is_disabled() {
         return;
     }
-    let span = &span;
-    outcome(span, res, record);
+    outcome(&span, res, record);
     span.record("courier.retry.decision", record.decision.as_str());
     span.record("courier.retry.reason", record.reason.as_str());
     if record.decision == Decision::Retry {
@@ -208,6 +273,25 @@ fn end_attempt<RB>(s: &mut Open, res: &Result<Response<RB>, BoxError>, record: &
         if let Some(source) = record.wait_source {
             span.record("courier.retry.wait_source", source.as_str());
         }
+    }
+    if record.decision == Decision::Stop
+        && matches!(record.outcome, AttemptOutcome::Status(_))
+        && awaits_grpc_status(parts, res)
+    {
+        s.awaiting = Some(span);
+    }
+}
+
+/// Whether `res` is a gRPC answer whose `grpc-status` is to come in its trailers, for a
+/// caller that reads them.
+fn awaits_grpc_status<RB>(parts: &Parts, res: &Result<Response<RB>, BoxError>) -> bool {
+    match res {
+        Ok(r) => {
+            is_grpc(r.headers())
+                && status_in_headers(r.headers()).is_none()
+                && parts.extensions.get::<ReadsGrpcTrailers>().is_some()
+        }
+        Err(_) => false,
     }
 }
 
@@ -277,14 +361,10 @@ fn outcome<RB>(span: &Span, res: &Result<Response<RB>, BoxError>, record: &Attem
                 _ => None,
             };
             if let Some(code) = grpc {
-                span.record("rpc.system", "grpc");
-                span.record("rpc.grpc.status_code", i64::from(code.get()));
-            }
-            if let Some(code) = grpc.filter(|c| *c != GrpcCode::OK) {
-                // Its name; a code gRPC does not define, its number.
-                span.record("error.type", tracing::field::display(code));
-                span.record("otel.status_code", "ERROR");
-                return;
+                record_grpc_code(span, code);
+                if code != GrpcCode::OK {
+                    return;
+                }
             }
             let verdict = &record.verdict;
             let error_type = if names::is_error_status(status) {
@@ -303,6 +383,18 @@ fn outcome<RB>(span: &Span, res: &Result<Response<RB>, BoxError>, record: &Attem
             span.record("error.type", names::error_type(&**e));
             span.record("otel.status_code", "ERROR");
         }
+    }
+}
+
+/// Records a gRPC answer's code on `span`: `rpc.system = "grpc"`, `rpc.grpc.status_code`,
+/// and for a code other than OK, its name as `error.type` (a code gRPC does not define, its
+/// number) and `otel.status_code = "ERROR"`.
+fn record_grpc_code(span: &Span, code: GrpcCode) {
+    span.record("rpc.system", "grpc");
+    span.record("rpc.grpc.status_code", i64::from(code.get()));
+    if code != GrpcCode::OK {
+        span.record("error.type", tracing::field::display(code));
+        span.record("otel.status_code", "ERROR");
     }
 }
 
