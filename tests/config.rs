@@ -537,6 +537,9 @@ fn environment_overrides_apply_over_the_file() {
             ("PATH", "/usr/bin"),
             ("COURIER", "ignored: no prefix"),
             ("XCOURIER_DEFAULT__DEADLINE", "ignored: no prefix"),
+            // Other tools' variables, courier's own included.
+            ("COURIER_REQUIRE_REDIS", "1"),
+            ("COURIER_BENCH_CALLS", "5000"),
         ]))
         .unwrap();
     let Some(OrOff::On(retry)) = &over.default.retry else {

@@ -184,8 +184,9 @@ impl Config {
     /// joined by `__`, a route by its index: `COURIER_DEFAULT__DEADLINE=5s`,
     /// `COURIER_DEFAULT__RETRY__ATTEMPTS=2`, `COURIER_ROUTES__1__RATE_LIMIT__RATE=10/s`. A
     /// value is read as JSON when it is JSON (`5`, `false`, `[429, "500-599"]`), else as
-    /// text. Variables without the prefix are ignored; one that names no field is an error.
-    /// Give it `std::env::vars()`.
+    /// text. Only variables that start `COURIER_DEFAULT__` or `COURIER_ROUTES__` are read (other
+    /// `COURIER_` variables belong to other tools, courier's own included); one of those that
+    /// names no field is an error. Give it `std::env::vars()`.
     ///
     /// ```
     /// use courier::config::Config;
@@ -207,7 +208,10 @@ impl Config {
         let mut tree = serde_json::to_value(self)
             .map_err(|e| ConfigError::one("", format!("the configuration: {e}")))?;
         for (name, value) in vars {
-            let Some(path) = name.strip_prefix("COURIER_") else {
+            let Some(path) = name
+                .strip_prefix("COURIER_")
+                .filter(|p| p.starts_with("DEFAULT__") || p.starts_with("ROUTES__"))
+            else {
                 continue;
             };
             let parsed = serde_json::from_str(&value)

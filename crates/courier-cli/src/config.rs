@@ -18,8 +18,8 @@ pub(crate) const MAX_CONFIG_FILE: u64 = 1 << 20;
 #[derive(Debug, Clone, Args)]
 pub(crate) struct ConfigArgs {
     /// Take the preset's policies from this TOML file: a default policy and rules per
-    /// destination (see `courier::config`); COURIER_... variables override its fields
-    /// (COURIER_DEFAULT__RETRY__ATTEMPTS=5). --retries, --deadline, --attempt-timeout,
+    /// destination (see `courier::config`); COURIER_DEFAULT__... and COURIER_ROUTES__...
+    /// variables override its fields (COURIER_DEFAULT__RETRY__ATTEMPTS=5). --retries, --deadline, --attempt-timeout,
     /// --max-wait and --rate/--burst, when given, replace the file's default policy's values.
     #[arg(long, value_name = "FILE")]
     pub(crate) config: Option<PathBuf>,
