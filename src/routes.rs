@@ -7,6 +7,7 @@ use courier_core::BoxError;
 use http::uri::Scheme;
 use pin_project_lite::pin_project;
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -298,6 +299,11 @@ pub(crate) struct Routed<S> {
 struct Table<S> {
     default: Stack<S>,
     routes: Vec<(Route, Stack<S>)>,
+    /// The routes that name one exact host, by that host (lowercase): their indices, in order.
+    /// A call is matched only against its own host's, not against every rule.
+    by_host: HashMap<Box<str>, Vec<usize>>,
+    /// The other routes (any host, or a host's subdomains): their indices, in order.
+    others: Vec<usize>,
 }
 
 impl<S: Clone> Clone for Routed<S> {
@@ -365,6 +371,14 @@ impl<S: Clone> Routed<S> {
 
 impl<S: Clone> Table<S> {
     fn build(rules: &Rules, default: Stack<S>, transport: &S) -> Self {
+        let mut by_host: HashMap<Box<str>, Vec<usize>> = HashMap::new();
+        let mut others = Vec::new();
+        for (i, (route, _)) in rules.routes.iter().enumerate() {
+            match &route.host {
+                Some(HostPattern::Exact(host)) => by_host.entry(host.clone()).or_default().push(i),
+                _ => others.push(i),
+            }
+        }
         Self {
             default,
             routes: rules
@@ -372,6 +386,8 @@ impl<S: Clone> Table<S> {
                 .iter()
                 .map(|(route, layer)| (route.clone(), layer.stack(transport.clone())))
                 .collect(),
+            by_host,
+            others,
         }
     }
 }
@@ -381,12 +397,33 @@ impl<S> Routed<S> {
     /// none does.
     #[inline]
     fn pick(&self, method: &http::Method, uri: &http::Uri, headers: &http::HeaderMap) -> usize {
-        let routes = &self.table.routes;
+        let table = &*self.table;
+        let routes = &table.routes;
         let mut target = Target::new(method, uri, headers);
-        routes
+        let mut first = routes.len();
+        if !table.by_host.is_empty() {
+            let same_host: &[usize] = match target.host_port() {
+                Some((host, _)) if host.bytes().any(|b| b.is_ascii_uppercase()) => table
+                    .by_host
+                    .get(host.to_ascii_lowercase().as_str())
+                    .map_or(&[], Vec::as_slice),
+                Some((host, _)) => table.by_host.get(host).map_or(&[], Vec::as_slice),
+                None => &[],
+            };
+            if let Some(&i) = same_host
+                .iter()
+                .find(|&&i| routes[i].0.matches_target(&mut target))
+            {
+                first = i;
+            }
+        }
+        table
+            .others
             .iter()
-            .position(|(route, _)| route.matches_target(&mut target))
-            .unwrap_or(routes.len())
+            .copied()
+            .take_while(|&i| i < first)
+            .find(|&i| routes[i].0.matches_target(&mut target))
+            .unwrap_or(first)
     }
 
     /// Sends `req` through its rule's stack: this service's own copy of it, called at once

@@ -409,3 +409,43 @@ async fn rules_in_code_take_their_calls_and_share_what_they_keep() {
     assert_eq!(hits(&server, "once"), 1);
     assert_eq!(hits(&server, "thrice"), 3);
 }
+
+/// First match wins, whichever kind of host each rule names: rules for one exact host are
+/// looked up by it, the others scanned, and the earlier of the two takes the call.
+#[tokio::test]
+async fn the_first_rule_that_matches_takes_the_call_whatever_host_each_names() {
+    use courier::retry::RetryLayer;
+    use courier::routes::Route;
+    let server = FaultServer::start().await.unwrap();
+    let attempts = |n| {
+        move |l: CourierLayer| l.retry(RetryLayer::new().attempts(n).base(Duration::from_millis(1)))
+    };
+    let layer = CourierLayer::new()
+        .cache(None)
+        .retry(RetryLayer::new().attempts(5).base(Duration::from_millis(1)))
+        .route(Route::new().host("elsewhere.example"), attempts(1))
+        .route(Route::new().path_prefix("/s/any"), attempts(1))
+        .route(
+            Route::new().host("127.0.0.1").path_prefix("/s/exact"),
+            attempts(2),
+        )
+        .route(Route::new().host("*.0.0.1"), attempts(3))
+        .route(Route::new().host("127.0.0.1"), attempts(4))
+        .route(Route::new().path_prefix("/s/late"), attempts(1));
+    let client = layer.hyper::<http_body_util::Full<bytes::Bytes>>();
+    let cases = [("any", 1), ("exact", 2), ("late", 3), ("other", 3)];
+    for (name, _) in cases {
+        server.set_plan(name, vec![Step::status(500).times(9)]);
+    }
+    bounded(async {
+        for (name, _) in cases {
+            call(&client, &server.url_for(&format!("/s/{name}")))
+                .await
+                .unwrap();
+        }
+    })
+    .await;
+    for (name, want) in cases {
+        assert_eq!(hits(&server, name), want, "/s/{name}");
+    }
+}
