@@ -20,9 +20,24 @@
 //! Counts: `COURIER_BENCH_SEQ` requests per sequential run (default 3000), and
 //! `COURIER_BENCH_CONC` per concurrent run (default 8000, split over 16 tasks).
 //!
-//! Then latency with 256 tasks in flight, raw hyper-util against the preset and the peer stack
-//! over it: p50 and p99 of every request of three runs each (`COURIER_BENCH_LAT` requests per
-//! run, default 10 240), and what each adds.
+//! Then latency with 256 tasks in flight, raw hyper-util against the preset, `courier::Client`
+//! and the peer stack over it: p50 and p99 of every request of three runs each
+//! (`COURIER_BENCH_LAT` requests per run, default 10 240), and what each adds.
+//!
+//! `courier::Client` (the preset's defaults over hyper-util, called as reqwest is: a URL
+//! string, `get(url).send()`, `bytes()`) runs beside the preset over hyper-util; after the
+//! table, its cost over the preset per request (`1/rate` of the client minus `1/rate` of the
+//! preset in the same round, the median of the rounds) is printed for each concurrency.
+//!
+//! `COURIER_BENCH_ONLY=a,b` runs only the variants named `a` or `b` (a part that is no whole
+//! name picks every name containing it) and the raw client of their transport, which the
+//! ratios need; the latency table is restricted the same way, and no chart is drawn (the
+//! checked-in chart is of the whole bench):
+//!
+//! ```text
+//! COURIER_BENCH_ONLY='courier preset over hyper-util,courier::Client' \
+//!     cargo bench -p courier-bench --bench loopback
+//! ```
 
 #![allow(missing_docs)]
 
@@ -47,6 +62,9 @@ const TASKS: usize = 16;
 enum Client {
     HyperRaw,
     HyperPreset,
+    /// `courier::Client::new()`: the preset's defaults over hyper-util, behind the client's
+    /// URL parsing, request building, redirect handling and response type.
+    Courier,
     /// The preset over hyper-util with adaptive pacing off: what the pacing costs a healthy
     /// host.
     HyperPresetNoPacing,
@@ -91,6 +109,7 @@ impl Client {
         match self {
             Self::HyperRaw => "hyper-util client (raw)",
             Self::HyperPreset => "courier preset over hyper-util",
+            Self::Courier => "courier::Client over hyper-util (get(url).send(), bytes())",
             Self::HyperPresetNoPacing => "courier preset over hyper-util, adaptive pacing off",
             Self::ReqwestRaw => "reqwest (raw)",
             Self::ReqwestPreset => "courier preset over reqwest",
@@ -105,6 +124,7 @@ impl Client {
         match self {
             Self::HyperRaw
             | Self::HyperPreset
+            | Self::Courier
             | Self::HyperPresetNoPacing
             | Self::HyperPeer
             | Self::HyperLayer(_) => Self::HyperRaw,
@@ -119,6 +139,7 @@ struct Clients {
     uri: Uri,
     hyper: courier::transport::HyperClient<Body>,
     hyper_preset: courier::Courier<courier::transport::HyperService<Body>>,
+    client: courier::Client,
     hyper_no_pacing: courier::Courier<courier::transport::HyperService<Body>>,
     hyper_layers: Vec<courier::Courier<courier::transport::HyperService<Body>>>,
     reqwest: reqwest::Client,
@@ -156,6 +177,15 @@ async fn sequential(clients: Clients, client: Client, n: usize) -> (usize, Vec<D
                 _ => clients.hyper_preset.clone(),
             };
             return through(svc, &clients.uri, n).await;
+        }
+        Client::Courier => {
+            for _ in 0..n {
+                let sent = Instant::now();
+                if let Ok(resp) = clients.client.get(&clients.url).send().await {
+                    ok += usize::from(resp.bytes().await.is_ok_and(|b| b == BODY));
+                }
+                times.push(sent.elapsed());
+            }
         }
         Client::HyperPeer => return through(clients.hyper_peer.clone(), &clients.uri, n).await,
         Client::ReqwestPeer => return through(clients.reqwest_peer.clone(), &clients.uri, n).await,
@@ -313,6 +343,7 @@ fn main() {
         uri: url.parse().expect("a valid uri"),
         hyper: hyper_client(),
         hyper_preset: CourierLayer::new().hyper(),
+        client: courier::Client::new(),
         hyper_no_pacing: CourierLayer::new().adaptive_pacing(None).hyper(),
         hyper_layers: (0..HYPER_LAYERS.len())
             .map(|i| hyper_layer(i).hyper())
@@ -334,6 +365,7 @@ fn main() {
         for client in [
             Client::HyperRaw,
             Client::HyperPreset,
+            Client::Courier,
             Client::HyperPresetNoPacing,
             Client::ReqwestRaw,
             Client::ReqwestPreset,
@@ -348,6 +380,35 @@ fn main() {
         for i in 0..HYPER_LAYERS.len() {
             variants.push((Client::HyperLayer(i), TASKS));
         }
+    }
+    let only = only();
+    if let Some(only) = &only {
+        // A part that is a whole name picks that variant alone; any other, every name holding it.
+        let names: Vec<&str> = variants.iter().map(|(c, _)| c.name()).collect();
+        let chosen = |c: Client| {
+            only.iter().any(|o| {
+                if names.contains(&o.as_str()) {
+                    c.name() == o
+                } else {
+                    c.name().contains(o.as_str())
+                }
+            })
+        };
+        let keep: Vec<(Client, usize)> = variants
+            .iter()
+            .copied()
+            .filter(|&(c, t)| {
+                chosen(c)
+                    || variants
+                        .iter()
+                        .any(|&(o, ot)| ot == t && chosen(o) && o.raw() == c)
+            })
+            .collect();
+        assert!(
+            !keep.is_empty(),
+            "COURIER_BENCH_ONLY={only:?} names no variant"
+        );
+        variants = keep;
     }
     let count = |tasks: usize| if tasks == 1 { seq } else { conc };
 
@@ -418,6 +479,68 @@ fn main() {
         );
     }
 
+    for (tasks, per_round) in client_over_preset(&variants, &rates) {
+        println!(
+            "courier::Client over the preset, {tasks} task(s): {:+.0} ns per request \
+             (median of the rounds; rounds from {:+.0} to {:+.0} ns)",
+            median(per_round.clone()),
+            per_round.iter().copied().fold(f64::INFINITY, f64::min),
+            per_round.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        );
+    }
+
+    if only.is_none() {
+        draw(&chart_rows);
+    }
+
+    // Latency with many callers: every request of 3 rounds (rotating order) per client.
+    let lat_n = env_count("COURIER_BENCH_LAT", 10_240);
+    let lat_clients: Vec<Client> = [
+        Client::HyperRaw,
+        Client::HyperPreset,
+        Client::Courier,
+        Client::HyperPeer,
+    ]
+    .into_iter()
+    .filter(|&c| c == Client::HyperRaw || variants.iter().any(|&(v, _)| v == c))
+    .collect();
+    latency_table(&rt, &clients, &lat_clients, lat_n);
+    drop(clients);
+    drop(rt);
+    drop(server);
+}
+
+/// `COURIER_BENCH_ONLY`: the parts of variant names to run, when set.
+fn only() -> Option<Vec<String>> {
+    let v = std::env::var("COURIER_BENCH_ONLY").ok()?;
+    let parts: Vec<String> = v
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect();
+    (!parts.is_empty()).then_some(parts)
+}
+
+/// For each concurrency where both ran: the client's time per request minus the preset's over
+/// hyper-util, in ns, round by round.
+fn client_over_preset(variants: &[(Client, usize)], rates: &[Vec<f64>]) -> Vec<(usize, Vec<f64>)> {
+    let mut out = Vec::new();
+    for tasks in [1, TASKS] {
+        let at = |c: Client| variants.iter().position(|&v| v == (c, tasks));
+        if let (Some(client), Some(preset)) = (at(Client::Courier), at(Client::HyperPreset)) {
+            let per_round = rates[client]
+                .iter()
+                .zip(&rates[preset])
+                .map(|(c, p)| 1e9 / c - 1e9 / p)
+                .collect();
+            out.push((tasks, per_round));
+        }
+    }
+    out
+}
+
+fn draw(chart_rows: &[(&str, [Option<f64>; 2])]) {
     let path = charts::chart_dir().join("loopback.svg");
     let groups: Vec<&str> = chart_rows.iter().map(|(name, _)| *name).collect();
     let values: Vec<Vec<Option<f64>>> = chart_rows
@@ -435,15 +558,21 @@ fn main() {
         Ok(()) => println!("\nchart: {}", path.display()),
         Err(e) => eprintln!("\nchart {}: {e}", path.display()),
     }
+}
 
-    // Latency with many callers: every request of 3 rounds (rotating order) per client.
-    let lat_n = env_count("COURIER_BENCH_LAT", 10_240);
-    let lat_clients = [Client::HyperRaw, Client::HyperPreset, Client::HyperPeer];
+/// The latency table: every request of 3 runs of `lat_n` requests (rotating order) per client,
+/// [`Client::HyperRaw`] first.
+fn latency_table(
+    rt: &tokio::runtime::Runtime,
+    clients: &Clients,
+    lat_clients: &[Client],
+    lat_n: usize,
+) {
     let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); lat_clients.len()];
     for round in 0..3 {
         for k in 0..lat_clients.len() {
             let v = (round + k) % lat_clients.len();
-            let times = rt.block_on(latencies(&clients, lat_clients[v], lat_n));
+            let times = rt.block_on(latencies(clients, lat_clients[v], lat_n));
             lat[v].extend(times);
         }
     }
@@ -467,7 +596,4 @@ fn main() {
             micros(p99.saturating_sub(raw99)),
         );
     }
-    drop(clients);
-    drop(rt);
-    drop(server);
 }

@@ -8,7 +8,8 @@
 //! VARIANT: one of `courier_bench::callgrind::LOOPBACK_VARIANTS`: `raw`, `bare` (the preset
 //! with every layer off), `bare_no_ua` (the same, sending no `User-Agent`, as the raw client
 //! does not), `deadline`, `attempt_timeout`, `cache`, `retry`, `breaker` (that layer alone),
-//! `preset`, `peer` (the same features built from peers: `courier_bench::peer`).
+//! `preset`, `client` (`courier::Client::new()`: `get(url).send()`, then `bytes()`), `peer`
+//! (the same features built from peers: `courier_bench::peer`).
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();

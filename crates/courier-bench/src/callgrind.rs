@@ -22,9 +22,11 @@ use tower::{Service, ServiceExt};
 type Body = Full<Bytes>;
 
 /// The loopback variants, in the order of the table: the raw hyper-util client, the preset
-/// with every layer off (with and without its `User-Agent`), each layer alone, the preset, and
-/// the same features built from peers.
-pub const LOOPBACK_VARIANTS: [&str; 12] = [
+/// with every layer off (with and without its `User-Agent`), each layer alone, the preset (and
+/// the preset called as `oneshot` on a clone per request, as the README calls it),
+/// `courier::Client` (the preset's defaults over hyper-util, called with a URL string: `get`,
+/// `send`, `bytes`), and the same features built from peers.
+pub const LOOPBACK_VARIANTS: [&str; 14] = [
     "raw",
     "bare",
     "bare_no_ua",
@@ -36,6 +38,8 @@ pub const LOOPBACK_VARIANTS: [&str; 12] = [
     "concurrency",
     "preset",
     "preset_no_concurrency",
+    "preset_oneshot",
+    "client",
     "peer",
 ];
 
@@ -80,6 +84,7 @@ fn layer(name: &str) -> Option<CourierLayer> {
         "breaker" => bare.circuit_breaker(courier::breaker::CircuitBreakerLayer::new()),
         "concurrency" => bare.concurrency_limit(courier::preset::preset_concurrency_limit()),
         "preset_no_concurrency" => CourierLayer::new().concurrency_limit(None),
+        "preset_oneshot" => CourierLayer::new(),
         _ => return None,
     })
 }
@@ -101,6 +106,35 @@ where
     ok
 }
 
+/// `n` requests one after the other, each through a clone of `svc` (`oneshot`): how many
+/// answered with the whole body.
+async fn oneshot_calls<S, RB>(svc: S, uri: Uri, n: usize) -> usize
+where
+    S: Service<Request<Body>, Response = http::Response<RB>> + Clone,
+    RB: http_body::Body,
+{
+    let mut ok = 0;
+    for _ in 0..n {
+        if let Ok(resp) = svc.clone().oneshot(request(&uri)).await {
+            let body = resp.into_body().collect().await.ok();
+            ok += usize::from(body.is_some_and(|c| c.to_bytes() == BODY));
+        }
+    }
+    ok
+}
+
+/// `n` GETs of `url` one after the other through `client`, each read whole: how many answered
+/// with [`BODY`].
+async fn client_calls(client: courier::Client, url: String, n: usize) -> usize {
+    let mut ok = 0;
+    for _ in 0..n {
+        if let Ok(resp) = client.get(&url).send().await {
+            ok += usize::from(resp.bytes().await.is_ok_and(|b| b == BODY));
+        }
+    }
+    ok
+}
+
 /// `n` requests over loopback through `variant` (one of [`LOOPBACK_VARIANTS`]) from `tasks`
 /// tasks. The server runs in the same process, so its share is the same for every variant and
 /// cancels out in a difference.
@@ -116,7 +150,8 @@ pub fn loopback_calls(variant: &str, n: usize, tasks: usize) {
     let tasks = tasks.max(1);
     let variant = variant.to_owned();
     let server = LoopbackServer::start().expect("the loopback server starts");
-    let uri: Uri = server.url("/v1/items").parse().expect("a valid uri");
+    let url = server.url("/v1/items");
+    let uri: Uri = url.parse().expect("a valid uri");
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -125,10 +160,18 @@ pub fn loopback_calls(variant: &str, n: usize, tasks: usize) {
         let raw = hyper_client::<Body>();
         let stack = layer(&variant).map(|l| l.hyper::<Body>());
         let peer = (variant == "peer").then(|| crate::peer::stack(raw.clone(), None));
+        let client = (variant == "client").then(courier::Client::new);
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..tasks {
             let (raw, uri, per_task) = (raw.clone(), uri.clone(), n / tasks);
+            if let Some(client) = &client {
+                set.spawn(client_calls(client.clone(), url.clone(), per_task));
+                continue;
+            }
             match (&stack, &peer) {
+                (Some(stack), _) if variant == "preset_oneshot" => {
+                    set.spawn(oneshot_calls(stack.clone(), uri, per_task))
+                }
                 (Some(stack), _) => set.spawn(calls(stack.clone(), uri, per_task)),
                 (None, Some(peer)) => set.spawn(calls(peer.clone(), uri, per_task)),
                 (None, None) => set.spawn(async move {

@@ -12,7 +12,9 @@
 //! misses, forwards, and wraps the answer's body. Its hit path (a fresh entry served from
 //! memory) and revalidation path (a 304 merged into the stored entry) have variants of their
 //! own, and so do the global breaker and bucket, a bucket whose host changes on every call,
-//! and the timeouts over an inner future that is pending once before it answers.
+//! and the timeouts over an inner future that is pending once before it answers; and the bare
+//! service over a URI parsed from a string on every call, as `courier::Client` parses it
+//! ([`URL_PARSED`]).
 //!
 //! Every variant is boxed behind the same `dyn FnMut() -> bool`, so each pays the same
 //! indirect call, the bare one included.
@@ -46,6 +48,11 @@ pub const URI: &str = "http://api.example.com:8080/v1/items?page=2";
 
 /// The name of the variant without any layer.
 pub const BARE: &str = "bare service_fn";
+
+/// [`BARE`] with the URI made from the string [`URI`] on every call, as `courier::Client`
+/// makes it: `url::Url::parse`, the scheme checked, the fragment dropped, then an
+/// `http::Uri` from the URL's text. Its "added" is that parsing alone.
+pub const URL_PARSED: &str = "bare service_fn, URI parsed from a string (as courier::Client)";
 
 /// The name of the variant whose inner future yields once, without any layer.
 pub const YIELD_BASE: &str = "inner yields once";
@@ -526,6 +533,25 @@ pub fn variants() -> Vec<Variant> {
             tower::timeout::TimeoutLayer::new(per_call).layer(YieldOnce),
         ),
     ]);
+    out.push({
+        let mut svc = service_fn(ok);
+        Variant {
+            name: URL_PARSED,
+            call: Box::new(move || {
+                let Ok(mut url) = courier::client::Url::parse(std::hint::black_box(URI)) else {
+                    return false;
+                };
+                if !matches!(url.scheme(), "http" | "https") {
+                    return false;
+                }
+                url.set_fragment(None);
+                let Ok(uri) = Uri::try_from(url.as_str()) else {
+                    return false;
+                };
+                one(&mut svc, &uri)
+            }),
+        }
+    });
     out
 }
 
@@ -579,7 +605,7 @@ mod tests {
         let _rt = rt.enter();
         let mut variants = variants();
         assert_eq!(variants[0].name, BARE);
-        assert_eq!(variants.len(), 42);
+        assert_eq!(variants.len(), 43);
         for v in &mut variants {
             for _ in 0..1000 {
                 assert!((v.call)(), "{} left the happy path", v.name);
