@@ -87,6 +87,13 @@ pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
         layer: courier_retry::RetryLayer,
     ) -> ServiceBuilder<Stack<courier_retry::RetryLayer, L>>;
 
+    /// Adds a [`HedgeLayer`](courier_retry::hedge::HedgeLayer).
+    #[cfg(feature = "retry")]
+    fn hedge(
+        self,
+        layer: courier_retry::hedge::HedgeLayer,
+    ) -> ServiceBuilder<Stack<courier_retry::hedge::HedgeLayer, L>>;
+
     /// Adds a [`ClassifyBodyLayer`](courier_retry::ClassifyBodyLayer).
     #[cfg(feature = "retry")]
     fn classify_body(
@@ -172,6 +179,14 @@ impl<L> ServiceBuilderExt<L> for ServiceBuilder<L> {
         self,
         layer: courier_retry::RetryLayer,
     ) -> ServiceBuilder<Stack<courier_retry::RetryLayer, L>> {
+        self.layer(layer)
+    }
+
+    #[cfg(feature = "retry")]
+    fn hedge(
+        self,
+        layer: courier_retry::hedge::HedgeLayer,
+    ) -> ServiceBuilder<Stack<courier_retry::hedge::HedgeLayer, L>> {
         self.layer(layer)
     }
 

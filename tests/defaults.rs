@@ -217,6 +217,9 @@ fn the_readme_table_of_defaults_says_what_the_code_does() {
     let preset = format!("{:?}", CourierLayer::new());
     let classifier = format!("{:?}", Classifier::new());
     let retry = format!("{:?}", RetryLayer::new());
+    let hedge = format!("{:?}", courier::retry::hedge::HedgeLayer::new());
+    let hedge_delay = field(&hedge, "delay");
+    let hedge_budget = field(&hedge, "budget");
     let budget = format!("{:?}", RetryBudget::new());
     let bucket_layer =
         TokenBucketRateLimitLayer::new(Rate::per_second(1.0).unwrap(), 1.try_into().unwrap());
@@ -325,6 +328,27 @@ fn the_readme_table_of_defaults_says_what_the_code_does() {
             "",
             "`RetryBudget::max_keys`",
             vec![num(field(&budget, "max_hosts"))],
+        ),
+        (
+            "`HedgeLayer`",
+            "delay",
+            vec![
+                Num((field(hedge_delay, "q").parse::<f64>().unwrap() * 100.0).round()),
+                dur(field(&hedge, "window")),
+                dur(field(hedge_delay, "min")),
+                dur(field(hedge_delay, "max")),
+                Num(f64::from(courier::retry::hedge::MIN_LATENCIES)),
+            ],
+        ),
+        ("", "`attempts`", vec![num(field(&hedge, "attempts"))]),
+        (
+            "",
+            "`budget`",
+            vec![
+                Share(field(hedge_budget, "ratio").parse().unwrap()),
+                dur(field(hedge_budget, "window")),
+                num(field(hedge_budget, "floor")),
+            ],
         ),
         (
             "",

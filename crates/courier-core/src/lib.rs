@@ -72,4 +72,4 @@ pub use extensions::{AttemptRecord, Attempts, CacheStatus, CallContext, WaitSour
 pub use hints::{HintConfig, ResetFormat, ServerHint};
 pub use host::{HostKey, RequestHead, without_default_port};
 pub use key::{Global, KeyBy, KeyFn, PerHost};
-pub use options::CallOptions;
+pub use options::{CallOptions, Hedging};

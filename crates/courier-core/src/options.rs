@@ -10,6 +10,8 @@
 //! | [`deadline`](CallOptions::deadline) | `courier_deadline::DeadlineLayer` | replaces the layer's budget, shorter or longer; a deadline already in force (an outer layer's, a server-side scope's) still bounds it: a deadline only shrinks |
 //! | [`attempts`](CallOptions::attempts) | `courier_retry::RetryLayer` | replaces the layer's attempts; the retry budget still has the last word |
 //! | [`retry_safe`](CallOptions::retry_safe) | `courier_retry::RetryLayer` | `true`: repeated as an idempotent request would be; `false`: never repeated once it may have reached the server, whatever its method, key or path |
+//! | [`hedge_after`](CallOptions::hedge_after) | `courier_retry::hedge::HedgeLayer` | sends a hedge after this delay, in place of the layer's delay (fixed or learned); the request must still be retry-safe, and the hedge budget still has the last word |
+//! | [`no_hedge`](CallOptions::no_hedge) | `courier_retry::hedge::HedgeLayer` | no hedge for this call |
 //! | [`no_cache`](CallOptions::no_cache) | `courier_cache::EtagCacheLayer` | the cache neither answers it nor stores its answer, adds no validators and joins no other call's request; the response is marked [`CacheStatus::Bypass`](crate::CacheStatus::Bypass) |
 //!
 //! A connect failure is retried even under `retry_safe(false)`: nothing was sent, so repeating
@@ -26,7 +28,9 @@
 //!   call that may not take any time is no call, and a longer one is more likely a unit
 //!   mistake (seconds given as milliseconds) than a wish;
 //! - attempts must be at least 1 (the first attempt counts); there is no upper bound, as there
-//!   is none on `RetryLayer::attempts`.
+//!   is none on `RetryLayer::attempts`;
+//! - a hedge delay must be above zero and at most [`CallOptions::MAX_HEDGE_DELAY`] (one hour):
+//!   a hedge sent at once is a second request, not a hedge.
 //!
 //! ```
 //! use courier_core::{CallContext, CallOptions};
@@ -62,16 +66,39 @@ use std::time::Duration;
 /// Every option is unset by default: the layers' settings apply.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct CallOptions {
-    /// In nanoseconds (a day fits): the options stay two words in every call's context.
+    /// In nanoseconds (a day fits): the options stay three words in every call's context.
     deadline: Option<NonZeroU64>,
     attempts: Option<NonZeroU32>,
     retry_safe: Option<bool>,
     no_cache: bool,
+    hedge: Hedge,
+}
+
+/// What a call asks of the hedge layer: kept in microseconds, so the options stay small.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+enum Hedge {
+    #[default]
+    Unset,
+    Off,
+    After(NonZeroU32),
+}
+
+/// What a call asked of the hedge layer with [`CallOptions::hedge_after`] or
+/// [`CallOptions::no_hedge`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Hedging {
+    /// No hedge for this call.
+    Off,
+    /// A hedge after this delay, in place of the layer's.
+    After(Duration),
 }
 
 impl CallOptions {
     /// The longest deadline a call may ask for: one day.
     pub const MAX_DEADLINE: Duration = Duration::from_secs(86_400);
+
+    /// The longest hedge delay a call may ask for: one hour.
+    pub const MAX_HEDGE_DELAY: Duration = Duration::from_secs(3_600);
 
     /// No option set: the layers' own settings apply.
     pub const fn new() -> Self {
@@ -80,6 +107,7 @@ impl CallOptions {
             attempts: None,
             retry_safe: None,
             no_cache: false,
+            hedge: Hedge::Unset,
         }
     }
 
@@ -144,6 +172,45 @@ impl CallOptions {
         self
     }
 
+    /// Sends a hedge of this call after `delay` (in place of the hedge layer's own delay), if
+    /// the call is retry-safe and the hedge budget allows it. Microseconds count; less is
+    /// rounded up to one.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidConfig`] for zero or for more than [`MAX_HEDGE_DELAY`](Self::MAX_HEDGE_DELAY).
+    pub fn hedge_after(mut self, delay: Duration) -> Result<Self, InvalidConfig> {
+        if delay.is_zero() || delay > Self::MAX_HEDGE_DELAY {
+            return Err(InvalidConfig::new(
+                "CallOptions::hedge_after must be above zero and at most one hour",
+                format_args!("{delay:?}"),
+                "the time after which a second request may go, such as 50ms",
+            ));
+        }
+        // At most an hour: fits in u32 microseconds.
+        let micros = u32::try_from(delay.as_micros()).unwrap_or(u32::MAX).max(1);
+        self.hedge = Hedge::After(NonZeroU32::new(micros).expect("at least 1"));
+        Ok(self)
+    }
+
+    /// No hedge for this call, whatever the hedge layer's settings.
+    pub const fn no_hedge(mut self) -> Self {
+        self.hedge = Hedge::Off;
+        self
+    }
+
+    /// What [`hedge_after`](Self::hedge_after) or [`no_hedge`](Self::no_hedge) said, if either
+    /// was called.
+    pub const fn hedging(&self) -> Option<Hedging> {
+        match self.hedge {
+            Hedge::Unset => None,
+            Hedge::Off => Some(Hedging::Off),
+            Hedge::After(micros) => {
+                Some(Hedging::After(Duration::from_micros(micros.get() as u64)))
+            }
+        }
+    }
+
     /// The budget set with [`deadline`](Self::deadline).
     pub const fn budget(&self) -> Option<Duration> {
         match self.deadline {
@@ -176,6 +243,7 @@ impl CallOptions {
             && self.attempts.is_none()
             && self.retry_safe.is_none()
             && !self.no_cache
+            && matches!(self.hedge, Hedge::Unset)
     }
 
     /// Puts these options in `req`'s [`CallContext`], replacing any set before.
@@ -202,6 +270,11 @@ mod tests {
                  use the time this call may take, such as 2s",
             ),
             (
+                CallOptions::new().hedge_after(Duration::ZERO).unwrap_err(),
+                "invalid setting: CallOptions::hedge_after must be above zero and at most one \
+                 hour, got 0ns; use the time after which a second request may go, such as 50ms",
+            ),
+            (
                 CallOptions::new()
                     .deadline(Duration::from_secs(86_401))
                     .unwrap_err(),
@@ -226,11 +299,36 @@ mod tests {
             .deadline(Duration::from_nanos(1))
             .unwrap();
         assert_eq!(shortest.budget(), Some(Duration::from_nanos(1)));
+        let hedge = CallOptions::new()
+            .hedge_after(CallOptions::MAX_HEDGE_DELAY)
+            .unwrap();
+        assert_eq!(
+            hedge.hedging(),
+            Some(Hedging::After(CallOptions::MAX_HEDGE_DELAY))
+        );
+        let hedge = CallOptions::new()
+            .hedge_after(Duration::from_nanos(1))
+            .unwrap();
+        assert_eq!(
+            hedge.hedging(),
+            Some(Hedging::After(Duration::from_micros(1))),
+            "rounded up to a microsecond"
+        );
+        assert!(!hedge.is_empty());
+        assert_eq!(
+            hedge.no_hedge().hedging(),
+            Some(Hedging::Off),
+            "the last call wins"
+        );
+        assert!(CallOptions::new().hedging().is_none());
+        CallOptions::new()
+            .hedge_after(CallOptions::MAX_HEDGE_DELAY + Duration::from_nanos(1))
+            .unwrap_err();
     }
 
     #[test]
-    fn options_are_two_words() {
-        assert_eq!(std::mem::size_of::<CallOptions>(), 16);
+    fn options_are_three_words() {
+        assert_eq!(std::mem::size_of::<CallOptions>(), 24);
     }
 
     #[test]

@@ -192,6 +192,7 @@ pub mod budget;
 pub mod classify_body;
 pub mod error;
 pub mod future;
+pub mod hedge;
 mod layer;
 #[cfg(feature = "metrics")]
 pub mod metrics;

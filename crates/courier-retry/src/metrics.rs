@@ -5,6 +5,9 @@
 //! | `http.client.request.duration` | histogram | s | `http.request.method`, `server.address`, `server.port`, `http.response.status_code` or `error.type` |
 //! | `courier.retry.retries` | counter | {retry} | `host`, `method`, `reason`, `outcome` (status class or failure kind) |
 //! | `courier.retry.budget_refusals` | counter | {retry} | `host`, `method` |
+//! | `courier.hedge.sent` | counter | {request} | `host` |
+//! | `courier.hedge.won` | counter | {call} | `host` |
+//! | `courier.hedge.budget_refusals` | counter | {request} | `host` |
 //!
 //! One duration per attempt, each retry decided counted once (a retry that a wait or a body
 //! then cancels still counts: it was decided). The labels are bounded: a host is a key of the
@@ -29,6 +32,19 @@ pub const RETRIES: &str = "courier.retry.retries";
 /// `courier.retry.budget_refusals`.
 pub const BUDGET_REFUSALS: &str = "courier.retry.budget_refusals";
 
+/// `courier.hedge.sent`: hedges sent ([`crate::hedge`]).
+pub const HEDGES_SENT: &str = "courier.hedge.sent";
+/// `courier.hedge.won`: calls whose answer came from a hedge.
+pub const HEDGES_WON: &str = "courier.hedge.won";
+/// `courier.hedge.budget_refusals`: hedges the hedge budget refused.
+pub const HEDGE_BUDGET_REFUSALS: &str = "courier.hedge.budget_refusals";
+
+/// Counts one hedge event `name` for the host of `parts`.
+pub(crate) fn hedge(name: &'static str, parts: &Parts) {
+    let host = HostKey::from_parts(&parts.uri, &parts.headers).to_string();
+    metrics::counter!(name, "host" => host).increment(1);
+}
+
 /// Describes the metrics above to the installed recorder (units and help text).
 pub fn describe() {
     metrics::describe_histogram!(
@@ -45,6 +61,21 @@ pub fn describe() {
         BUDGET_REFUSALS,
         metrics::Unit::Count,
         "Retries the retry budget refused, by host and method."
+    );
+    metrics::describe_counter!(
+        HEDGES_SENT,
+        metrics::Unit::Count,
+        "Hedged requests sent, by host."
+    );
+    metrics::describe_counter!(
+        HEDGES_WON,
+        metrics::Unit::Count,
+        "Calls whose answer came from a hedge, by host."
+    );
+    metrics::describe_counter!(
+        HEDGE_BUDGET_REFUSALS,
+        metrics::Unit::Count,
+        "Hedges the hedge budget refused, by host."
     );
 }
 

@@ -24,6 +24,8 @@ pub enum Answer {
     Fail(io::ErrorKind),
     /// Answer `status` after a delay (an attempt timeout can cut it short).
     Delay(Duration, u16),
+    /// Answer `status` with headers after a delay.
+    DelayHeaders(Duration, u16, Vec<(&'static str, String)>),
     /// One of our own refusals from a layer below.
     Local,
 }
@@ -113,6 +115,10 @@ where
                 Answer::Delay(d, s) => {
                     tokio::time::sleep(d).await;
                     (s, vec![])
+                }
+                Answer::DelayHeaders(d, s, h) => {
+                    tokio::time::sleep(d).await;
+                    (s, h)
                 }
             };
             let mut res = Response::builder().status(status);
