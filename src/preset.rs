@@ -5,7 +5,6 @@
 //!  └ Deadline            total budget for the whole call, response body included
 //!    └ EtagCache         fresh hit: answer at once; else add validators; 304: stored body
 //!      └ Retry           the attempt loop; every attempt goes through everything below
-//!       └ Hedge          a second request against the slow tail (off unless set)
 //!        └ CircuitBreaker    per host: fail fast while open, trials judged together while half-open
 //!          └ RateLimit       per host: pace every attempt, retries included
 //!            └ AdaptivePacing   per host: pace an overloaded host at what it accepts
@@ -30,10 +29,6 @@
 //!   wait is not in the latency an adaptive limit learns from; above the attempt timeout, so
 //!   that an attempt cut off by it reaches the limit as a timeout and its permit covers the
 //!   whole attempt. The permit is held until the answer's body ends or is dropped.
-//! - Hedging ([`CourierLayer::hedge`]) is below retry and above the breaker, the limiter,
-//!   pacing and the concurrency limit: each hedge passes them like any attempt, and a retry
-//!   attempt may be hedged. It is off by default: a hedge is extra load on the host, which its
-//!   owner decides on, as gRPC's hedging policy and tower's `Hedge` are opt-in.
 //! - The attempt timeout is innermost so that it bounds one attempt, never the waits between.
 //! - The body's classification ([`ClassifyBody`], a pass-through unless the
 //!   [`classifier`](CourierLayer::classifier) has a body rule) is under the attempt timeout,
@@ -146,7 +141,6 @@ use courier_ratelimit::{
 };
 #[cfg(feature = "redis")]
 use courier_redis::{LocalOrRedis, RedisStore};
-use courier_retry::hedge::{Hedge, HedgeLayer};
 use courier_retry::{ClassifiedBody, ClassifyBody, Retry, RetryLayer};
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::Arc;
@@ -266,13 +260,11 @@ pub const DEFAULT_OPEN_BACKOFF_CAP: Duration = Duration::from_secs(300);
 pub type Stack<S> = Deadline<
     EtagCache<
         Retry<
-            Hedge<
-                CircuitBreaker<
-                    TokenBucketRateLimit<
-                        AdaptivePacing<ConcurrencyLimit<AttemptTimeout<ClassifyBody<S>>>>,
-                        PerHost,
-                        PresetStore,
-                    >,
+            CircuitBreaker<
+                TokenBucketRateLimit<
+                    AdaptivePacing<ConcurrencyLimit<AttemptTimeout<ClassifyBody<S>>>>,
+                    PerHost,
+                    PresetStore,
                 >,
             >,
         >,
@@ -304,7 +296,6 @@ pub struct CourierLayer {
     pub(crate) deadline: Option<DeadlineLayer>,
     pub(crate) cache: Option<EtagCacheLayer>,
     pub(crate) retry: Option<RetryLayer>,
-    pub(crate) hedge: Option<HedgeLayer>,
     pub(crate) breaker: Option<CircuitBreakerLayer>,
     pub(crate) rate_limit: Option<TokenBucketRateLimitLayer>,
     pub(crate) pacing: Option<AdaptivePacingLayer>,
@@ -350,7 +341,6 @@ impl CourierLayer {
             deadline: None,
             cache: None,
             retry: None,
-            hedge: None,
             breaker: None,
             rate_limit: None,
             pacing: None,
@@ -389,24 +379,6 @@ impl CourierLayer {
     /// It reads answers with the preset's [`classifier`](Self::classifier) when one is set.
     pub fn retry(mut self, layer: impl Into<Option<RetryLayer>>) -> Self {
         self.retry = layer.into();
-        self.share_classifier()
-    }
-
-    /// Hedging against the slow tail, or `None` for none. Defaults to `None`: a hedge is extra
-    /// load on the host (at most 10 % with [`HedgeLayer::new`]), which its owner decides on.
-    /// [`HedgeLayer::new`] hedges a retry-safe request after the host's 95th percentile
-    /// latency; see [`courier_retry::hedge`]. It reads answers with the preset's
-    /// [`classifier`](Self::classifier) when one is set.
-    ///
-    /// ```
-    /// use courier::CourierLayer;
-    /// use courier::retry::hedge::HedgeLayer;
-    ///
-    /// let layer = CourierLayer::new().hedge(HedgeLayer::new());
-    /// # let _ = layer;
-    /// ```
-    pub fn hedge(mut self, layer: impl Into<Option<HedgeLayer>>) -> Self {
-        self.hedge = layer.into();
         self.share_classifier()
     }
 
@@ -474,7 +446,6 @@ impl CourierLayer {
     fn share_classifier(mut self) -> Self {
         if let Some(c) = &self.classifier {
             self.retry = self.retry.map(|l| l.classifier(c.clone()));
-            self.hedge = self.hedge.map(|l| l.classifier(c.clone()));
             self.breaker = self.breaker.map(|l| l.classifier(c.clone()));
             self.pacing = self.pacing.map(|l| l.classifier(c.clone()));
             self.concurrency = self.concurrency.map(|l| l.classifier(c.clone()));
@@ -764,7 +735,6 @@ impl CourierLayer {
             CircuitBreaker::new,
             CircuitBreaker::pass_through,
         );
-        let inner = on_or_pass(self.hedge.clone(), inner, Hedge::new, Hedge::pass_through);
         let inner = on_or_pass(self.retry.clone(), inner, Retry::new, Retry::pass_through);
         let inner = on_or_pass(
             self.cache.clone(),

@@ -330,6 +330,17 @@ fn the_readme_table_of_defaults_says_what_the_code_does() {
             vec![num(field(&budget, "max_hosts"))],
         ),
         (
+            "",
+            "`generate_idempotency_keys`",
+            vec![on_off(field(&retry, "generate_keys"))],
+        ),
+        ("", "`seed`", vec![]),
+        (
+            "",
+            "`record_url_query`",
+            vec![on_off(field(&retry, "url_query"))],
+        ),
+        (
             "`HedgeLayer`",
             "delay",
             vec![
@@ -349,17 +360,6 @@ fn the_readme_table_of_defaults_says_what_the_code_does() {
                 dur(field(hedge_budget, "window")),
                 num(field(hedge_budget, "floor")),
             ],
-        ),
-        (
-            "",
-            "`generate_idempotency_keys`",
-            vec![on_off(field(&retry, "generate_keys"))],
-        ),
-        ("", "`seed`", vec![]),
-        (
-            "",
-            "`record_url_query`",
-            vec![on_off(field(&retry, "url_query"))],
         ),
         ("`TokenBucketRateLimitLayer`", "`mode`", vec![Word("Wait")]),
         ("", "`max_wait`", vec![dur(field(&bucket, "max_wait"))]),

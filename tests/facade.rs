@@ -52,22 +52,19 @@ const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
     use courier::deadline::{AttemptTimeout, Deadline, DeadlineBody};
     use courier::preset::{PresetBody, PresetStore};
     use courier::ratelimit::{AdaptivePacing, TokenBucketRateLimit};
-    use courier::retry::hedge::Hedge;
     use courier::retry::{ClassifiedBody, ClassifyBody, Retry};
     let _stack: Deadline<
         EtagCache<
             Retry<
-                Hedge<
-                    CircuitBreaker<
-                        TokenBucketRateLimit<
-                            AdaptivePacing<
-                                ConcurrencyLimit<
-                                    AttemptTimeout<ClassifyBody<HyperService<Full<Bytes>>>>,
-                                >,
+                CircuitBreaker<
+                    TokenBucketRateLimit<
+                        AdaptivePacing<
+                            ConcurrencyLimit<
+                                AttemptTimeout<ClassifyBody<HyperService<Full<Bytes>>>>,
                             >,
-                            PerHost,
-                            PresetStore,
                         >,
+                        PerHost,
+                        PresetStore,
                     >,
                 >,
             >,
@@ -86,12 +83,11 @@ const _: fn(Courier<HyperService<Full<Bytes>>>) = |preset| {
 async fn bare_preset_passes_everything_through() {
     courier_testkit::pass_through::check(|inner| CourierLayer::bare().service(inner)).await;
 
-    fn off(preset: &Courier<()>) -> [bool; 9] {
+    fn off(preset: &Courier<()>) -> [bool; 8] {
         let deadline = preset.get_ref();
         let cache = deadline.get_ref();
         let retry = cache.get_ref();
-        let hedge = retry.get_ref();
-        let breaker = hedge.get_ref();
+        let breaker = retry.get_ref();
         let limiter = breaker.get_ref();
         let pacing = limiter.get_ref();
         let concurrency = pacing.get_ref();
@@ -100,7 +96,6 @@ async fn bare_preset_passes_everything_through() {
             deadline.is_pass_through(),
             cache.is_pass_through(),
             retry.is_pass_through(),
-            hedge.is_pass_through(),
             breaker.is_pass_through(),
             limiter.is_pass_through(),
             pacing.is_pass_through(),
@@ -112,17 +107,16 @@ async fn bare_preset_passes_everything_through() {
         Rate::per_second(10.0).unwrap(),
         NonZeroU32::new(5).unwrap(),
     );
-    assert_eq!(off(&CourierLayer::bare().service(())), [true; 9]);
+    assert_eq!(off(&CourierLayer::bare().service(())), [true; 8]);
     assert_eq!(
         off(&CourierLayer::new().service(())),
-        [false, false, false, true, false, true, false, false, false],
-        "the defaults: every layer but hedging and the rate limiter"
+        [false, false, false, false, true, false, false, false],
+        "the defaults: every layer but the rate limiter"
     );
     let alone = [
         CourierLayer::bare().deadline(Duration::from_secs(1)),
         CourierLayer::bare().cache(courier::cache::EtagCacheLayer::new()),
         CourierLayer::bare().retry(RetryLayer::new()),
-        CourierLayer::bare().hedge(courier::retry::hedge::HedgeLayer::new()),
         CourierLayer::bare().circuit_breaker(CircuitBreakerLayer::new()),
         CourierLayer::bare().rate_limit(limiter),
         CourierLayer::bare().adaptive_pacing(courier::ratelimit::AdaptivePacingLayer::new()),
@@ -130,7 +124,7 @@ async fn bare_preset_passes_everything_through() {
         CourierLayer::bare().attempt_timeout(Duration::from_secs(1)),
     ];
     for (i, layer) in alone.iter().enumerate() {
-        let mut want = [true; 9];
+        let mut want = [true; 8];
         want[i] = false;
         assert_eq!(off(&layer.service(())), want, "layer {i} alone");
     }

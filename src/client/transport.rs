@@ -62,7 +62,6 @@ fn transport_of<S>(preset: &Courier<S>) -> &S {
         .get_ref()
         .get_ref() // EtagCache
         .get_ref() // Retry
-        .get_ref() // Hedge
         .get_ref() // CircuitBreaker
         .get_ref() // TokenBucketRateLimit
         .get_ref() // AdaptivePacing

@@ -119,6 +119,8 @@ pub(super) struct Hedging<S, B> {
     parent: Span,
     /// Requests sent so far, the first included.
     sent: u32,
+    /// When each request went, in order.
+    sends: Vec<Instant>,
     /// No hedge may go any more: pushback, a refusal below, the budget, the deadline.
     stopped: bool,
     records: Vec<HedgeRecord>,
@@ -168,6 +170,7 @@ impl<S, B> Hedging<S, B> {
             start,
             parent: Span::current(),
             sent: 1,
+            sends: vec![start],
             stopped: false,
             records: Vec::new(),
         }
@@ -237,10 +240,23 @@ where
             match self.judge(&res, done.attempt > 1) {
                 Judgement::Wins => {
                     self.end(&done, HedgeOutcome::Won, Some(&res));
+                    // The latest request to go: every cancelled one sent before it had not
+                    // answered when it went.
+                    let last_sent = out
+                        .iter()
+                        .map(|o| o.sent_at)
+                        .chain([done.sent_at])
+                        .max()
+                        .unwrap_or(done.sent_at);
                     for o in out.drain(..) {
-                        if let Some(sketch) = &self.sketch {
-                            // Cancelled: it took at least this long.
-                            sketch.record(now.saturating_duration_since(o.sent_at), now);
+                        if let Some(sketch) = &self.sketch
+                            && o.sent_at < last_sent
+                        {
+                            // Overtaken: slower than the wait before the next request at
+                            // least, and counted as that, not as the time the winner took,
+                            // which would raise the delay with every hedge that wins.
+                            let next = self.next_sent_after(o.sent_at, last_sent);
+                            sketch.record(next.saturating_duration_since(o.sent_at), now);
                         }
                         self.end(&o, HedgeOutcome::Cancelled, None);
                     }
@@ -302,6 +318,7 @@ where
         withdrawal.commit();
         let attempt = self.sent + 1;
         self.sent = attempt;
+        self.sends.push(now);
         let mut parts = self.parts.clone();
         if is_grpc(&parts.headers) {
             parts
@@ -370,6 +387,16 @@ impl<S, B> Hedging<S, B> {
                 Judgement::NonFatal { pushback }
             }
         }
+    }
+
+    /// When the first request after `sent` went, `last` at the latest.
+    fn next_sent_after(&self, sent: Instant, last: Instant) -> Instant {
+        self.sends
+            .iter()
+            .copied()
+            .filter(|&t| t > sent)
+            .min()
+            .unwrap_or(last)
     }
 
     /// The span of request `attempt`, sent `offset` after the first.

@@ -29,9 +29,12 @@
 //! one delay after the one before. No hedge goes once the call's deadline has passed.
 //!
 //! The learned latency of a request is the time to its answer's head. A request cancelled
-//! because another won counts with the time it had waited: at least that long. So a host's
-//! slow answers stay in its sketch even when hedges win in their place, and the percentile does
-//! not drift down to the fast answers alone.
+//! after a later one overtook it counts as the wait before that later one went: it was at
+//! least that slow. So a host's slow answers stay in its sketch even when hedges win in their
+//! place, and the percentile neither drifts down to the fast answers alone nor climbs with
+//! the winners' own time (counting a cancelled request at the moment the winner answered
+//! would put the delay plus a fast answer in the sketch, and the percentile would rise to meet
+//! it).
 //!
 //! Why the 95th: it hedges about one call in twenty on a host with a steady tail, half the
 //! default budget, so the budget binds only when the tail grows; a lower percentile hedges
@@ -70,10 +73,24 @@
 //!
 //! # Where in a stack
 //!
-//! Below retry and above the breaker, the rate limiter, pacing and the concurrency limit
-//! (courier's preset puts it there): each hedge passes them like any attempt, and each retry
-//! attempt may be hedged. The layer needs a `Clone` inner service; a hedge clones it and
-//! waits for its readiness.
+//! Below retry and above the breaker, the rate limiter, pacing and the concurrency limit: each
+//! hedge passes them like any attempt, and each retry attempt may be hedged. The layer needs a
+//! `Clone` inner service; a hedge clones it and waits for its readiness.
+//!
+//! ```
+//! use courier_retry::RetryLayer;
+//! use courier_retry::hedge::HedgeLayer;
+//! use tower::ServiceBuilder;
+//!
+//! let stack = ServiceBuilder::new()
+//!     .layer(RetryLayer::new())
+//!     .layer(HedgeLayer::new())
+//!     // The breaker, the rate limiter, pacing, the concurrency limit, the transport.
+//!     .service_fn(|_req: http::Request<String>| async {
+//!         Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+//!     });
+//! # let _ = stack;
+//! ```
 //!
 //! # Cancellation
 //!
@@ -90,7 +107,7 @@
 //! call, its start offset, how it ended (`won`, `cancelled`, `non_fatal`, `refused`).
 //! When a `tracing` subscriber wants them, each request of a call that may be hedged is a span
 //! `courier.hedge` (target `courier::retry`, under the current span: the retry layer's attempt
-//! span in the preset) with `courier.hedge.attempt`, `courier.hedge.offset_ms` and
+//! span when retry is above it) with `courier.hedge.attempt`, `courier.hedge.offset_ms` and
 //! `courier.hedge.outcome`; the spans of one call overlap. With the `metrics` feature:
 //! `courier.hedge.sent`, `courier.hedge.won` and `courier.hedge.budget_refusals`, by `host`.
 //! A gRPC hedge carries `grpc-previous-rpc-attempts`, as gRPC's own hedging sends.
@@ -143,7 +160,6 @@ use courier_core::grpc::GrpcCode;
 use courier_core::{BoxError, CallContext, Classifier, Hedging, HintConfig, HostKey, RequestHead};
 use future::Hedging as Call;
 use http::{Request, Response};
-use http_body::Body;
 use sketch::Sketch;
 use std::collections::HashMap;
 use std::fmt;
@@ -371,7 +387,7 @@ impl HedgeLayer {
     }
 
     /// What each answer means, and which requests may be repeated. Defaults to
-    /// [`Classifier::new`]; courier's preset gives every layer its own.
+    /// [`Classifier::new`]; give it the one the other layers read.
     pub fn classifier(self, classifier: Classifier) -> Self {
         self.with(|c| c.classifier = classifier)
     }
@@ -460,7 +476,7 @@ where
     S::Error: Into<BoxError>,
     S::Future: Send + 'static,
     B: RetryBody + Send + 'static,
-    RB: Body + Send + 'static,
+    RB: Send + 'static,
 {
     type Response = Response<RB>;
     type Error = BoxError;
