@@ -242,7 +242,11 @@ impl Service<Request<String>> for Upstream {
         let n = self.started.fetch_add(1, Ordering::SeqCst);
         self.in_flight.fetch_add(1, Ordering::SeqCst);
         let mut guard = InFlight(self.in_flight.clone(), self.dropped.clone(), false);
-        let took = if n.is_multiple_of(self.every) { self.slow } else { MS };
+        let took = if n.is_multiple_of(self.every) {
+            self.slow
+        } else {
+            MS
+        };
         let status = self.status;
         Box::pin(async move {
             tokio::time::sleep(took).await;
