@@ -53,8 +53,20 @@ async fn bounded<T>(fut: impl Future<Output = T>) -> T {
         .expect("within 10 s")
 }
 
+/// Holds this binary's tests one at a time. Three of them set a `tracing` subscriber for
+/// their thread; a span callsite first reached by another test's thread at the moment one of
+/// them sets it can be left disabled for it (`tracing`'s interest cache), and its spans lost.
+/// One at a time, nothing races the subscriber. The tests are quick: the binary runs in about
+/// half a second either way.
+static SERIAL: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+async fn serial() -> tokio::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().await
+}
+
 #[tokio::test]
 async fn unavailable_twice_then_ok_on_a_safe_method_takes_three_attempts() {
+    let _serial = serial().await;
     let server = ScriptedGreeter::start().await.unwrap();
     server.push(Answer::status(Code::Unavailable), 2);
     let mut client = client(&server, &layer()).await;
@@ -92,6 +104,7 @@ async fn unavailable_twice_then_ok_on_a_safe_method_takes_three_attempts() {
 
 #[tokio::test]
 async fn a_final_code_is_recorded_with_its_name() {
+    let _serial = serial().await;
     let server = ScriptedGreeter::start().await.unwrap();
     server.push(Answer::status(Code::PermissionDenied), 1);
     let layer = layer();
@@ -128,6 +141,7 @@ fn say_hello_request() -> http::Request<tonic::body::Body> {
 
 #[tokio::test]
 async fn a_method_not_marked_safe_is_sent_once() {
+    let _serial = serial().await;
     let server = ScriptedGreeter::start().await.unwrap();
     server.push(Answer::status(Code::Unavailable), 2);
     let mut client = client(&server, &layer()).await;
@@ -141,6 +155,7 @@ async fn a_method_not_marked_safe_is_sent_once() {
 
 #[tokio::test]
 async fn a_call_marked_safe_is_repeated_on_any_method() {
+    let _serial = serial().await;
     let server = ScriptedGreeter::start().await.unwrap();
     server.push(Answer::status(Code::Unavailable), 1);
     let mut client = client(&server, &layer()).await;
@@ -154,6 +169,7 @@ async fn a_call_marked_safe_is_repeated_on_any_method() {
 
 #[tokio::test]
 async fn a_pushback_is_waited_exactly() {
+    let _serial = serial().await;
     let server = ScriptedGreeter::start().await.unwrap();
     server.push(Answer::pushback(Code::Unavailable, "300"), 1);
     let mut client = client(&server, &layer()).await;
@@ -171,6 +187,7 @@ async fn a_pushback_is_waited_exactly() {
 
 #[tokio::test]
 async fn a_negative_or_unreadable_pushback_means_no_retry() {
+    let _serial = serial().await;
     for pushback in ["-1", "soon"] {
         let server = ScriptedGreeter::start().await.unwrap();
         server.push(Answer::pushback(Code::Unavailable, pushback), 1);
@@ -204,6 +221,7 @@ async fn a_negative_or_unreadable_pushback_means_no_retry() {
 
 #[tokio::test]
 async fn a_final_code_is_not_retried_and_leaves_the_breaker_alone() {
+    let _serial = serial().await;
     let server = ScriptedGreeter::start().await.unwrap();
     server.push(Answer::status(Code::InvalidArgument), 1);
     let layer = layer();
@@ -220,6 +238,7 @@ async fn a_final_code_is_not_retried_and_leaves_the_breaker_alone() {
 
 #[tokio::test]
 async fn five_unavailable_calls_open_the_breaker_and_the_next_fails_fast() {
+    let _serial = serial().await;
     let server = ScriptedGreeter::start().await.unwrap();
     server.push(Answer::status(Code::Unavailable), 5);
     let mut client = client(&server, &layer()).await;
@@ -237,6 +256,7 @@ async fn five_unavailable_calls_open_the_breaker_and_the_next_fails_fast() {
 
 #[tokio::test]
 async fn a_stream_that_fails_after_its_first_message_is_not_retried() {
+    let _serial = serial().await;
     let server = ScriptedGreeter::start().await.unwrap();
     server.count_fails_after(1);
     let mut client = client(&server, &layer()).await;
@@ -266,6 +286,7 @@ async fn a_stream_that_fails_after_its_first_message_is_not_retried() {
 
 #[tokio::test]
 async fn the_server_sees_the_time_left_as_grpc_timeout() {
+    let _serial = serial().await;
     let server = ScriptedGreeter::start().await.unwrap();
     let layer = layer().deadline(Duration::from_secs(2));
     let mut client = client(&server, &layer).await;
@@ -283,6 +304,7 @@ async fn the_server_sees_the_time_left_as_grpc_timeout() {
 
 #[tokio::test]
 async fn a_server_slower_than_the_deadline_fails_with_deadline_exceeded_on_time() {
+    let _serial = serial().await;
     let server = ScriptedGreeter::start().await.unwrap();
     server.push(Answer::Slow(Duration::from_secs(3)), 1);
     let layer = layer().deadline(Duration::from_millis(300));
@@ -312,6 +334,7 @@ fn layer_marking(safe: GrpcSafe) -> CourierLayer {
 
 #[tokio::test]
 async fn a_method_marked_by_its_generated_names_is_retried_and_its_sibling_is_not() {
+    let _serial = serial().await;
     use courier_testkit::grpc::greeter::greeter_server::GreeterServer;
     use tonic::server::NamedService;
     let safe = GrpcSafe::new()
@@ -337,6 +360,7 @@ async fn a_method_marked_by_its_generated_names_is_retried_and_its_sibling_is_no
 
 #[tokio::test]
 async fn a_whole_service_marked_safe_repeats_each_of_its_methods() {
+    let _serial = serial().await;
     use courier_testkit::grpc::greeter::greeter_server::SERVICE_NAME;
     let safe = GrpcSafe::new().service(SERVICE_NAME).unwrap();
     assert_eq!(safe.paths(), ["/courier.greeter.Greeter/"]);
@@ -351,6 +375,7 @@ async fn a_whole_service_marked_safe_repeats_each_of_its_methods() {
 
 #[test]
 fn a_name_that_cannot_be_in_a_method_path_is_refused() {
+    let _serial = SERIAL.blocking_lock();
     for (service, method) in [
         (
             "courier.greeter.Greeter",
@@ -387,6 +412,7 @@ fn a_name_that_cannot_be_in_a_method_path_is_refused() {
 
 #[tokio::test]
 async fn attempt_spans_carry_the_grpc_code_and_its_name_as_the_error() {
+    let _serial = serial().await;
     use opentelemetry::trace::TracerProvider as _;
     use opentelemetry::{KeyValue, Value};
     use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider, SpanData};
@@ -506,6 +532,7 @@ fn not_found_in_the_trailers() -> impl tower::Service<
 
 #[tokio::test]
 async fn a_code_in_the_trailers_goes_on_the_spans_which_close_then() {
+    let _serial = serial().await;
     use http_body_util::BodyExt;
     use opentelemetry::trace::TracerProvider as _;
     use opentelemetry::{KeyValue, Value};
@@ -589,6 +616,7 @@ async fn a_code_in_the_trailers_goes_on_the_spans_which_close_then() {
 
 #[tokio::test]
 async fn without_the_grpc_channel_the_spans_close_with_the_answer() {
+    let _serial = serial().await;
     use opentelemetry::trace::TracerProvider as _;
     use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
     use tracing_subscriber::layer::SubscriberExt;
