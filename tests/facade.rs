@@ -128,6 +128,23 @@ async fn bare_preset_passes_everything_through() {
         want[i] = false;
         assert_eq!(off(&layer.service(())), want, "layer {i} alone");
     }
+    // Hedging is the retry service's own, with or without retry's loop.
+    let hedge = courier::retry::hedge::HedgeLayer::new;
+    let hedged = CourierLayer::bare().hedge(hedge()).service(());
+    let mut want = [true; 8];
+    want[2] = false;
+    assert_eq!(off(&hedged), want, "hedging alone");
+    assert!(hedged.get_ref().get_ref().get_ref().is_hedged());
+    let both = CourierLayer::new().hedge(hedge()).service(());
+    assert!(both.get_ref().get_ref().get_ref().is_hedged());
+    assert!(
+        !CourierLayer::new()
+            .service(())
+            .get_ref()
+            .get_ref()
+            .get_ref()
+            .is_hedged()
+    );
 }
 
 #[tokio::test]

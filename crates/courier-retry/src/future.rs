@@ -14,6 +14,7 @@
 
 use crate::body::RetryBody;
 use crate::budget::Withdrawal;
+use crate::hedge;
 use crate::layer::Config;
 use crate::policy::backoff;
 use crate::telemetry::{self, Spans};
@@ -58,7 +59,7 @@ pin_project! {
         S: Service<Request<B>>,
     {
         #[pin]
-        state: State<S::Future, RB>,
+        state: State<hedge::ResponseFuture<S::Future, RB>, RB>,
         // Inline: boxed only when a retry is decided. `None` from the start in a pass-through
         // service: the first attempt's answer is the call's.
         ctx: Option<Ctx<S, B>>,
@@ -78,6 +79,8 @@ pin_project! {
 /// What a call carries from attempt to attempt.
 pub(crate) struct Ctx<S, B> {
     pub(crate) config: Arc<Config>,
+    /// The hedging of every attempt, if any.
+    pub(crate) hedge: Option<Arc<hedge::Config>>,
     pub(crate) svc: S,
     /// Method, URI, version, headers and extensions for the next attempt (without the deadline
     /// when it was the request's only extension: each later attempt gets it back).
@@ -125,7 +128,7 @@ impl<S, B, RB> ResponseFuture<S, B, RB>
 where
     S: Service<Request<B>>,
 {
-    pub(crate) fn new(fut: S::Future, ctx: Ctx<S, B>) -> Self {
+    pub(crate) fn new(fut: hedge::ResponseFuture<S::Future, RB>, ctx: Ctx<S, B>) -> Self {
         Self {
             state: State::First { fut },
             ctx: Some(ctx),
@@ -133,7 +136,7 @@ where
     }
 
     /// The inner future and nothing else: a pass-through service's.
-    pub(crate) fn pass(fut: S::Future) -> Self {
+    pub(crate) fn pass(fut: hedge::ResponseFuture<S::Future, RB>) -> Self {
         Self {
             state: State::First { fut },
             ctx: None,
@@ -143,7 +146,7 @@ where
 
 impl<S, B, RB> Future for ResponseFuture<S, B, RB>
 where
-    S: Service<Request<B>, Response = Response<RB>> + Send + 'static,
+    S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
     S::Future: Send + 'static,
     B: RetryBody + Send + 'static,
@@ -210,10 +213,11 @@ async fn retry_loop<S, B, RB>(
     mut next: Next<B>,
 ) -> Result<Response<RB>, BoxError>
 where
-    S: Service<Request<B>, Response = Response<RB>>,
+    S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
     S::Error: Into<BoxError>,
-    B: RetryBody,
-    RB: Body,
+    S::Future: Send + 'static,
+    B: RetryBody + Send + 'static,
+    RB: Body + Send + 'static,
 {
     loop {
         let mut sleep = std::pin::pin!(tokio::time::sleep(next.wait));
@@ -274,9 +278,9 @@ where
                 telemetry::inject(&span, req.headers_mut());
                 let fut = {
                     let _attempt = span.enter();
-                    ctx.svc.call(req)
+                    hedge::call(ctx.hedge.as_ref(), &mut ctx.svc, req)
                 };
-                let res = fut.instrument(span).await.map_err(Into::into);
+                let res = fut.instrument(span).await;
                 // Refused below by the breaker, the rate limiter or the concurrency limit: nothing was sent, so the retry
                 // goes back to the budget. (A spent deadline may have cut it on the server.)
                 if let (Some(w), Err(e)) = (withdrawal, &res)

@@ -1,5 +1,6 @@
 use crate::body::RetryBody;
 use crate::future::{Ctx, ResponseFuture};
+use crate::hedge;
 use crate::layer::{Config, RetryLayer};
 use crate::telemetry::{self, Spans};
 use courier_core::idempotency::IDEMPOTENCY_KEY;
@@ -26,6 +27,8 @@ pub struct Retry<S> {
     inner: S,
     /// `None` in a pass-through service.
     config: Option<Arc<Config>>,
+    /// The hedging of every attempt, when [`with_hedge`](Self::with_hedge) set it.
+    hedge: Option<Arc<crate::hedge::Config>>,
 }
 
 // === impl Retry ===
@@ -37,6 +40,7 @@ impl<S> Retry<S> {
         Self {
             inner,
             config: Some(layer.into_config()),
+            hedge: None,
         }
     }
 
@@ -47,12 +51,43 @@ impl<S> Retry<S> {
         Self {
             inner,
             config: None,
+            hedge: None,
         }
     }
 
-    /// Whether this service was made by [`pass_through`](Self::pass_through).
+    /// Hedges every attempt this service sends as `layer` says (the one attempt of a
+    /// pass-through service too): the same as a [`HedgeLayer`](crate::hedge::HedgeLayer)
+    /// just below, with no service of its own in the stack's type. The preset hedges this
+    /// way: a service level with the bounds hedging needs, in a stack as deep as the
+    /// preset's, makes the compiler's work on a program that names the stack's future grow
+    /// several times over (ARCHITECTURE.md, "Hedging in the preset").
+    ///
+    /// ```
+    /// use courier_retry::hedge::HedgeLayer;
+    /// use courier_retry::{Retry, RetryLayer};
+    /// use std::time::Duration;
+    ///
+    /// let upstream = tower::service_fn(|_req: http::Request<String>| async {
+    ///     Ok::<_, std::convert::Infallible>(http::Response::new(String::new()))
+    /// });
+    /// let retry = Retry::new(upstream, RetryLayer::new())
+    ///     .with_hedge(HedgeLayer::new().after(Duration::from_millis(50)));
+    /// assert!(retry.is_hedged());
+    /// ```
+    pub fn with_hedge(mut self, layer: crate::hedge::HedgeLayer) -> Self {
+        self.hedge = Some(Arc::clone(layer.config()));
+        self
+    }
+
+    /// Whether this service was made by [`pass_through`](Self::pass_through), and hedges
+    /// nothing.
     pub const fn is_pass_through(&self) -> bool {
-        self.config.is_none()
+        self.config.is_none() && self.hedge.is_none()
+    }
+
+    /// Whether [`with_hedge`](Self::with_hedge) set hedging.
+    pub const fn is_hedged(&self) -> bool {
+        self.hedge.is_some()
     }
 
     /// The inner service.
@@ -89,7 +124,8 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let Some(config) = self.config.clone() else {
-            return ResponseFuture::pass(self.inner.call(req));
+            let fut = hedge::call(self.hedge.as_ref(), &mut self.inner, req);
+            return ResponseFuture::pass(fut);
         };
         let start = Instant::now();
 
@@ -150,13 +186,15 @@ where
         }
         let fut = {
             let _attempt = spans.attempt().map(tracing::Span::enter);
-            self.inner.call(Request::from_parts(parts, body))
+            let req = Request::from_parts(parts, body);
+            hedge::call(self.hedge.as_ref(), &mut self.inner, req)
         };
         let svc = self.inner.clone();
         ResponseFuture::new(
             fut,
             Ctx {
                 config,
+                hedge: self.hedge.clone(),
                 svc,
                 parts: template_parts,
                 body: template,
@@ -180,6 +218,7 @@ impl<S: fmt::Debug> fmt::Debug for Retry<S> {
         f.debug_struct("Retry")
             .field("inner", &self.inner)
             .field("config", &self.config)
+            .field("hedge", &self.hedge)
             .finish()
     }
 }

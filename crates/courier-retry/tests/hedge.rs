@@ -595,3 +595,66 @@ async fn switched_off_it_passes_everything_through() {
     assert!(courier_retry::hedge::Hedge::pass_through(()).is_pass_through());
     assert!(!HedgeLayer::new().layer(()).is_pass_through());
 }
+
+#[tokio::test(start_paused = true)]
+async fn retry_hedging_its_own_attempts_does_what_a_hedge_layer_below_it_does() {
+    // Attempt 1: the first request fails slowly, its hedge fails at once; the retry goes after
+    // its wait, and its own first request is slow enough to be hedged too.
+    let script = || {
+        Mock::new([
+            Answer::Delay(500 * MS, 502),
+            Answer::Delay(10 * MS, 502),
+            Answer::Delay(2_000 * MS, 200),
+            Answer::Delay(10 * MS, 200),
+        ])
+    };
+    let retry = || RetryLayer::new().attempts(2).seed(7);
+    let hedge = || layer().after(50 * MS);
+
+    let below = script();
+    let stack = tower::ServiceBuilder::new()
+        .layer(retry())
+        .layer(hedge())
+        .service(below.clone());
+    let own = script();
+    let retry_own = courier_retry::Retry::new(own.clone(), retry()).with_hedge(hedge());
+    assert!(retry_own.is_hedged() && !retry_own.is_pass_through());
+
+    let mut seen = Vec::new();
+    for (mock, res) in [
+        (&below, stack.oneshot(get("http://a.example/x")).await),
+        (&own, retry_own.oneshot(get("http://a.example/x")).await),
+    ] {
+        let res = res.unwrap();
+        let start = mock.calls()[0].at;
+        let offsets: Vec<_> = mock.calls().iter().map(|c| c.at - start).collect();
+        let attempts = res.extensions().get::<courier_core::Attempts>().unwrap();
+        seen.push((
+            res.status(),
+            res.body().clone(),
+            offsets,
+            attempts.count(),
+            hedged(&res).map(|h| h.to_string()),
+        ));
+    }
+    assert_eq!(seen[0], seen[1]);
+    let (status, body, offsets, attempts, hedges) = &seen[1];
+    assert_eq!(
+        (status.as_u16(), body.as_str(), *attempts),
+        (200, "answer 3", 2)
+    );
+    assert_eq!(offsets.len(), 4);
+    assert_eq!(offsets[1], 50 * MS, "the first attempt's hedge");
+    assert_eq!(offsets[3] - offsets[2], 50 * MS, "the retry's hedge");
+    assert_eq!(
+        hedges.as_deref(),
+        Some("#1 at 0 ms: cancelled, #2 at 50 ms: won")
+    );
+
+    // A pass-through retry service with hedging hedges its one attempt.
+    let mock = Mock::new([Answer::Delay(2_000 * MS, 200), Answer::Delay(10 * MS, 200)]);
+    let svc = courier_retry::Retry::pass_through(mock.clone()).with_hedge(hedge());
+    let res = svc.oneshot(get("http://a.example/x")).await.unwrap();
+    assert_eq!((res.body().as_str(), mock.count()), ("answer 1", 2));
+    assert!(res.extensions().get::<courier_core::Attempts>().is_none());
+}

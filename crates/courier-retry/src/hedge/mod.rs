@@ -412,6 +412,13 @@ impl HedgeLayer {
     }
 }
 
+impl HedgeLayer {
+    /// The shared configuration, for the retry layer's own hedging.
+    pub(crate) fn config(&self) -> &Arc<Config> {
+        &self.config
+    }
+}
+
 impl<S> Layer<S> for HedgeLayer {
     type Service = Hedge<S>;
 
@@ -487,56 +494,74 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let Some(config) = self.config.as_ref() else {
-            return ResponseFuture::direct(self.inner.call(req), None);
-        };
-        let now = Instant::now();
-        let (deadline, options) = match CallContext::get(req.extensions()) {
-            Some(call) => (call.deadline(), *call.options()),
-            None => (None, courier_core::CallOptions::new()),
-        };
-        let (parts, body) = req.into_parts();
-        config.budget.deposit(&parts, now);
-        let head = RequestHead::from_parts(&parts);
-        let safe = options
-            .retry_safety()
-            .unwrap_or_else(|| config.classifier.is_retry_safe(&head));
-        let sketch = match config.delay {
-            Delay::Learned { .. } => Some(config.sketches.of(head.host(), config.window, now)),
-            Delay::Fixed(_) => None,
-        };
-        let delay = match (options.hedging(), config.delay, &sketch) {
-            (Some(Hedging::Off), ..) => None,
-            (Some(Hedging::After(delay)), ..) | (None, Delay::Fixed(delay), _) => Some(delay),
-            (None, Delay::Learned { q, min, max }, Some(sketch)) => sketch
-                .quantile(q, now)
-                .map(|learned| learned.clamp(min, max)),
-            (None, Delay::Learned { .. }, None) => None,
-        };
-        let hedgeable = safe
-            && config.attempts > 1
-            && delay.is_some_and(|d| deadline.is_none_or(|end| now + d < end));
-        let template = if hedgeable {
-            body.try_clone_body()
-        } else {
-            None
-        };
-        let (Some(delay), Some(template)) = (delay.filter(|_| hedgeable), template) else {
-            let req = Request::from_parts(parts, body);
-            return ResponseFuture::direct(self.inner.call(req), sketch.map(|s| (s, now)));
-        };
-        let call = Call::new(
-            Arc::clone(config),
-            self.inner.clone(),
-            parts,
-            template,
-            delay,
-            deadline,
-            sketch,
-            now,
-        );
-        ResponseFuture::hedged(call.start(&mut self.inner, body))
+        call(self.config.as_ref(), &mut self.inner, req)
     }
+}
+
+/// Sends `req` through `inner` (the instance `poll_ready` made ready), hedged as `config`
+/// says; without a configuration, straight through. [`Hedge`] and the retry layer's
+/// [`Retry::with_hedge`](crate::Retry::with_hedge) share it.
+pub(crate) fn call<S, B, RB>(
+    config: Option<&Arc<Config>>,
+    inner: &mut S,
+    req: Request<B>,
+) -> ResponseFuture<S::Future, RB>
+where
+    S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    B: RetryBody + Send + 'static,
+    RB: Send + 'static,
+{
+    let Some(config) = config else {
+        return ResponseFuture::direct(inner.call(req), None);
+    };
+    let now = Instant::now();
+    let (deadline, options) = match CallContext::get(req.extensions()) {
+        Some(call) => (call.deadline(), *call.options()),
+        None => (None, courier_core::CallOptions::new()),
+    };
+    let (parts, body) = req.into_parts();
+    config.budget.deposit(&parts, now);
+    let head = RequestHead::from_parts(&parts);
+    let safe = options
+        .retry_safety()
+        .unwrap_or_else(|| config.classifier.is_retry_safe(&head));
+    let sketch = match config.delay {
+        Delay::Learned { .. } => Some(config.sketches.of(head.host(), config.window, now)),
+        Delay::Fixed(_) => None,
+    };
+    let delay = match (options.hedging(), config.delay, &sketch) {
+        (Some(Hedging::Off), ..) => None,
+        (Some(Hedging::After(delay)), ..) | (None, Delay::Fixed(delay), _) => Some(delay),
+        (None, Delay::Learned { q, min, max }, Some(sketch)) => sketch
+            .quantile(q, now)
+            .map(|learned| learned.clamp(min, max)),
+        (None, Delay::Learned { .. }, None) => None,
+    };
+    let hedgeable = safe
+        && config.attempts > 1
+        && delay.is_some_and(|d| deadline.is_none_or(|end| now + d < end));
+    let template = if hedgeable {
+        body.try_clone_body()
+    } else {
+        None
+    };
+    let (Some(delay), Some(template)) = (delay.filter(|_| hedgeable), template) else {
+        let req = Request::from_parts(parts, body);
+        return ResponseFuture::direct(inner.call(req), sketch.map(|s| (s, now)));
+    };
+    let call = Call::new(
+        Arc::clone(config),
+        inner.clone(),
+        parts,
+        template,
+        delay,
+        deadline,
+        sketch,
+        now,
+    );
+    ResponseFuture::hedged(call.start(inner, body))
 }
 
 /// Every request of a call that sent a hedge, as a response extension: when each went and
