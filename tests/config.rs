@@ -64,6 +64,11 @@ half_open_trials = 3
 [default.concurrency]
 limit = 200
 
+[default.hedge]
+percentile = 90
+attempts = 3
+budget = 0.05
+
 [[routes]]
 name = "reports"
 match = { scheme = "http", host = "reports.example", port = 8080, methods = ["GET", "head"], path_prefix = "/v1/" }
@@ -74,6 +79,7 @@ breaker = { key = "route", consecutive_failures = 2 }
 pacing = false
 cache = false
 concurrency = { adaptive = true }
+hedge = false
 
 [[routes]]
 name = "quota"
@@ -81,6 +87,7 @@ match = { host = "*.quota.example" }
 rate_limit = { rate = "5/100ms", burst = 10, mode = "reject", max_wait = "2s" }
 retry = { budget = false, statuses = [503] }
 concurrency = false
+hedge = { delay = "50ms", non_fatal_grpc_codes = ["UNAVAILABLE"] }
 
 [[routes]]
 match = { grpc_service = "users.v1.Users", grpc_method = "GetUser" }
@@ -105,6 +112,7 @@ retry = { attempts = 4, base = "100ms", retry_safe_paths = ["/users.v1.Users/Lis
 name = "users-get"
 match = { grpc_service = "users.v1.Users", grpc_method = "GetUser" }
 deadline = "200ms"
+hedge = { delay = "20ms", attempts = 3, non_fatal_grpc_codes = ["UNAVAILABLE", "INTERNAL"] }
 
 [[routes]]
 name = "billing"
@@ -281,13 +289,13 @@ fn bad_files_name_the_field_and_its_value() {
             "[default]\nretries = 3",
             "default.retries: unknown field `retries`, expected one of `name`, `match`, `deadline`, \
              `attempt_timeout`, `retry`, `rate_limit`, `breaker`, `pacing`, `cache`, \
-             `concurrency`",
+             `concurrency`, `hedge`",
         ),
         (
             "[[routes]]\nmatch = {}\ntimeout = \"1s\"",
             "routes[0].timeout: unknown field `timeout`, expected one of `name`, `match`, `deadline`, \
              `attempt_timeout`, `retry`, `rate_limit`, `breaker`, `pacing`, `cache`, \
-             `concurrency`",
+             `concurrency`, `hedge`",
         ),
         (
             "[default.retry]\nmax_attempts = 3",
@@ -486,6 +494,42 @@ fn bad_files_name_the_field_and_its_value() {
             "[default]\nretry = { retry_safe_paths = [\"search\"] }",
             "default.retry.retry_safe_paths[0]: must start with '/', got \"search\"",
         ),
+        (
+            "[default]\nhedge = { delay = \"50ms\", percentile = 95 }",
+            "default.hedge.percentile: a fixed delay and a learned one exclude each other: give \
+             delay or percentile",
+        ),
+        (
+            "[default]\nhedge = { percentile = 100 }",
+            "default.hedge.percentile: must be above 0 and below 100, got 100",
+        ),
+        (
+            "[default]\nhedge = { delay = \"0ms\" }",
+            "default.hedge.delay: must be at least 1ms, got 0s",
+        ),
+        (
+            "[default]\nhedge = { attempts = 1 }",
+            "default.hedge.attempts: must be at least 2 (the first and a hedge; hedge = false \
+             for none), got 1",
+        ),
+        (
+            "[default]\nhedge = { attempts = 6 }",
+            "default.hedge.attempts: must be at most 5, got 6",
+        ),
+        (
+            "[default]\nhedge = { budget = 1.5 }",
+            "default.hedge.budget: must be a share of the requests, 0 to 1, got 1.5",
+        ),
+        (
+            "[default]\nhedge = { non_fatal_grpc_codes = [\"UNAVAILBLE\", \"OK\"] }",
+            "default.hedge.non_fatal_grpc_codes[0]: must name a gRPC code other than OK, such as \
+             \"UNAVAILABLE\", got \"UNAVAILBLE\"\ndefault.hedge.non_fatal_grpc_codes[1]: must \
+             name a gRPC code other than OK, such as \"UNAVAILABLE\", got \"OK\"",
+        ),
+        (
+            "[default]\nhedge = true",
+            "default.hedge: true says nothing: give the settings, or false for off",
+        ),
         // Every bad field at once, in the order of the file.
         (
             "[default]\ndeadline = \"0ms\"\n[[routes]]\nmatch = { host = \"a.example\" }\n\
@@ -608,7 +652,7 @@ fn bad_environment_overrides_name_the_variable_or_the_field() {
             &[("COURIER_DEFAULT__TIMEOUT", "1s")],
             "after the environment overrides: default.timeout: unknown field `timeout`, expected one \
              of `name`, `match`, `deadline`, `attempt_timeout`, `retry`, `rate_limit`, \
-             `breaker`, `pacing`, `cache`, `concurrency`",
+             `breaker`, `pacing`, `cache`, `concurrency`, `hedge`",
         ),
     ];
     let mut wrong = Vec::new();
@@ -738,4 +782,22 @@ proptest! {
             }
         }
     }
+}
+
+#[test]
+fn the_readme_example_file_builds_a_preset_with_its_three_rules() {
+    let readme = include_str!("../README.md");
+    let section = readme
+        .split("## One client, many upstreams")
+        .nth(1)
+        .expect("the README has the section");
+    let text = section
+        .split("```toml\n")
+        .nth(1)
+        .and_then(|rest| rest.split("```").next())
+        .expect("the section has a TOML block");
+    let config = from_toml(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(config.routes.len(), 3);
+    assert!(config.routes[0].hedge.is_some(), "{text}");
+    courier::CourierLayer::from_config(&config).unwrap();
 }

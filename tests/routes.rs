@@ -449,3 +449,45 @@ async fn the_first_rule_that_matches_takes_the_call_whatever_host_each_names() {
         assert_eq!(hits(&server, name), want, "/s/{name}");
     }
 }
+
+#[tokio::test]
+async fn a_route_hedges_its_slow_calls_and_another_does_not() {
+    let hedged = FaultServer::start().await.unwrap();
+    let plain = FaultServer::start().await.unwrap();
+    let layer = CourierLayer::from_config(&config(&format!(
+        r#"
+        [default]
+        cache = false
+        hedge = {{ delay = "100ms", budget = 1.0 }}
+
+        [[routes]]
+        name = "plain"
+        match = {{ port = {plain} }}
+        hedge = false
+        "#,
+        plain = plain.addr().port(),
+    )))
+    .unwrap();
+    let client = layer.hyper::<http_body_util::Full<bytes::Bytes>>();
+    for server in [&hedged, &plain] {
+        server.set_plan(
+            "tail",
+            vec![Step::ok().delay(Duration::from_millis(1500)), Step::ok()],
+        );
+    }
+    bounded(async {
+        let started = tokio::time::Instant::now();
+        assert_eq!(
+            call(&client, &hedged.url_for("/s/tail")).await.unwrap(),
+            200
+        );
+        assert!(started.elapsed() < Duration::from_millis(1200));
+        assert_eq!(hits(&hedged, "tail"), 2, "the slow request and its hedge");
+
+        let started = tokio::time::Instant::now();
+        assert_eq!(call(&client, &plain.url_for("/s/tail")).await.unwrap(), 200);
+        assert!(started.elapsed() >= Duration::from_millis(1500));
+        assert_eq!(hits(&plain, "tail"), 1, "no hedge on this route");
+    })
+    .await;
+}

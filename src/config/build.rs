@@ -2,8 +2,8 @@
 //! keeping the layers (and so the state) of a previous build where settings did not change.
 
 use super::{
-    BreakerConfig, ConcurrencyConfig, Config, ConfigError, FieldError, Match, OrOff, Policy,
-    RateLimitConfig, RetryConfig,
+    BreakerConfig, ConcurrencyConfig, Config, ConfigError, FieldError, HedgeConfig, Match, OrOff,
+    Policy, RateLimitConfig, RetryConfig,
 };
 use crate::CourierLayer;
 use crate::preset::{
@@ -15,8 +15,10 @@ use crate::routes::{Route, RouteSource, Rules};
 use courier_breaker::{CircuitBreakerLayer, FailureRate, OpenBackoff};
 use courier_cache::EtagCacheLayer;
 use courier_concurrency::{AdaptiveLimit, ConcurrencyLimitLayer};
+use courier_core::grpc::GrpcCode;
 use courier_deadline::{AttemptTimeoutLayer, DeadlineLayer};
 use courier_ratelimit::{AdaptivePacingLayer, Mode, Quota, Rate, TokenBucketRateLimitLayer};
+use courier_retry::hedge::HedgeLayer;
 use courier_retry::{RetryBudget, RetryLayer};
 use std::num::{NonZeroU32, NonZeroUsize};
 use std::sync::{Arc, Mutex};
@@ -44,6 +46,7 @@ struct Spec {
     deadline: Option<Duration>,
     attempt_timeout: Option<Duration>,
     retry: Option<RetryLayer>,
+    hedge: Option<HedgeLayer>,
     rate_limit: Option<(Quota, Mode, Option<Duration>)>,
     breaker: Option<(bool, CircuitBreakerLayer)>,
     pacing: bool,
@@ -356,6 +359,10 @@ fn spec(policy: &Policy, path: &str, errors: &mut Errors) -> Option<Spec> {
         Some(OrOff::Off) => None,
         Some(OrOff::On(r)) => retry_layer(r, &format!("{path}.retry"), errors),
     };
+    let hedge = match &policy.hedge {
+        None | Some(OrOff::Off) => None,
+        Some(OrOff::On(h)) => hedge_layer(h, &format!("{path}.hedge"), errors),
+    };
     let rate_limit = match &policy.rate_limit {
         None | Some(OrOff::Off) => None,
         Some(OrOff::On(r)) => rate_limit(r, &format!("{path}.rate_limit"), errors),
@@ -374,12 +381,77 @@ fn spec(policy: &Policy, path: &str, errors: &mut Errors) -> Option<Spec> {
         deadline,
         attempt_timeout,
         retry,
+        hedge,
         rate_limit,
         breaker,
         pacing: policy.pacing.unwrap_or(true),
         cache: policy.cache.unwrap_or(true),
         concurrency,
     })
+}
+
+fn hedge_layer(h: &HedgeConfig, path: &str, errors: &mut Errors) -> Option<HedgeLayer> {
+    let mut layer = HedgeLayer::new();
+    match (h.delay, h.percentile) {
+        (Some(_), Some(_)) => errors.push(
+            path,
+            "percentile",
+            "a fixed delay and a learned one exclude each other: give delay or percentile",
+        ),
+        (Some(delay), None) => {
+            let delay = duration_at_least(delay.0, Duration::from_millis(1), path, "delay", errors);
+            layer = layer.after(delay);
+        }
+        (None, Some(p)) if !(p > 0.0 && p < 100.0) => errors.push(
+            path,
+            "percentile",
+            format!("must be above 0 and below 100, got {p}"),
+        ),
+        (None, Some(p)) => layer = layer.percentile(p),
+        (None, None) => {}
+    }
+    if let Some(attempts) = h.attempts {
+        let max = courier_retry::hedge::MAX_ATTEMPTS;
+        if !(2..=max).contains(&attempts) {
+            let why = if attempts < 2 {
+                "at least 2 (the first and a hedge; hedge = false for none)".to_owned()
+            } else {
+                format!("at most {max}")
+            };
+            errors.push(path, "attempts", format!("must be {why}, got {attempts}"));
+        }
+        layer = layer.attempts(attempts);
+    }
+    if let Some(share) = h.budget {
+        if !(0.0..=1.0).contains(&share) {
+            errors.push(
+                path,
+                "budget",
+                format!("must be a share of the requests, 0 to 1, got {share}"),
+            );
+        }
+        layer = layer.budget(RetryBudget::new().floor(0).ratio(share));
+    }
+    if let Some(names) = &h.non_fatal_grpc_codes {
+        let mut codes = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            match (0..=16u16)
+                .map(GrpcCode::new)
+                .find(|c| c.name() == Some(name.as_str()))
+            {
+                Some(GrpcCode::OK) | None => errors.push(
+                    path,
+                    &format!("non_fatal_grpc_codes[{i}]"),
+                    format!(
+                        "must name a gRPC code other than OK, such as \"UNAVAILABLE\", got {name:?}"
+                    ),
+                ),
+                Some(code) => codes.push(code),
+            }
+        }
+        layer = layer.non_fatal_grpc_codes(codes);
+    }
+    Some(layer)
 }
 
 fn retry_layer(r: &RetryConfig, path: &str, errors: &mut Errors) -> Option<RetryLayer> {
@@ -696,6 +768,7 @@ fn make_one(resolved: &Resolved, owner: Owner<'_>) -> CourierLayer {
 
     let breaker_own = matches!(s.breaker, Some((true, _)));
     layer.retry = section!(retry, |a, b| a.retry == b.retry, false, s.retry.clone());
+    layer.hedge = section!(hedge, |a, b| a.hedge == b.hedge, false, s.hedge.clone());
     layer.breaker = section!(
         breaker,
         |a, b| a.breaker == b.breaker,

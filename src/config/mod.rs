@@ -14,7 +14,7 @@
 //!
 //! # State
 //!
-//! A route whose section (its retry, breaker, rate limit, pacing, cache or concurrency
+//! A route whose section (its retry, hedge, breaker, rate limit, pacing, cache or concurrency
 //! settings) is the default's uses the default's layer: its calls share the default's state,
 //! kept per host as always (one bucket per host, one breaker per host). A route with settings
 //! of its own has state of its own, per host, for that section: a partner host's bucket at
@@ -78,7 +78,9 @@
 //! (`service`, `method`) is a route's match, its `timeout` the route's `deadline`, its
 //! `retryPolicy`'s `maxAttempts` the route's `retry.attempts`, its
 //! `initialBackoff` and `maxBackoff` the retry's backoff, and its `retryableStatusCodes` the
-//! classifier's gRPC codes. Service-config JSON is not read as such: its
+//! classifier's gRPC codes. A `hedgingPolicy` is the route's `hedge`: its `hedgingDelay` is
+//! `hedge.delay`, its `maxAttempts` `hedge.attempts`, its `nonFatalStatusCodes`
+//! `hedge.non_fatal_grpc_codes`. Service-config JSON is not read as such: its
 //! throttling and load-balancing parts have no counterpart here, and one format keeps one
 //! meaning per key.
 
@@ -179,6 +181,12 @@ pub struct Policy {
         serde(default, skip_serializing_if = "Option::is_none")
     )]
     pub concurrency: Option<OrOff<ConcurrencyConfig>>,
+    /// Hedging against the slow tail, or off (the default).
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub hedge: Option<OrOff<HedgeConfig>>,
 }
 
 /// A setting, or `false` for off.
@@ -286,6 +294,51 @@ pub struct RetryConfig {
         serde(default, skip_serializing_if = "Option::is_none")
     )]
     pub budget: Option<OrOff<f64>>,
+}
+
+/// Hedging's settings (`courier::retry::hedge`): a hedge of a slow retry-safe call after a
+/// delay, fixed or learned per host, within a budget of its own. `hedge = {}` hedges with
+/// every default.
+#[derive(Debug, Clone, Default, PartialEq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize, serde::Deserialize))]
+#[cfg_attr(feature = "serde", serde(deny_unknown_fields))]
+pub struct HedgeConfig {
+    /// A fixed delay before each hedge, at least 1 ms (gRPC's `hedgingDelay`). Without it the
+    /// delay is learned per host.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub delay: Option<Dur>,
+    /// The percentile of each host's latencies a learned delay is: above 0, below 100.
+    /// Defaults to 95. Not with `delay`.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub percentile: Option<f64>,
+    /// Requests per call in all, the first included: 2 to 5 (gRPC's `maxAttempts`). Defaults
+    /// to 2.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub attempts: Option<u32>,
+    /// The hedge budget: hedges at most this share of the requests per host (0 to 1).
+    /// Defaults to 0.1.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub budget: Option<f64>,
+    /// gRPC's `nonFatalStatusCodes`, by name (`["UNAVAILABLE"]`): an answer with one of them
+    /// sends the next hedge at once, any other code ends the call. Defaults to the
+    /// classifier's retryable gRPC codes.
+    #[cfg_attr(
+        feature = "serde",
+        serde(default, skip_serializing_if = "Option::is_none")
+    )]
+    pub non_fatal_grpc_codes: Option<Vec<String>>,
 }
 
 /// The token bucket's settings (per host).
@@ -442,6 +495,28 @@ impl Policy {
                 &base.concurrency,
                 ConcurrencyConfig::over,
             ),
+            hedge: merge(&self.hedge, &base.hedge, HedgeConfig::over),
+        }
+    }
+}
+
+impl HedgeConfig {
+    fn over(&self, base: &Self) -> Self {
+        // `delay` and `percentile` are one choice: a route that makes it replaces the base's.
+        let (delay, percentile) = if self.delay.is_some() || self.percentile.is_some() {
+            (self.delay, self.percentile)
+        } else {
+            (base.delay, base.percentile)
+        };
+        Self {
+            delay,
+            percentile,
+            attempts: self.attempts.or(base.attempts),
+            budget: self.budget.or(base.budget),
+            non_fatal_grpc_codes: self
+                .non_fatal_grpc_codes
+                .clone()
+                .or_else(|| base.non_fatal_grpc_codes.clone()),
         }
     }
 }
