@@ -53,11 +53,14 @@ pub use courier_core::body::RetryBody;
 /// # Letting go
 ///
 /// An instance lets go of the body when it has been read to its end (or failed) or when it is
-/// dropped. [`RetryBody::poll_replayable`] on one instance is `Pending` while any other
-/// instance has not let go, be it in the middle of the body or not yet polled at all: the
-/// retry layer sends a replay only once the attempt before it is done with the body, so that
-/// the bytes that attempt still sends cannot push the replay past the cap. A copy kept aside
-/// and never sent counts as one that may still be read: drop the copies you do not send.
+/// dropped. Until the original body has been read to its end, [`RetryBody::poll_replayable`]
+/// on one instance is `Pending` while any other instance has not let go, be it in the middle
+/// of the body or not yet polled at all: the retry layer sends a replay only once the attempt
+/// before it is done with the body, so that the bytes that attempt still sends cannot push
+/// the replay past the cap. A copy kept aside and never sent counts as one that may still be
+/// read: drop the copies you do not send. Once the original has been read to its end within
+/// the cap, every byte is kept: `poll_replayable` is `Ready(true)` whoever still holds a copy
+/// (a hedge sent while the retry layer keeps its own copy aside).
 ///
 /// # Clone
 ///
@@ -95,6 +98,9 @@ struct Shared<B> {
     capped: AtomicBool,
     /// Instances that have not let go of the body: not read to their end and not dropped.
     live: AtomicUsize,
+    /// Set once the original was read to its end within the cap: every byte is kept, and a
+    /// copy is whole whoever still holds one.
+    complete: AtomicBool,
     cap: usize,
     size_hint: SizeHint,
     empty: bool,
@@ -150,6 +156,7 @@ impl<B: Body> ReplayBody<B> {
                 }),
                 capped: AtomicBool::new(over),
                 live: AtomicUsize::new(1),
+                complete: AtomicBool::new(false),
                 cap,
                 size_hint,
                 empty,
@@ -254,6 +261,9 @@ impl<B> RetryBody for ReplayBody<B> {
         if self.is_capped() {
             return Poll::Ready(false);
         }
+        if self.shared.complete.load(Ordering::Acquire) {
+            return Poll::Ready(true);
+        }
         let others =
             |shared: &Shared<B>| shared.live.load(Ordering::Acquire) - usize::from(self.live);
         if others(&self.shared) == 0 {
@@ -322,7 +332,12 @@ where
             if let Some(inner) = state.inner.as_mut() {
                 match inner.as_mut().poll_frame(cx) {
                     Poll::Pending => break Poll::Pending,
-                    Poll::Ready(None) => state.inner = None,
+                    Poll::Ready(None) => {
+                        state.inner = None;
+                        if !state.capped {
+                            this.shared.complete.store(true, Ordering::Release);
+                        }
+                    }
                     Poll::Ready(Some(Err(e))) => {
                         state.inner = None;
                         state.failed = true;
@@ -610,14 +625,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_copy_kept_aside_counts_as_one_that_may_be_read() {
+    async fn a_copy_kept_aside_holds_a_replay_back_until_the_original_is_read_whole() {
         let mut cx = Context::from_waker(Waker::noop());
-        let body = ReplayBody::new(chunks(&["ab"]));
+        let mut body = ReplayBody::new(chunks(&["a", "b"]));
         let template = body.try_clone_body().unwrap();
         let aside = template.try_clone_body().unwrap();
-        assert_eq!(collect(body).await.unwrap(), "ab");
+        // Half read, then dropped: the copy aside may still read the rest past the cap.
+        body.frame().await.unwrap().unwrap();
+        drop(body);
         assert!(template.poll_replayable(&mut cx).is_pending());
-        drop(aside);
+        // Read to its end within the cap: every byte is kept, and a copy is whole whoever
+        // still holds one (here another copy, never sent).
+        let another = template.try_clone_body().unwrap();
+        assert_eq!(collect(aside).await.unwrap(), "ab");
         assert_eq!(template.poll_replayable(&mut cx), Poll::Ready(true));
+        assert_eq!(collect(another).await.unwrap(), "ab");
     }
 }

@@ -278,7 +278,7 @@ where
                 telemetry::inject(&span, req.headers_mut());
                 let fut = {
                     let _attempt = span.enter();
-                    hedge::call(ctx.hedge.as_ref(), &mut ctx.svc, req)
+                    hedge::call(ctx.hedge.as_ref(), &mut ctx.svc, req, Some(ctx.retry_safe))
                 };
                 let res = fut.instrument(span).await;
                 // Refused below by the breaker, the rate limiter or the concurrency limit: nothing was sent, so the retry

@@ -57,10 +57,12 @@ impl<S> Retry<S> {
 
     /// Hedges every attempt this service sends as `layer` says (the one attempt of a
     /// pass-through service too): the same as a [`HedgeLayer`](crate::hedge::HedgeLayer)
-    /// just below, with no service of its own in the stack's type. The preset hedges this
-    /// way: a service level with the bounds hedging needs, in a stack as deep as the
-    /// preset's, makes the compiler's work on a program that names the stack's future grow
-    /// several times over (ARCHITECTURE.md, "Hedging in the preset").
+    /// just below, with no service of its own in the stack's type, and one rule for what may
+    /// be repeated: an attempt is hedged only when this layer would retry it (its
+    /// classifier's retry-safe paths included). courier's preset hedges
+    /// this way: one more service level with the bounds hedging needs, in a stack as deep as
+    /// the preset's, made the compiler's work on a program naming the stack's future grow
+    /// past bounds (the figures are in the `courier` crate's `preset` module docs).
     ///
     /// ```
     /// use courier_retry::hedge::HedgeLayer;
@@ -124,7 +126,7 @@ where
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
         let Some(config) = self.config.clone() else {
-            let fut = hedge::call(self.hedge.as_ref(), &mut self.inner, req);
+            let fut = hedge::call(self.hedge.as_ref(), &mut self.inner, req, None);
             return ResponseFuture::pass(fut);
         };
         let start = Instant::now();
@@ -187,7 +189,7 @@ where
         let fut = {
             let _attempt = spans.attempt().map(tracing::Span::enter);
             let req = Request::from_parts(parts, body);
-            hedge::call(self.hedge.as_ref(), &mut self.inner, req)
+            hedge::call(self.hedge.as_ref(), &mut self.inner, req, Some(retry_safe))
         };
         let svc = self.inner.clone();
         ResponseFuture::new(

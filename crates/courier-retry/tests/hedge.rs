@@ -658,3 +658,27 @@ async fn retry_hedging_its_own_attempts_does_what_a_hedge_layer_below_it_does() 
     assert_eq!((res.body().as_str(), mock.count()), ("answer 1", 2));
     assert!(res.extensions().get::<courier_core::Attempts>().is_none());
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_streamed_body_under_retry_is_hedged_once_the_first_request_has_read_it_whole() {
+    // Retry keeps a copy of the body aside for its next attempt; the hedge's copy is whole as
+    // soon as the first request has read the body to its end.
+    let mock = Mock::new([Answer::Delay(2_000 * MS, 200), Answer::Delay(10 * MS, 201)]);
+    let svc = courier_retry::Retry::new(mock.clone(), RetryLayer::new())
+        .with_hedge(layer().after(50 * MS));
+    let body = courier_retry::ReplayBody::new(http_body_util::Full::new(
+        bytes::Bytes::from_static(b"{\"n\":2}"),
+    ));
+    let req = Request::post("http://a.example/orders")
+        .header("idempotency-key", "k-7")
+        .body(body)
+        .unwrap();
+    let res = svc.oneshot(req).await.unwrap();
+    assert_eq!(res.status(), 201);
+    let calls = mock.calls();
+    assert_eq!(calls.len(), 2);
+    for call in &calls {
+        assert_eq!(call.headers["idempotency-key"], "k-7");
+        assert_eq!(call.body.as_deref(), Some(&b"{\"n\":2}"[..]));
+    }
+}

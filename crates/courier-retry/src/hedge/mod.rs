@@ -75,7 +75,9 @@
 //!
 //! Below retry and above the breaker, the rate limiter, pacing and the concurrency limit: each
 //! hedge passes them like any attempt, and each retry attempt may be hedged. The layer needs a
-//! `Clone` inner service; a hedge clones it and waits for its readiness.
+//! `Clone` inner service; a hedge clones it and waits for its readiness. Under a retry layer,
+//! [`Retry::with_hedge`](crate::Retry::with_hedge) does the same with one service fewer in the
+//! stack's type, which is how courier's preset hedges.
 //!
 //! ```
 //! use courier_retry::RetryLayer;
@@ -494,17 +496,20 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        call(self.config.as_ref(), &mut self.inner, req)
+        call(self.config.as_ref(), &mut self.inner, req, None)
     }
 }
 
 /// Sends `req` through `inner` (the instance `poll_ready` made ready), hedged as `config`
 /// says; without a configuration, straight through. [`Hedge`] and the retry layer's
-/// [`Retry::with_hedge`](crate::Retry::with_hedge) share it.
+/// [`Retry::with_hedge`](crate::Retry::with_hedge) share it. `safe` is the caller's word on
+/// whether the request may be repeated (the retry layer's, which it has decided already);
+/// `None` leaves it to the call's options and the hedge's classifier.
 pub(crate) fn call<S, B, RB>(
     config: Option<&Arc<Config>>,
     inner: &mut S,
     req: Request<B>,
+    safe: Option<bool>,
 ) -> ResponseFuture<S::Future, RB>
 where
     S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
@@ -524,8 +529,8 @@ where
     let (parts, body) = req.into_parts();
     config.budget.deposit(&parts, now);
     let head = RequestHead::from_parts(&parts);
-    let safe = options
-        .retry_safety()
+    let safe = safe
+        .or(options.retry_safety())
         .unwrap_or_else(|| config.classifier.is_retry_safe(&head));
     let sketch = match config.delay {
         Delay::Learned { .. } => Some(config.sketches.of(head.host(), config.window, now)),
