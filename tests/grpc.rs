@@ -659,3 +659,50 @@ async fn without_the_grpc_channel_the_spans_close_with_the_answer() {
     assert_eq!(names.len(), 2, "the attempt's and the call's: {names:?}");
     drop(resp);
 }
+
+/// gRPC's hedging policy on the gRPC preset: a slow safe call is overtaken by its hedge, an
+/// unsafe one is never hedged, and a non-fatal code sends the next hedge at once.
+#[tokio::test]
+async fn a_hedging_policy_hedges_safe_methods_only_and_a_non_fatal_code_hedges_at_once() {
+    use courier::retry::RetryBudget;
+    use courier::retry::hedge::{HedgeLayer, Hedged};
+    let _serial = serial().await;
+    let server = ScriptedGreeter::start().await.unwrap();
+    let hedge = HedgeLayer::new()
+        .after(Duration::from_millis(100))
+        .attempts(3)
+        .non_fatal_grpc_codes([courier::core::grpc::GrpcCode::UNAVAILABLE])
+        .budget(RetryBudget::new().floor(10));
+    let layer = layer().hedge(hedge);
+    let mut client = client(&server, &layer).await;
+
+    server.push(Answer::Slow(Duration::from_secs(5)), 1);
+    let started = Instant::now();
+    let resp = bounded(client.say_hello(hello())).await.expect("OK");
+    assert!(started.elapsed() < Duration::from_secs(4));
+    let hedged = resp.extensions().get::<Hedged>().expect("hedged").clone();
+    assert_eq!(hedged.winner().unwrap().attempt, 2, "{hedged}");
+    assert_eq!(server.hits().len(), 2);
+
+    // Not marked safe: one request, however slow.
+    server.push(Answer::Slow(Duration::from_millis(300)), 1);
+    let resp = bounded(client.say_hello_again(hello())).await.expect("OK");
+    assert!(resp.extensions().get::<Hedged>().is_none());
+    assert_eq!(server.hits().len(), 3);
+
+    // UNAVAILABLE is non-fatal: the next hedge goes at once, and its OK is the call's.
+    server.push(Answer::status(Code::Unavailable), 1);
+    let started = Instant::now();
+    let resp = bounded(client.say_hello(hello())).await.expect("OK");
+    assert!(started.elapsed() < Duration::from_secs(1));
+    let hedged = resp.extensions().get::<Hedged>().expect("hedged").clone();
+    let outcomes: Vec<_> = hedged
+        .requests()
+        .iter()
+        .map(|r| r.outcome.as_str())
+        .collect();
+    assert_eq!(outcomes, ["non_fatal", "won"], "{hedged}");
+    let attempts = resp.extensions().get::<Attempts>().expect("the attempts");
+    assert_eq!(attempts.count(), 1, "one attempt of retry's, hedged");
+    assert_eq!(server.hits().len(), 5);
+}
