@@ -211,7 +211,15 @@ pub fn lines(
     y_label: &str,
     series: &[(&str, Vec<(f64, f64)>)],
 ) -> Result<(), Box<dyn Error>> {
-    line_chart(path, title, x_label, y_label, series, Scale::Linear)
+    line_chart(
+        path,
+        title,
+        x_label,
+        y_label,
+        series,
+        XAxis::Linear,
+        Scale::Linear,
+    )
 }
 
 /// Writes a line chart like [`lines`], its y axis logarithmic (marked at 1, 2, 5, 10, 20, ...
@@ -228,7 +236,61 @@ pub fn lines_log(
     y_label: &str,
     series: &[(&str, Vec<(f64, f64)>)],
 ) -> Result<(), Box<dyn Error>> {
-    line_chart(path, title, x_label, y_label, series, Scale::Log)
+    line_chart(
+        path,
+        title,
+        x_label,
+        y_label,
+        series,
+        XAxis::Linear,
+        Scale::Log,
+    )
+}
+
+/// Writes a line chart of distributions to `path`: each series is a list of (quantile, value)
+/// points, the quantile between 0 and 1 (excluded), and the y axis logarithmic, as
+/// [`lines_log`]'s. The x axis spreads the quantiles by their nines: p90, p99 and p99.9 are
+/// equally far apart, so the tail of a distribution is drawn as wide as its body. It is marked
+/// at p0, p50, p90, p99, p99.9 and so on, up to the largest quantile of the series. A point
+/// whose quantile is outside 0 to 1, or whose y is not above 0, is left out.
+///
+/// # Errors
+///
+/// When the file cannot be written.
+pub fn percentiles_log(
+    path: &Path,
+    title: &str,
+    y_label: &str,
+    series: &[(&str, Vec<(f64, f64)>)],
+) -> Result<(), Box<dyn Error>> {
+    let series: Vec<(&str, Vec<(f64, f64)>)> = series
+        .iter()
+        .map(|(name, points)| {
+            let kept = points
+                .iter()
+                .copied()
+                .filter(|&(q, _)| (0.0..1.0).contains(&q))
+                .collect();
+            (*name, kept)
+        })
+        .collect();
+    line_chart(
+        path,
+        title,
+        "percentile",
+        y_label,
+        &series,
+        XAxis::Nines,
+        Scale::Log,
+    )
+}
+
+/// The x axis of a line chart.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum XAxis {
+    Linear,
+    /// Quantiles, spread by their nines ([`Nines`]).
+    Nines,
 }
 
 /// The y axis of a line chart.
@@ -251,6 +313,7 @@ fn line_chart(
     x_label: &str,
     y_label: &str,
     series: &[(&str, Vec<(f64, f64)>)],
+    x_axis: XAxis,
     scale: Scale,
 ) -> Result<(), Box<dyn Error>> {
     let points = || {
@@ -290,7 +353,7 @@ fn line_chart(
                     0.0
                 };
                 let y = RangedCoordf64::from(y_lo..y_max + 0.06 * span);
-                plot_lines(&body, x, y, x_label, y_label, series, scale)
+                plot_on(&body, x_axis, x, y, x_label, y_label, series, scale)
             }
             Scale::Log => {
                 let (y_min, y_max) = if y_min > y_max {
@@ -299,16 +362,18 @@ fn line_chart(
                     (y_min, y_max)
                 };
                 let y = LogAxis::new(y_min / 1.25..y_max * 1.25);
-                plot_lines(&body, x, y, x_label, y_label, series, scale)
+                plot_on(&body, x_axis, x, y, x_label, y_label, series, scale)
             }
         }
     })?;
     write(path, &svg)
 }
 
-/// The plot of a line chart below its header, on the y axis given.
-fn plot_lines<Y>(
+/// The plot of a line chart below its header, its x axis over `x` as `x_axis` says.
+#[allow(clippy::too_many_arguments)]
+fn plot_on<Y>(
     body: &Area<'_>,
+    x_axis: XAxis,
     x: std::ops::Range<f64>,
     y: Y,
     x_label: &str,
@@ -317,6 +382,34 @@ fn plot_lines<Y>(
     scale: Scale,
 ) -> Result<(), Box<dyn Error>>
 where
+    Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
+{
+    let labels = (x_label, y_label);
+    match x_axis {
+        XAxis::Linear => {
+            let x = RangedCoordf64::from(x);
+            plot_lines(body, x, &|v| number(*v), y, labels, series, scale)
+        }
+        XAxis::Nines => {
+            let x = Nines::new(x.end);
+            plot_lines(body, x, &|q| percentile(*q), y, labels, series, scale)
+        }
+    }
+}
+
+/// The plot of a line chart below its header, on the axes given; `x_format` names the marks
+/// of the x axis.
+fn plot_lines<X, Y>(
+    body: &Area<'_>,
+    x: X,
+    x_format: &dyn Fn(&f64) -> String,
+    y: Y,
+    (x_label, y_label): (&str, &str),
+    series: &[(&str, Vec<(f64, f64)>)],
+    scale: Scale,
+) -> Result<(), Box<dyn Error>>
+where
+    X: Ranged<ValueType = f64> + ValueFormatter<f64>,
     Y: Ranged<ValueType = f64> + ValueFormatter<f64>,
 {
     let mut chart = ChartBuilder::on(body)
@@ -331,7 +424,7 @@ where
         .configure_mesh()
         .x_desc(x_label)
         .y_desc(y_label)
-        .x_label_formatter(&|v| number(*v))
+        .x_label_formatter(x_format)
         .y_label_formatter(&|v| number(*v))
         .label_style(label_style())
         .axis_desc_style(label_style())
@@ -421,6 +514,66 @@ impl ValueFormatter<f64> for LogAxis {
     fn format(value: &f64) -> String {
         number(*value)
     }
+}
+
+/// An x axis of quantiles from 0 to `end` (below 1), each drawn at its nines, `-log10(1 - q)`:
+/// p90 at 1, p99 at 2, p99.9 at 3. Marked at p0, p50 and each nine.
+struct Nines {
+    axis: RangedCoordf64,
+    end: f64,
+}
+
+impl Nines {
+    /// The axis from p0 to `end`, at least p90 so that it has a nine to show.
+    fn new(end: f64) -> Self {
+        let end = end.clamp(0.9, 1.0 - 1e-9);
+        Self {
+            axis: (0.0..nines(end)).into(),
+            end,
+        }
+    }
+}
+
+/// How many nines `q` has: 1 for 0.9, 2 for 0.99.
+fn nines(q: f64) -> f64 {
+    -(1.0 - q).log10()
+}
+
+impl Ranged for Nines {
+    type FormatOption = NoDefaultFormatting;
+    type ValueType = f64;
+
+    fn map(&self, value: &f64, limit: (i32, i32)) -> i32 {
+        self.axis.map(&nines(*value), limit)
+    }
+
+    fn key_points<Hint: KeyPointHint>(&self, hint: Hint) -> Vec<f64> {
+        if hint.weight().allow_light_points() {
+            return Vec::new();
+        }
+        let mut marks = vec![0.0, 0.5];
+        let mut q = 0.9;
+        while q <= self.end + 1e-12 && marks.len() < 12 {
+            marks.push(q);
+            q = 1.0 - (1.0 - q) / 10.0;
+        }
+        marks
+    }
+
+    fn range(&self) -> std::ops::Range<f64> {
+        0.0..self.end
+    }
+}
+
+impl ValueFormatter<f64> for Nines {
+    fn format(value: &f64) -> String {
+        percentile(*value)
+    }
+}
+
+/// A quantile as a percentile: `p50`, `p99.9`.
+fn percentile(q: f64) -> String {
+    format!("p{}", number(q * 100.0))
 }
 
 /// The vertical axis of a bar chart of `n` groups: group row `r` (from the bottom) is centered
@@ -756,6 +909,56 @@ mod tests {
             assert!(svg.contains(&format!("\n{mark}\n")), "mark {mark} missing");
         }
         assert_eq!(svg, read(&second), "the same input, the same bytes");
+    }
+
+    #[test]
+    fn percentiles_spread_the_tail_mark_each_nine_and_repeat_byte_for_byte() {
+        let dir = TempDir::new("percentiles");
+        let first = dir.0.join("tail.svg");
+        let second = dir.0.join("tail-again.svg");
+        let curve = |slow_from: f64| -> Vec<(f64, f64)> {
+            (0..=60)
+                .map(|k| 1.0 - 10f64.powf(-f64::from(k) / 20.0))
+                .map(|q| (q, if q < slow_from { 5.0 } else { 500.0 }))
+                .collect()
+        };
+        let mut out_of_range = curve(0.95);
+        out_of_range.push((1.0, 900.0));
+        out_of_range.push((-0.5, 1.0));
+        let series = vec![("no hedging", out_of_range), ("hedged", curve(0.999))];
+        for path in [&first, &second] {
+            percentiles_log(path, "Latency by percentile", "ms", &series).expect("written");
+        }
+        let svg = read(&first);
+        assert!(svg.starts_with("<svg"));
+        for text in [
+            "Latency by percentile",
+            "no hedging",
+            "hedged",
+            "percentile",
+            "ms",
+        ] {
+            assert!(svg.contains(text), "{text} missing");
+        }
+        for mark in ["p0", "p50", "p90", "p99", "p99.9"] {
+            assert!(svg.contains(&format!("\n{mark}\n")), "mark {mark} missing");
+        }
+        assert!(!svg.contains("p99.99\n"), "no mark past the last point");
+        assert!(!svg.contains("\n1000\n"), "a quantile of 1 is left out");
+        assert!(!svg.contains("\n2\n"), "a quantile below 0 is left out");
+        assert_eq!(svg, read(&second), "the same input, the same bytes");
+    }
+
+    #[test]
+    fn the_nines_axis_puts_each_nine_one_step_further() {
+        let axis = Nines::new(0.999);
+        let at = |q: f64| axis.map(&q, (0, 300));
+        assert_eq!(at(0.0), 0);
+        assert_eq!(at(0.9), 100);
+        assert_eq!(at(0.99), 200);
+        assert_eq!(at(0.999), 300);
+        assert_eq!(percentile(0.5), "p50");
+        assert_eq!(percentile(0.999), "p99.9");
     }
 
     #[test]

@@ -14,6 +14,9 @@
 //! - `upstream_load`: the [`sim`] and [`overload`] tables (paused time, deterministic);
 //! - `replicas`: the [`replicas`] tables, replicas of one service with their own breakers or
 //!   one shared open state, and a host that goes down (paused time, deterministic).
+//! - `hedge`: a host with a slow tail over 127.0.0.1 ([`hedge`]: 5 % of the answers in 500 ms),
+//!   the preset without and with hedging and tower's `Hedge`: latency percentiles, the load
+//!   the host sees, and the latency CDF drawn in `docs/bench/hedge.svg`.
 //!
 //! Charts are drawn by [`charts`] into `docs/bench/`. This library holds what the benches
 //! share: the loopback server, the mock upstream [`host::Host`], the simulations themselves,
@@ -24,6 +27,7 @@ pub mod charts;
 pub mod concurrency;
 pub mod floors;
 pub mod happy;
+pub mod hedge;
 pub mod host;
 pub mod overload;
 pub mod peer;
