@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The chaos soak of the preset (crates/courier-chaos): random fault plans against fault servers
-# on loopback, one shared preset per transport, invariants checked from the servers' records;
-# then the broken-paths mix (the preset's defaults, one host, one path in six resetting or
-# stalling), which fails when the breaker refuses over 1 % of the calls to answering paths.
+# on loopback, one shared preset per transport and a quarter of the callers through the same
+# preset with hedging, invariants checked from the servers' records; then the broken-paths mix
+# (the preset's defaults, one host, one path in six resetting or stalling), which fails when
+# the breaker refuses over 1 % of the calls to answering paths.
 # About a minute per mix on each transport, the two transports side by side (a soak keeps a
 # core less than a quarter busy), the cache in memory over hyper and on disk over reqwest;
 # fails on any broken invariant.

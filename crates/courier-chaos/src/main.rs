@@ -1,24 +1,30 @@
 //! `courier-chaos`: a soak of courier's preset under random faults.
 //!
 //! Many callers share one preset (deadline, cache, retry, circuit breaker, attempt timeout)
-//! over one transport and send random calls to fault servers on loopback: every method, half
-//! the POSTs and PATCHes with an `Idempotency-Key`, each call with a random plan (5xx, 429 and
-//! 503 with `Retry-After` in every form, quota headers, resets, slow headers, dripped bodies,
-//! unasked 304s, bodies cut short), and one call in ten dropped by its caller at a random
-//! moment. The fault server records every attempt; from those records the soak checks:
+//! over one transport, a quarter of them the same preset with hedging (below), and send
+//! random calls to fault servers on loopback: every method, half the POSTs and PATCHes with an
+//! `Idempotency-Key`, each call with a random plan (5xx, 429 and 503 with `Retry-After` in
+//! every form, quota headers, resets, slow headers, dripped bodies, unasked 304s, bodies cut
+//! short), and one call in ten dropped by its caller at a random moment. The fault server
+//! records every attempt; from those records the soak checks:
 //!
 //! - (a) no POST or PATCH without a key reaches the server twice;
 //! - (b) every attempt of a keyed call carries the caller's key;
 //! - (c) no call, headers and body, returns later than its deadline plus 100 ms;
 //! - (d) nothing panics, in courier or in the server;
 //! - (e) resident memory stays flat after the warm-up (the slope is reported);
-//! - (f) after the chaos, each host answers a healthy plan within the breaker's open duration
-//!   plus 5 s;
-//! - (g) the retries the server sees stay within the retry budget (the load per call is
-//!   reported overall and for plans that answer only 5xx);
+//! - (f) after the chaos, each host answers a healthy plan through each stack within the
+//!   breaker's open duration plus 5 s;
+//! - (g) the retries the server sees from the callers without hedging stay within the retry
+//!   budget (the load per call is reported overall and for plans that answer only 5xx);
 //! - (h) no attempt reaches the server after its call returned or was dropped;
 //! - (i) in the broken-paths mix, the breaker refuses under 1 % of the calls to paths that
-//!   answer.
+//!   answer, for the callers with hedging and for those without;
+//! - (j) the callers with hedging add no more requests per host, retries and hedges as the
+//!   server counts them, than their retry budget and their hedge budget allow together;
+//! - (k) the callers with hedging sent hedges, once they made calls enough for a host's delay
+//!   to be learned;
+//! - (l) once every call has ended, neither stack's concurrency limit still holds a permit.
 //!
 //! Two mixes run one after the other. The chaos mix: the faults above, and every host down
 //! now and then, through a preset with a breaker scaled to those short outages. The
@@ -27,6 +33,37 @@
 //! attempt timeout on every attempt, the others answer. The host is up all along, so a call
 //! to an answering path that the breaker refuses was refused for nothing. Both report the
 //! share of those refusals; the broken-paths mix fails over 1 %.
+//!
+//! # Hedging in part of the run
+//!
+//! In each mix a quarter of the callers (`--hedged-callers`, 8 of 32) go through the mix's
+//! preset with `.hedge(HedgeLayer::new())`, the defaults a user gets (after each host's 95th
+//! percentile latency, two requests at most, 10 % per host): the preset's retry service hedges
+//! its own attempts, and each hedge passes the breaker, pacing, the concurrency limit and the
+//! attempt timeout like any attempt. The other
+//! callers go through the preset as it is. Why so:
+//!
+//! - Side by side, not one half of the run after the other: both parts meet the same faults,
+//!   outages and recovery at the same moments, so their figures compare, and memory is judged
+//!   over one steady load rather than across a change of client halfway.
+//! - A stack of their own, as a second client in the same process, sharing only the cache
+//!   (whose size the memory check counts on): each part has its own retry budget, breaker,
+//!   pacing and concurrency limit. So (g) still judges the callers without hedging against the
+//!   retry budget alone, (j) judges the others against both of theirs, and neither part spends
+//!   the other's budget or trips the other's breaker.
+//! - A quarter: enough calls for every host to learn its delay (some two hundred per host in
+//!   each 10 s window of the chaos mix, eight hundred in the broken-paths mix, against the 20
+//!   answers a delay is learned from) and for the bound of (j) to be judged per host, while
+//!   three quarters keep the soak's load and figures close to those of runs before hedging.
+//!   The run's length, and so CI's time, does not change.
+//!
+//! Every invariant is checked on each call whichever part it belongs to: a hedge must keep
+//! the deadline (c) and the key (b), send nothing after its call ended (h), and a keyless POST
+//! or PATCH is never hedged (a). The summary shows each part's outcomes, load per plan kind and
+//! latency of the calls that succeeded, and for the callers with hedging the hedges their
+//! answers carry (the `Hedged` extension: only the last attempt's, and only on an answer, so
+//! fewer than went) and their load per host against the bound of (j). `--hedged-callers 0`
+//! runs without hedging.
 //!
 //! The cache keeps its entries in memory, or with `--store disk` in a `DiskStore` of the same
 //! size (a directory of its own, removed after the run): the same invariants hold over either.
@@ -39,11 +76,13 @@
 //! cargo run -p courier-chaos --release -- --transport reqwest --store disk --seconds 60
 //! ```
 
+mod bounds;
 mod check;
 mod lag;
 mod memory;
 mod report;
 mod scenario;
+mod servers;
 mod soak;
 
 use std::process::ExitCode;
@@ -55,7 +94,7 @@ use clap::{Parser, ValueEnum};
 
 use crate::check::Invariant;
 use crate::scenario::Mix;
-use crate::soak::{Config, Transport};
+use crate::soak::{Config, Presets, Transport};
 
 /// A soak of the courier preset under random faults, checked from the server's records.
 #[derive(Debug, Parser)]
@@ -73,6 +112,10 @@ struct Args {
     /// How many calls are in flight at once.
     #[arg(long, default_value_t = 32)]
     concurrency: usize,
+    /// How many of the callers go through the preset with hedging (`HedgeLayer::new()`), the
+    /// others through the same preset without; a quarter of them when absent, 0 for none.
+    #[arg(long)]
+    hedged_callers: Option<usize>,
     /// Seeds the plans (and the retry jitter); a random one when absent, printed either way.
     #[arg(long)]
     seed: Option<u64>,
@@ -132,6 +175,13 @@ fn main() -> ExitCode {
         eprintln!("chaos: --concurrency and --hosts must be at least 1");
         return ExitCode::from(2);
     }
+    let hedged_callers = args
+        .hedged_callers
+        .unwrap_or_else(|| (args.concurrency as f64 * soak::HEDGED_SHARE).round() as usize);
+    if hedged_callers > args.concurrency {
+        eprintln!("chaos: --hedged-callers must be at most --concurrency");
+        return ExitCode::from(2);
+    }
     count_panics();
     let seed = args.seed.unwrap_or_else(|| {
         SystemTime::now()
@@ -179,10 +229,11 @@ fn main() -> ExitCode {
                 return ExitCode::FAILURE;
             }
         };
-        let (hosts, layer) = match mix {
-            Mix::Chaos => (args.hosts, soak::preset(seed, cache)),
-            Mix::BrokenPaths => (1, soak::defaults(seed, cache)),
+        let hosts = match mix {
+            Mix::Chaos => args.hosts,
+            Mix::BrokenPaths => 1,
         };
+        let presets = Presets::of(mix, seed, cache);
         let config = Config {
             transport,
             mix,
@@ -191,16 +242,17 @@ fn main() -> ExitCode {
             concurrency: args.concurrency,
             seed,
             hosts,
+            hedged_callers,
         };
         eprintln!(
-            "chaos: {} mix over {} for {} s, {} callers, seed {seed}",
+            "chaos: {} mix over {} for {} s, {} callers ({hedged_callers} with hedging), seed {seed}",
             mix.name(),
             transport.name(),
             args.seconds,
             args.concurrency
         );
         let panics_before = PANICS.load(Ordering::SeqCst);
-        let mut report = match runtime.block_on(soak::run(config, &layer)) {
+        let mut report = match runtime.block_on(soak::run(config, &presets)) {
             Ok(report) => report,
             Err(e) => {
                 eprintln!(
@@ -220,7 +272,7 @@ fn main() -> ExitCode {
                 .map_or("(message not kept)", String::as_str);
             report.tally.violate(Invariant::NoPanic, message);
         }
-        drop(layer);
+        drop(presets);
         if let Some(dir) = &disk {
             let _ = std::fs::remove_dir_all(dir);
         }

@@ -4,12 +4,13 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use crate::check::{DEADLINE_SLACK, Invariant, LATE_SLACK};
+use crate::check::{DEADLINE_SLACK, Invariant, LATE_SLACK, Load, Part};
 use crate::scenario::{DROP_SHARE, Kind, Mix};
 use crate::soak::{
     ATTEMPT_TIMEOUT, ATTEMPTS, BACKOFF_BASE, BACKOFF_CAP, BREAKER_FAILURES, BUDGET_FLOOR,
-    BUDGET_RATIO, BUDGET_WINDOW, CACHE_BYTES, DEADLINE, FAILING_ANSWERS_FOR, MAX_GROWTH_KIB,
-    MAX_SLOPE_KIB_PER_MIN, OPEN_DURATION, OVERLOAD_BASE, Report,
+    BUDGET_RATIO, BUDGET_WINDOW, CACHE_BYTES, DEADLINE, FAILING_ANSWERS_FOR, HEDGE_RATIO,
+    MAX_GROWTH_KIB, MAX_SLOPE_KIB_PER_MIN, MIN_HEDGED_CALLS_PER_HOST, OPEN_DURATION, OVERLOAD_BASE,
+    Report,
 };
 
 /// Formats the report as the text table `courier-chaos` prints.
@@ -59,6 +60,16 @@ pub(crate) fn render(report: &Report) -> String {
             secs(crate::soak::OUTAGE)
         );
     }
+    let hedged_callers = c.hedged_callers.min(c.concurrency);
+    let _ = writeln!(
+        out,
+        "hedging: {hedged_callers} of the {} callers through the same preset with \
+         .hedge(HedgeLayer::new()) (each host's p95 latency over 10 s, 2 requests at \
+         most, budget {:.0} % per host over 10 s, no floor), the others without; each its own \
+         budgets, breaker and limits, one cache",
+        c.concurrency,
+        HEDGE_RATIO * 100.0
+    );
     let _ = writeln!(
         out,
         "calls: {} ({:.0}/s), {} dropped by their caller at a random moment ({:.0} % planned)",
@@ -70,69 +81,83 @@ pub(crate) fn render(report: &Report) -> String {
 
     let _ = writeln!(
         out,
-        "\noutcome                                         calls"
+        "\noutcome                                         calls   without hedging   with hedging"
     );
     let mut outcomes: Vec<(&String, &u64)> = t.outcomes.iter().collect();
     outcomes.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
     for (outcome, n) in outcomes {
-        let _ = writeln!(out, "  {outcome:<44} {n:>8}");
+        let of = |part| t.part(part).outcomes.get(outcome).copied().unwrap_or(0);
+        let _ = writeln!(
+            out,
+            "  {outcome:<44} {n:>8}   {:>15}   {:>12}",
+            of(Part::Plain),
+            of(Part::Hedged)
+        );
     }
 
     let _ = writeln!(
         out,
-        "\nplan kind            calls   server hits   hits per call"
+        "\n                          without hedging                  with hedging\n\
+         plan kind            calls   server hits   per call     calls   server hits   per call"
     );
-    let (mut calls, mut hits) = (0, 0);
+    let mut all = [Load::default(); 2];
     for kind in Kind::ALL {
-        let load = t.by_kind.get(&kind).copied().unwrap_or_default();
-        calls += load.calls;
-        hits += load.hits;
-        let _ = writeln!(
-            out,
-            "  {:<16} {:>8}   {:>11}   {:>13.3}",
-            kind.name(),
-            load.calls,
-            load.hits,
-            load.amplification()
-        );
+        let loads = t.by_kind.get(&kind).copied().unwrap_or_default();
+        for (sum, load) in all.iter_mut().zip(loads) {
+            sum.calls += load.calls;
+            sum.hits += load.hits;
+        }
+        let _ = writeln!(out, "  {:<16} {}", kind.name(), loads_row(&loads));
     }
-    let overall = if calls == 0 {
-        0.0
-    } else {
-        hits as f64 / calls as f64
-    };
-    let _ = writeln!(
-        out,
-        "  {:<16} {calls:>8}   {hits:>11}   {overall:>13.3}",
-        "all"
-    );
+    let _ = writeln!(out, "  {:<16} {}", "all", loads_row(&all));
     let outage = t.by_kind.get(&Kind::Outage).copied().unwrap_or_default();
-    let (calls_out, hits_out) = (calls - outage.calls, hits - outage.hits);
-    let outside = if calls_out == 0 {
+    let mut outside = all;
+    for (sum, down) in outside.iter_mut().zip(outage) {
+        sum.calls -= down.calls;
+        sum.hits -= down.hits;
+    }
+    let _ = writeln!(out, "  {:<16} {}", "all but outages", loads_row(&outside));
+    let plain = all[0];
+    let retry_share = if plain.hits == 0 {
         0.0
     } else {
-        hits_out as f64 / calls_out as f64
+        t.retries as f64 / plain.hits as f64
     };
     let _ = writeln!(
         out,
-        "  {:<16} {calls_out:>8}   {hits_out:>11}   {outside:>13.3}",
-        "all but outages"
-    );
-    let retry_share = if hits == 0 {
-        0.0
-    } else {
-        t.retries as f64 / hits as f64
-    };
-    let _ = writeln!(
-        out,
-        "retries the server saw: {} ({:.1} % of its load, {:.1} % of the calls); budget: {} \
-         at a steady load, {} at most",
+        "retries the server saw from the callers without hedging: {} ({:.1} % of their load, \
+         {:.1} % of their calls); budget: {} at a steady load, {} at most",
         t.retries,
         retry_share * 100.0,
-        t.retries as f64 / (t.calls.max(1)) as f64 * 100.0,
+        t.retries as f64 / (plain.calls.max(1)) as f64 * 100.0,
         report.budget_nominal,
         report.budget_bound
     );
+
+    let _ = writeln!(
+        out,
+        "\nhow long successful calls took        p50        p90        p99    slowest"
+    );
+    for part in Part::ALL {
+        let l = &t.part(part).latencies;
+        let q = |q| match l.quantile(q) {
+            None => "-".to_owned(),
+            Some(Duration::ZERO) => "< 1 ms".to_owned(),
+            Some(d) => millis(d),
+        };
+        let _ = writeln!(
+            out,
+            "  {:<32} {:>6} {:>10} {:>10} {:>10}",
+            part.name(),
+            q(0.5),
+            q(0.9),
+            q(0.99),
+            q(1.0)
+        );
+    }
+    if hedged_callers > 0 {
+        hedged_part(&mut out, report);
+    }
 
     let _ = writeln!(
         out,
@@ -145,6 +170,8 @@ pub(crate) fn render(report: &Report) -> String {
             // Hosts go down on purpose in the chaos mix: calls just after an outage are the
             // breaker's to refuse. Reported, judged in the broken-paths mix.
             (0, Invariant::HealthyServed) if c.mix == Mix::Chaos => "n/a",
+            (0, Invariant::HedgeBudget) if t.hedged_hosts.is_empty() => "n/a",
+            (0, Invariant::Hedged) if !crate::soak::hedged_judged(report) => "n/a",
             (0, _) => "ok",
             _ => "FAILED",
         };
@@ -169,16 +196,71 @@ pub(crate) fn render(report: &Report) -> String {
     out
 }
 
+/// Calls, server hits and hits per call of each part, as one row.
+fn loads_row(loads: &[Load; 2]) -> String {
+    let [plain, hedged] = loads;
+    format!(
+        "{:>8}   {:>11}   {:>8.3}  {:>8}   {:>11}   {:>8.3}",
+        plain.calls,
+        plain.hits,
+        plain.amplification(),
+        hedged.calls,
+        hedged.hits,
+        hedged.amplification()
+    )
+}
+
+/// What the callers with hedging saw and sent: the hedges on their answers, and their load on
+/// each host against the bound of (j).
+fn hedged_part(out: &mut String, report: &Report) {
+    let t = &report.tally;
+    let h = &t.hedges;
+    let _ = writeln!(
+        out,
+        "\nhedges on the answers of the callers with hedging (the last attempt's, answers only): \
+         {} answers of {} calls carried one; {} hedges went: {} won, {} cancelled, {} non-fatal; \
+         {} refused below",
+        h.calls,
+        t.part(Part::Hedged).calls,
+        h.sent,
+        h.won,
+        h.cancelled,
+        h.sent - h.won - h.cancelled,
+        h.refused
+    );
+    let _ = writeln!(
+        out,
+        "their load per host: requests beyond each call's first (retries and hedges) as the \
+         server saw them, against the retry budget ({:.0} % of the calls + {BUDGET_FLOOR} per \
+         window) and the hedge budget ({:.0} % of the attempts)",
+        BUDGET_RATIO * 100.0,
+        HEDGE_RATIO * 100.0
+    );
+    let _ = writeln!(
+        out,
+        "  host      calls           attempts      extra   budgets: steady    at most"
+    );
+    for (host, (load, (bound, nominal))) in
+        t.hedged_hosts.iter().zip(&report.hedged_bounds).enumerate()
+    {
+        let _ = writeln!(
+            out,
+            "  {host:<4} {:>10}   {:>16}   {:>8}   {:>15}   {:>8}",
+            load.calls, load.attempts, load.extra, nominal, bound
+        );
+    }
+}
+
 fn measured(report: &Report, invariant: Invariant, count: u64) -> String {
     let t = &report.tally;
     match invariant {
         Invariant::SentOnce => format!(
-            "{count} of {} unkeyed POST/PATCH sent twice",
-            t.once_only_calls
+            "{count} of {} unkeyed POST/PATCH sent twice ({} with hedging)",
+            t.once_only_calls, t.once_only_hedged
         ),
         Invariant::SameKey => format!(
-            "{} keyed calls, {} attempts, {count} with another key",
-            t.keyed_calls, t.keyed_attempts
+            "{} keyed calls ({} with hedging), {} attempts, {count} with another key",
+            t.keyed_calls, t.keyed_hedged, t.keyed_attempts
         ),
         Invariant::Deadline => {
             // Timer lag in the second a call ended and the one before: a starved process
@@ -231,15 +313,30 @@ fn measured(report: &Report, invariant: Invariant, count: u64) -> String {
             ),
         },
         Invariant::Recovers => {
-            let worst = report.recovery.iter().flatten().max().copied();
+            let parts: Vec<String> = report
+                .recovery
+                .iter()
+                .map(|(part, took)| {
+                    let worst = if took.iter().any(Option::is_none) {
+                        "never".to_owned()
+                    } else {
+                        took.iter()
+                            .flatten()
+                            .max()
+                            .copied()
+                            .map_or("-".to_owned(), secs)
+                    };
+                    format!("{worst} {}", part.name())
+                })
+                .collect();
             format!(
                 "slowest host healthy after {} (bound {})",
-                worst.map_or("never".to_owned(), secs),
+                parts.join(", "),
                 secs(crate::soak::recovery_bound(report.config.mix))
             )
         }
         Invariant::Budget => format!(
-            "{} retries, at most {} allowed",
+            "{} retries, at most {} allowed (callers without hedging)",
             t.retries, report.budget_bound
         ),
         Invariant::NoLateAttempt => format!(
@@ -247,13 +344,55 @@ fn measured(report: &Report, invariant: Invariant, count: u64) -> String {
             t.late_attempts,
             secs(LATE_SLACK)
         ),
-        Invariant::HealthyServed => format!(
-            "{} of {} calls to answering paths refused by the breaker ({:.3} %, bound {:.0} %)",
-            t.answering_refused,
-            t.answering_calls,
-            t.refused_share() * 100.0,
-            crate::soak::MAX_REFUSED_SHARE * 100.0
+        Invariant::HealthyServed => {
+            let parts: Vec<String> = Part::ALL
+                .iter()
+                .map(|part| {
+                    let p = t.part(*part);
+                    format!(
+                        "{} of {} ({:.3} %) {}",
+                        p.answering_refused,
+                        p.answering_calls,
+                        p.refused_share() * 100.0,
+                        part.name()
+                    )
+                })
+                .collect();
+            format!(
+                "calls to answering paths refused by the breaker: {} (bound {:.0} %)",
+                parts.join(", "),
+                crate::soak::MAX_REFUSED_SHARE * 100.0
+            )
+        }
+        Invariant::HedgeBudget => {
+            let extra: u64 = t.hedged_hosts.iter().map(|h| h.extra).sum();
+            let bound: u64 = report.hedged_bounds.iter().map(|(b, _)| b).sum();
+            let closest = t
+                .hedged_hosts
+                .iter()
+                .zip(&report.hedged_bounds)
+                .map(|(h, (b, _))| (h.extra as f64 / (*b).max(1) as f64, h.extra, *b))
+                .max_by(|a, b| a.0.total_cmp(&b.0));
+            match closest {
+                Some((_, e, b)) => format!(
+                    "{extra} requests beyond their calls' first, at most {bound} allowed; closest \
+                     host {e} of {b}"
+                ),
+                None => "no caller with hedging".to_owned(),
+            }
+        }
+        Invariant::Hedged => format!(
+            "{} hedges seen on {} answers, {} won (judged from {} calls per host)",
+            t.hedges.sent, t.hedges.calls, t.hedges.won, MIN_HEDGED_CALLS_PER_HOST
         ),
+        Invariant::NoPermitHeld => {
+            let held: usize = report.permits.iter().flat_map(|(_, h)| h).sum();
+            let hosts: usize = report.permits.iter().map(|(_, h)| h.len()).sum();
+            format!(
+                "{held} permits held over {hosts} hosts of {} stacks",
+                report.permits.len()
+            )
+        }
         Invariant::Harness => format!("{count} problems"),
     }
 }

@@ -1,6 +1,6 @@
-//! The soak: callers that send random calls through one shared preset at fault servers on
-//! loopback, a checker that reads each call's hits back from the server, a memory sampler, and
-//! the recovery check at the end.
+//! The soak: callers that send random calls through two shared stacks (the preset, and the
+//! preset with hedging) at fault servers on loopback, a checker that reads each call's hits
+//! back from the server, a memory sampler, and the recovery and permit checks at the end.
 
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -11,21 +11,24 @@ use bytes::Bytes;
 use courier::CourierLayer;
 use courier::breaker::CircuitBreakerLayer;
 use courier::cache::{DiskStore, EtagCacheLayer};
-use courier::core::BoxError;
+use courier::concurrency::ConcurrencyHandle;
+use courier::core::{Attempts, BoxError, HostKey};
+use courier::retry::hedge::{HedgeLayer, Hedged};
 use courier::retry::{RetryBudget, RetryLayer};
-use courier_faultserver::FaultServer;
 use http::{Request, Response};
 use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tower::ServiceExt;
 use tower::util::BoxCloneSyncService;
 
-use crate::check::{DROPPED, Finished, Invariant, Tally};
+use crate::bounds::{budget_bound, extra_bound};
+use crate::check::{DROPPED, Finished, HostLoad, Invariant, Part, Tally};
 use crate::lag::{self, Lag};
 use crate::memory::{self, Sample, Trend};
 use crate::scenario::{self, Bounds, Mix};
+use crate::servers::Servers;
 
 // The shared preset: the defaults, with a deadline and an open duration short enough for a
 // soak to see many calls end by them, and a cache small enough to fill during the warm-up.
@@ -57,6 +60,18 @@ pub(crate) const FAILING_ANSWERS_FOR: Duration = Duration::from_secs(1);
 pub(crate) const OPEN_DURATION: Duration = Duration::from_secs(2);
 /// The cache's size.
 pub(crate) const CACHE_BYTES: u64 = 1024 * 1024;
+
+// The hedging of the callers with hedging is `HedgeLayer::new()`, as a user would switch it
+// on; these are its defaults, which the bound of (j) is worked out from.
+
+/// The hedge budget: this share of the attempts retry sends, per host, over
+/// [`BUDGET_WINDOW`] (the same 10 s), with no floor.
+pub(crate) const HEDGE_RATIO: f64 = 0.1;
+/// The callers with hedging: this share of all the callers, by default.
+pub(crate) const HEDGED_SHARE: f64 = 0.25;
+/// Hedges must have been sent once the callers with hedging made this many calls per host: a
+/// host's delay is learned from 20 answers in 10 s, and its budget earns a hedge per ten.
+pub(crate) const MIN_HEDGED_CALLS_PER_HOST: u64 = 100;
 
 /// Every host goes down for [`OUTAGE`] once per this period, the hosts a few seconds apart...
 pub(crate) const OUTAGE_EVERY: Duration = Duration::from_secs(30);
@@ -149,6 +164,45 @@ pub(crate) fn defaults(seed: u64, cache: EtagCacheLayer) -> CourierLayer {
 /// The most calls to answering paths the breaker may refuse in the broken-paths mix.
 pub(crate) const MAX_REFUSED_SHARE: f64 = 0.01;
 
+/// The two stacks of a run: the preset for the callers without hedging, the preset with
+/// hedging for the others.
+#[derive(Clone)]
+pub(crate) struct Presets {
+    pub(crate) plain: CourierLayer,
+    pub(crate) hedged: CourierLayer,
+}
+
+impl Presets {
+    /// The mix's preset twice: as it is, and with `.hedge(HedgeLayer::new())`. Each
+    /// has its own retry budget, breaker, pacing and concurrency limit (two clients in one
+    /// process); they share the one cache, whose size the memory check counts on.
+    pub(crate) fn of(mix: Mix, seed: u64, cache: EtagCacheLayer) -> Self {
+        let make = match mix {
+            Mix::Chaos => preset,
+            Mix::BrokenPaths => defaults,
+        };
+        Self {
+            plain: make(seed, cache.clone()),
+            hedged: make(seed, cache).hedge(HedgeLayer::new()),
+        }
+    }
+
+    fn client(&self, part: Part, transport: Transport) -> Result<Client, BoxError> {
+        match part {
+            Part::Plain => client(transport, &self.plain),
+            Part::Hedged => client(transport, &self.hedged),
+        }
+    }
+
+    /// The layer whose concurrency limit the calls of `part` pass.
+    fn limited(&self, part: Part) -> &CourierLayer {
+        match part {
+            Part::Plain => &self.plain,
+            Part::Hedged => &self.hedged,
+        }
+    }
+}
+
 fn client(transport: Transport, layer: &CourierLayer) -> Result<Client, BoxError> {
     Ok(match transport {
         Transport::Hyper => layer.hyper::<Full<Bytes>>().boxed(),
@@ -174,6 +228,8 @@ pub(crate) struct Config {
     pub(crate) seed: u64,
     /// Fault servers, each its own host to the preset.
     pub(crate) hosts: usize,
+    /// How many of the callers go through the preset with hedging.
+    pub(crate) hedged_callers: usize,
 }
 
 /// What one run found.
@@ -185,83 +241,23 @@ pub(crate) struct Report {
     pub(crate) chaos: Duration,
     pub(crate) warm_up: Duration,
     pub(crate) memory: Option<Trend>,
-    /// How long each host took to answer a healthy plan after the chaos.
-    pub(crate) recovery: Vec<Option<Duration>>,
-    /// The most retries the budget can let through in this run.
+    /// For each stack in use, how long each host took to answer a healthy plan through it
+    /// after the chaos.
+    pub(crate) recovery: Vec<(Part, Vec<Option<Duration>>)>,
+    /// For each stack in use, each host's concurrency permits still held (in flight and
+    /// queued) once every call has ended.
+    pub(crate) permits: Vec<(Part, Vec<usize>)>,
+    /// The most retries the budget can let through in this run, for the callers without
+    /// hedging.
     pub(crate) budget_bound: u64,
     /// The same with the ratio as written, as a steady load spends it.
     pub(crate) budget_nominal: u64,
+    /// For each host, the most requests beyond their calls' first that the callers with
+    /// hedging may add, and the same at a steady load
+    /// ([`extra_bound`](crate::bounds::extra_bound)).
+    pub(crate) hedged_bounds: Vec<(u64, u64)>,
     /// How late the runtime's timers fired during the chaos.
     pub(crate) lag: Arc<Lag>,
-}
-
-/// The fault servers, on a thread and runtime of their own so that a busy client cannot
-/// starve them (and the other way round).
-struct Servers {
-    servers: Vec<FaultServer>,
-    /// For each server, an instant at or before the one its hits' times count from.
-    started: Vec<Instant>,
-    stop: Option<oneshot::Sender<()>>,
-    thread: Option<std::thread::JoinHandle<()>>,
-}
-
-impl Servers {
-    fn start(hosts: usize) -> std::io::Result<Self> {
-        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
-        let (stop, stopped) = oneshot::channel::<()>();
-        let thread = std::thread::Builder::new()
-            .name("fault-servers".to_owned())
-            .spawn(move || {
-                let runtime = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(runtime) => runtime,
-                    Err(e) => {
-                        let _ = ready_tx.send(Err(e));
-                        return;
-                    }
-                };
-                runtime.block_on(async move {
-                    let mut started = Vec::with_capacity(hosts);
-                    for _ in 0..hosts {
-                        let before = Instant::now();
-                        match FaultServer::start().await {
-                            Ok(server) => started.push((server, before)),
-                            Err(e) => {
-                                let _ = ready_tx.send(Err(e));
-                                return;
-                            }
-                        }
-                    }
-                    let _ = ready_tx.send(Ok(started));
-                    let _ = stopped.await;
-                });
-            })?;
-        let started = ready_rx
-            .recv()
-            .map_err(|_| std::io::Error::other("the fault server thread ended early"))??;
-        let (servers, started) = started.into_iter().unzip();
-        Ok(Self {
-            servers,
-            started,
-            stop: Some(stop),
-            thread: Some(thread),
-        })
-    }
-}
-
-impl Drop for Servers {
-    fn drop(&mut self) {
-        // Dropping the handles aborts the servers' tasks; then the thread may end.
-        self.servers.clear();
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        if let Some(thread) = self.thread.take() {
-            let _ = thread.join();
-        }
-    }
 }
 
 fn lock(tally: &Mutex<Tally>) -> MutexGuard<'_, Tally> {
@@ -269,11 +265,29 @@ fn lock(tally: &Mutex<Tally>) -> MutexGuard<'_, Tally> {
     tally.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Runs the soak with `config` through one `layer` ([`preset`] but in tests). Panics anywhere
-/// are counted by the hook in `main`.
-pub(crate) async fn run(config: Config, layer: &CourierLayer) -> Result<Report, BoxError> {
+/// Runs the soak with `config` through `presets` ([`Presets::of`] but in tests): the first
+/// `config.hedged_callers` callers through the one with hedging, the others through the other.
+/// Panics anywhere are counted by the hook in `main`.
+pub(crate) async fn run(config: Config, presets: &Presets) -> Result<Report, BoxError> {
     let servers = Arc::new(Servers::start(config.hosts)?);
-    let client = client(config.transport, layer)?;
+    let hedged_callers = config.hedged_callers.min(config.concurrency);
+    let parts: Vec<Part> = Part::ALL
+        .into_iter()
+        .filter(|part| match part {
+            Part::Plain => hedged_callers < config.concurrency,
+            Part::Hedged => hedged_callers > 0,
+        })
+        .collect();
+    let mut clients = Vec::with_capacity(parts.len());
+    for part in &parts {
+        clients.push((*part, presets.client(*part, config.transport)?));
+    }
+    let client_of = |part: Part| {
+        clients
+            .iter()
+            .find(|(p, _)| *p == part)
+            .map(|(_, c)| c.clone())
+    };
     let tally = Arc::new(Mutex::new(Tally::default()));
     let bounds = Bounds {
         deadline: DEADLINE,
@@ -293,9 +307,18 @@ pub(crate) async fn run(config: Config, layer: &CourierLayer) -> Result<Report, 
     let next = Arc::new(AtomicU64::new(0));
     let stop_at = began + config.duration;
     let mut callers = tokio::task::JoinSet::new();
-    for _ in 0..config.concurrency {
+    for i in 0..config.concurrency {
+        let part = if i < hedged_callers {
+            Part::Hedged
+        } else {
+            Part::Plain
+        };
+        let Some(client) = client_of(part) else {
+            continue;
+        };
         let caller = Caller {
-            client: client.clone(),
+            client,
+            part,
             servers: Arc::clone(&servers),
             tally: Arc::clone(&tally),
             done: done_tx.clone(),
@@ -328,7 +351,24 @@ pub(crate) async fn run(config: Config, layer: &CourierLayer) -> Result<Report, 
     let samples = sampler.await.unwrap_or_default();
     let _ = lag_monitor.await;
 
-    let recovery = recover(config.mix, &client, &servers, &tally, chaos_end).await;
+    // Through each stack side by side: both are timed from the end of the chaos.
+    let mut recovering = tokio::task::JoinSet::new();
+    for (part, client) in &clients {
+        let (part, client) = (*part, client.clone());
+        let (servers, tally) = (Arc::clone(&servers), Arc::clone(&tally));
+        recovering.spawn(async move {
+            let took = recover(config.mix, &client, &servers, &tally, chaos_end).await;
+            (part, took)
+        });
+    }
+    let mut recovery = Vec::with_capacity(clients.len());
+    while let Some(joined) = recovering.join_next().await {
+        match joined {
+            Ok(recovered) => recovery.push(recovered),
+            Err(e) => lock(&tally).violate(Invariant::Harness, format!("a recovery failed: {e}")),
+        }
+    }
+    recovery.sort_by_key(|(part, _)| *part);
 
     if let Err(e) = checker.await {
         lock(&tally).violate(Invariant::Harness, format!("the checker failed: {e}"));
@@ -349,38 +389,73 @@ pub(crate) async fn run(config: Config, layer: &CourierLayer) -> Result<Report, 
         }
     }
 
+    // Every call has ended, its body read or dropped: no permit may still be held.
+    let permits = parts
+        .iter()
+        .map(|part| (*part, held_permits(presets.limited(*part), &servers)))
+        .collect();
+    drop(clients);
+
     let warm_up = MIN_WARM_UP.max(chaos / 4);
     let memory = memory::trend(&samples, warm_up);
-    let tally = Arc::try_unwrap(tally)
+    let mut tally = Arc::try_unwrap(tally)
         .map_err(|_| "every task holding the tally has ended")?
         .into_inner()
         .unwrap_or_else(|p| p.into_inner());
+    if hedged_callers > 0 && tally.hedged_hosts.len() < config.hosts {
+        tally.hedged_hosts.resize(config.hosts, HostLoad::default());
+    }
+    let plain_calls = tally.part(Part::Plain).calls;
+    let hedged_bounds = tally
+        .hedged_hosts
+        .iter()
+        .map(|h| {
+            (
+                extra_bound(h.calls, h.attempts, chaos, 2.0),
+                extra_bound(h.calls, h.attempts, chaos, 1.0),
+            )
+        })
+        .collect();
     let mut report = Report {
         config,
-        budget_bound: budget_bound(tally.calls, config.hosts, chaos, 2.0 * BUDGET_RATIO),
-        budget_nominal: budget_bound(tally.calls, config.hosts, chaos, BUDGET_RATIO),
+        budget_bound: budget_bound(plain_calls, config.hosts, chaos, 2.0 * BUDGET_RATIO),
+        budget_nominal: budget_bound(plain_calls, config.hosts, chaos, BUDGET_RATIO),
+        hedged_bounds,
         tally,
         chaos,
         warm_up,
         memory,
         recovery,
+        permits,
         lag,
     };
     judge(&mut report);
     Ok(report)
 }
 
-/// The most retries a sliding-window budget lets through over `elapsed`: per host, the floor
-/// once per 0.9 window (an entry stays between 0.9 and 1.0 window), plus `ratio` of the
-/// calls. With `ratio` twice the budget's it is a hard bound: a deposit counts in at most two
-/// stretches of 0.9 window; with the budget's own ratio it is what a steady load can spend.
-fn budget_bound(calls: u64, hosts: usize, elapsed: Duration, ratio: f64) -> u64 {
-    let stretches = (elapsed.as_secs_f64() / (0.9 * BUDGET_WINDOW.as_secs_f64())).floor() + 1.0;
-    let floor = hosts as f64 * f64::from(BUDGET_FLOOR) * stretches;
-    (floor + ratio * calls as f64).ceil() as u64
+/// Each host's concurrency permits that `layer`'s limit still counts: in flight or queued.
+fn held_permits(layer: &CourierLayer, servers: &Servers) -> Vec<usize> {
+    let Some(handle): Option<ConcurrencyHandle<HostKey>> =
+        layer.concurrency_layer().map(|l| l.handle())
+    else {
+        return Vec::new();
+    };
+    servers
+        .servers
+        .iter()
+        .map(|server| {
+            let key = Request::get(server.url_for("/"))
+                .body(())
+                .map(|req| HostKey::from_request(&req));
+            key.ok()
+                .and_then(|key| handle.status(&key))
+                .map_or(0, |s| s.in_flight + s.queued)
+        })
+        .collect()
 }
 
-/// The invariants judged on the whole run: memory, recovery, budget.
+/// The invariants judged on the whole run: memory, recovery, the breaker's refusals, the
+/// budgets, the hedges sent and the permits left.
 fn judge(report: &mut Report) {
     // Too short a run to tell leaves `memory` empty; the summary says so.
     if let Some(trend) = report.memory
@@ -396,26 +471,33 @@ fn judge(report: &mut Report) {
         );
     }
     let bound = recovery_bound(report.config.mix);
-    for (host, took) in report.recovery.clone().into_iter().enumerate() {
-        if took.is_none_or(|took| took > bound) {
-            report.tally.violate(
-                Invariant::Recovers,
-                format!("host {host} did not answer a healthy plan within {bound:?}: {took:?}"),
-            );
+    for (part, recovery) in report.recovery.clone() {
+        for (host, took) in recovery.into_iter().enumerate() {
+            if took.is_none_or(|took| took > bound) {
+                report.tally.violate(
+                    Invariant::Recovers,
+                    format!(
+                        "host {host} did not answer a healthy plan (the preset {}) within \
+                         {bound:?}: {took:?}",
+                        part.name()
+                    ),
+                );
+            }
         }
     }
-    let share = report.tally.refused_share();
-    if report.config.mix == Mix::BrokenPaths && share > MAX_REFUSED_SHARE {
-        let t = &report.tally;
-        report.tally.violate(
-            Invariant::HealthyServed,
-            format!(
-                "the breaker refused {} of {} calls to answering paths ({:.2} %)",
-                t.answering_refused,
-                t.answering_calls,
+    for part in Part::ALL {
+        let p = report.tally.part(part);
+        let share = p.refused_share();
+        if report.config.mix == Mix::BrokenPaths && share > MAX_REFUSED_SHARE {
+            let message = format!(
+                "the breaker refused {} of {} calls to answering paths {} ({:.2} %)",
+                p.answering_refused,
+                p.answering_calls,
+                part.name(),
                 share * 100.0
-            ),
-        );
+            );
+            report.tally.violate(Invariant::HealthyServed, message);
+        }
     }
     if report.tally.retries > report.budget_bound {
         let (retries, bound) = (report.tally.retries, report.budget_bound);
@@ -424,6 +506,46 @@ fn judge(report: &mut Report) {
             format!("the server saw {retries} retries; the budget allows at most {bound}"),
         );
     }
+    let hedged = report.tally.hedged_hosts.clone();
+    for (host, (load, (bound, _))) in hedged.iter().zip(report.hedged_bounds.clone()).enumerate() {
+        if load.extra > bound {
+            report.tally.violate(
+                Invariant::HedgeBudget,
+                format!(
+                    "host {host}: the callers with hedging made {} calls ({} attempts, hedges \
+                     aside) and the server saw {} more requests; the budgets allow {bound}",
+                    load.calls, load.attempts, load.extra
+                ),
+            );
+        }
+    }
+    if hedged_judged(report) && report.tally.hedges.sent == 0 {
+        let calls = report.tally.part(Part::Hedged).calls;
+        report.tally.violate(
+            Invariant::Hedged,
+            format!("the callers with hedging made {calls} calls and no answer carried a hedge"),
+        );
+    }
+    for (part, held) in report.permits.clone() {
+        for (host, held) in held.into_iter().enumerate() {
+            if held > 0 {
+                report.tally.violate(
+                    Invariant::NoPermitHeld,
+                    format!(
+                        "host {host}: {held} permit(s) of the preset {} still held after the run",
+                        part.name()
+                    ),
+                );
+            }
+        }
+    }
+}
+
+/// Whether the callers with hedging made calls enough to judge (k): at least
+/// [`MIN_HEDGED_CALLS_PER_HOST`] per host.
+pub(crate) fn hedged_judged(report: &Report) -> bool {
+    let calls = report.tally.part(Part::Hedged).calls;
+    calls >= MIN_HEDGED_CALLS_PER_HOST * report.config.hosts as u64
 }
 
 /// How long after the chaos each host must answer a healthy plan: the open duration of the
@@ -448,6 +570,8 @@ fn in_outage(host: usize, since: Duration, length: Duration) -> bool {
 /// One of the concurrent callers.
 struct Caller {
     client: Client,
+    /// Which stack `client` is.
+    part: Part,
     servers: Arc<Servers>,
     tally: Arc<Mutex<Tally>>,
     done: mpsc::UnboundedSender<Finished>,
@@ -498,35 +622,50 @@ impl Caller {
         let work = async move {
             match client.oneshot(req).await {
                 Ok(resp) => {
+                    let attempts = resp.extensions().get::<Attempts>().map(Attempts::count);
+                    let hedged = resp.extensions().get::<Hedged>().cloned();
                     let status = resp.status();
-                    match resp.into_body().collect().await {
+                    let outcome = match resp.into_body().collect().await {
                         Ok(_) => status.as_str().to_owned(),
                         Err(e) => format!("{status}, then body: {}", describe(e)),
-                    }
+                    };
+                    (outcome, attempts, hedged)
                 }
-                Err(e) => describe(e),
+                Err(e) => {
+                    let attempts = courier::core::attempts_of(&*e).map(Attempts::count);
+                    (describe(e), attempts, None)
+                }
             }
         };
-        let outcome = match call.drop_after {
+        let (outcome, attempts, hedged) = match call.drop_after {
             Some(after) => tokio::time::timeout(after, work)
                 .await
-                .unwrap_or_else(|_| DROPPED.to_owned()),
+                .unwrap_or_else(|_| (DROPPED.to_owned(), None, None)),
             None => work.await,
         };
         let ended = Instant::now();
         let at = ended.duration_since(self.began);
-        lock(&self.tally).outcome(index, &outcome, ended - start, at, DEADLINE);
-        if call.kind.answers() {
-            lock(&self.tally).answering(outcome == REFUSED);
+        {
+            let mut tally = lock(&self.tally);
+            tally.outcome(self.part, index, &outcome, ended - start, at, DEADLINE);
+            if call.kind.answers() {
+                tally.answering(self.part, outcome == REFUSED);
+            }
+            if let Some(hedged) = &hedged {
+                tally.hedges.record(hedged);
+            }
         }
         let _ = self.done.send(Finished {
             index,
             host: call.host,
+            part: self.part,
             method: call.method,
             key: call.key,
             kind: call.kind,
             ended,
             dropped: outcome == DROPPED,
+            // Unknown: as many as a call may make.
+            attempts: attempts.map_or(u64::from(ATTEMPTS), |n| n as u64),
         });
     }
 }
@@ -612,76 +751,4 @@ async fn recover(
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The soak is only as good as what it catches: a preset that retries POST without a key
-    /// and has no deadline breaks (a) and (c) within seconds.
-    #[test]
-    fn a_preset_that_breaks_its_promises_fails_the_soak() {
-        let runtime = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(2)
-            .enable_all()
-            .build()
-            .unwrap();
-        let broken = preset(1, cache(None).unwrap()).deadline(None).retry(
-            RetryLayer::new()
-                .base(BACKOFF_BASE)
-                .cap(BACKOFF_CAP)
-                .without_budget()
-                .idempotent_methods([http::Method::GET, http::Method::POST, http::Method::PATCH]),
-        );
-        let config = Config {
-            transport: Transport::Hyper,
-            mix: Mix::Chaos,
-            duration: Duration::from_secs(4),
-            max_calls: u64::MAX,
-            concurrency: 16,
-            seed: 1,
-            hosts: 2,
-        };
-        let report = runtime.block_on(run(config, &broken)).unwrap();
-        let t = &report.tally;
-        assert!(!t.passed());
-        assert!(
-            t.violations(Invariant::SentOnce).0 > 0,
-            "{:?}",
-            t.violations(Invariant::SentOnce)
-        );
-        assert!(
-            t.violations(Invariant::Deadline).0 > 0,
-            "slowest {:?}",
-            t.slowest
-        );
-        assert_eq!(t.violations(Invariant::SameKey).0, 0);
-        assert_eq!(t.violations(Invariant::Harness).0, 0);
-        assert!(t.calls > 100 && t.reached > 50, "{t:?}");
-    }
-
-    #[test]
-    fn outages_are_staggered_and_the_run_ends_in_one() {
-        let length = Duration::from_secs(120);
-        let down = |host, secs: f64| in_outage(host, Duration::from_secs_f64(secs), length);
-        assert!(!down(0, 26.9) && down(0, 27.0) && down(0, 29.9) && !down(0, 30.0));
-        // Host 1 is 7 s ahead: down from 20 s to 23 s.
-        assert!(!down(1, 19.9) && down(1, 20.0) && !down(1, 23.0));
-        for host in 0..4 {
-            assert!(down(host, 117.0) && down(host, 119.9), "host {host}");
-            let share = (0..1170)
-                .filter(|t| down(host, f64::from(*t) / 10.0))
-                .count();
-            assert!(
-                (90..=120).contains(&share),
-                "host {host} down {share} of 1170 ticks"
-            );
-        }
-    }
-
-    #[test]
-    fn the_budget_bound_counts_floors_per_stretch_and_the_ratio() {
-        // 60 s is 7 stretches of 9 s (and a part): 4 hosts * 10 * 7 + 10 % of 1000.
-        let bound = budget_bound(1000, 4, Duration::from_secs(60), 0.1);
-        assert_eq!(bound, 280 + 100);
-        assert_eq!(budget_bound(0, 1, Duration::ZERO, 0.2), 10);
-    }
-}
+mod tests;
