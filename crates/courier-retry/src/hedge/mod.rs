@@ -79,6 +79,11 @@
 //! [`Retry::with_hedge`](crate::Retry::with_hedge) does the same with one service fewer in the
 //! stack's type, which is how courier's preset hedges.
 //!
+//! A breaker below judges each request it passes: a hedge of a call's first attempt carries no
+//! retry records, so it is a call of its own there, its outcome counted in the host's window
+//! beside the first request's. Hedges are at most a tenth of the requests, so the share of
+//! failures the breaker weighs moves by no more than that.
+//!
 //! ```
 //! use courier_retry::RetryLayer;
 //! use courier_retry::hedge::HedgeLayer;
