@@ -1,7 +1,8 @@
 //! Redirects followed by `courier::Client`, over both transports, against servers on
 //! loopback: each status's rule, credentials kept from another origin, a loop stopped at the
 //! limit, a keyed POST through a 307, the chain's one deadline, the attempts of every hop.
-//! (https to http is refused by the rule itself: `client::redirect`'s unit tests.)
+//! https to http is refused over a real TLS server (with a CA made in the test), on both
+//! transports.
 
 #![cfg(all(feature = "client", feature = "reqwest"))]
 
@@ -406,4 +407,60 @@ async fn a_location_that_is_no_http_url_is_refused() {
     };
     assert_eq!(redirect.kind(), RedirectErrorKind::InvalidLocation);
     assert_eq!(redirect.location(), "ftp://127.0.0.1/file");
+}
+
+#[tokio::test]
+async fn https_to_http_is_refused_and_the_http_host_sees_nothing() {
+    use courier::transport::tls;
+    use courier_testkit::tls::{TestCa, TlsServer};
+    let ca = TestCa::new();
+    let server = TlsServer::start(ca.leaf(&["127.0.0.1"])).await.unwrap();
+    let (plain, log) = serve().await;
+    let config = || tls::client_config(Some(ca.der())).expect("trust anchors");
+    let clients = [
+        (
+            "hyper",
+            Client::builder()
+                .layer(quick())
+                .hyper(courier::transport::hyper_client_with_tls(config()))
+                .build()
+                .unwrap(),
+        ),
+        (
+            "reqwest",
+            Client::builder()
+                .layer(quick())
+                .reqwest(
+                    courier::transport::reqwest_client_builder_with_tls(config())
+                        .build()
+                        .unwrap(),
+                )
+                .build()
+                .unwrap(),
+        ),
+    ];
+    for (name, client) in clients {
+        // Followed over https first: the same server's answer to `/` is the agent.
+        let to_https = server.url(&format!("/redirect?to={}", server.url("/")));
+        let resp = bounded(client.get(&to_https).send()).await.unwrap();
+        assert_eq!(resp.status(), StatusCode::OK, "{name}");
+        let to_http = format!("http://{plain}/ok");
+        let err = bounded(
+            client
+                .get(server.url(&format!("/redirect?to={to_http}")))
+                .send(),
+        )
+        .await
+        .unwrap_err();
+        let Error::Redirect(redirect) = &err else {
+            panic!("{name}: a redirect error, got {err:?}")
+        };
+        assert_eq!(
+            redirect.kind(),
+            RedirectErrorKind::InsecureRedirect,
+            "{name}"
+        );
+        assert_eq!(redirect.location(), to_http, "{name}");
+    }
+    assert!(log.all().is_empty(), "the http host was never asked");
 }

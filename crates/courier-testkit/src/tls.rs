@@ -169,7 +169,9 @@ impl TestCa {
 
 // === the server ===
 
-/// An HTTPS/1.1 server on 127.0.0.1 presenting one [`Leaf`]. It stops when dropped.
+/// An HTTPS/1.1 server on 127.0.0.1 presenting one [`Leaf`]. It answers each request with
+/// the request's `User-Agent`, but `/redirect?to=URL`, which it answers with a 302 to URL. It
+/// stops when dropped.
 #[derive(Debug)]
 pub struct TlsServer {
     addr: SocketAddr,
@@ -299,6 +301,17 @@ async fn accept_loop(listener: TcpListener, acceptor: TlsAcceptor, counts: Arc<C
             };
             let service = hyper::service::service_fn(move |req: http::Request<Incoming>| {
                 counts.requests.fetch_add(1, Ordering::SeqCst);
+                // `/redirect?to=URL`: a 302 to URL, as written.
+                if req.uri().path() == "/redirect"
+                    && let Some(to) = req.uri().query().and_then(|q| q.strip_prefix("to="))
+                {
+                    let mut resp = http::Response::new(Full::new(Bytes::new()));
+                    *resp.status_mut() = http::StatusCode::FOUND;
+                    if let Ok(to) = http::HeaderValue::from_str(to) {
+                        resp.headers_mut().insert(http::header::LOCATION, to);
+                    }
+                    return std::future::ready(Ok::<_, Infallible>(resp));
+                }
                 let agent = req
                     .headers()
                     .get(http::header::USER_AGENT)
