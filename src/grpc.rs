@@ -67,6 +67,7 @@ use courier_retry::ReplayBody;
 use courier_retry::future::{GrpcStatusSpans, ReadsGrpcTrailers};
 use http::{Request, Response};
 use http_body::Frame;
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
@@ -382,12 +383,84 @@ pub type TransportFuture<F> = Classified<F>;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct GrpcSafe {
     paths: Vec<String>,
+    /// The services and their methods of a descriptor set, once [`known`](Self::known) gave
+    /// one: every name is checked against them.
+    known: Option<BTreeMap<String, Vec<String>>>,
 }
 
 impl GrpcSafe {
     /// No method yet.
     pub const fn new() -> Self {
-        Self { paths: Vec::new() }
+        Self {
+            paths: Vec::new(),
+            known: None,
+        }
+    }
+
+    /// Checks every name, given before or after, against the services and methods that
+    /// `descriptor_set` describes: the `.proto` files compiled into an encoded
+    /// `FileDescriptorSet`, as tonic's build tooling writes it
+    /// (`.file_descriptor_set_path(..)`) and `tonic::include_file_descriptor_set!` includes
+    /// it, the same bytes a reflection service serves. A name spelt as no method of the set
+    /// (`SayHelo`) is refused, with the methods the service has, instead of leaving the method
+    /// quietly unmarked.
+    ///
+    /// ```text
+    /// // build.rs: tonic_prost_build::configure()
+    /// //     .file_descriptor_set_path(out_dir.join("helloworld_descriptor.bin"))
+    /// //     .compile_protos(&["proto/helloworld.proto"], &["proto"])?;
+    /// const DESCRIPTOR_SET: &[u8] = tonic::include_file_descriptor_set!("helloworld_descriptor");
+    ///
+    /// let safe = GrpcSafe::new()
+    ///     .known(DESCRIPTOR_SET)?
+    ///     .methods("helloworld.Greeter", ["SayHello"])?;
+    /// ```
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidConfig`] when `descriptor_set` is no encoded `FileDescriptorSet`, or a name
+    /// given before is not in it.
+    pub fn known(mut self, descriptor_set: &[u8]) -> Result<Self, InvalidConfig> {
+        let set = <descriptor::FileDescriptorSet as prost::Message>::decode(descriptor_set)
+            .map_err(|e| {
+                InvalidConfig::new(
+                    "an encoded FileDescriptorSet",
+                    format_args!("bytes that do not decode as one ({e})"),
+                    "the file tonic's build tooling writes with `file_descriptor_set_path`",
+                )
+            })?;
+        self.known = Some(set.services());
+        for path in &self.paths {
+            let (service, method) = path
+                .trim_start_matches('/')
+                .split_once('/')
+                .expect("a path made here is /service/ or /service/method");
+            self.check_known(service, (!method.is_empty()).then_some(method))?;
+        }
+        Ok(self)
+    }
+
+    /// With a descriptor set, whether it has `service` (and its `method`).
+    fn check_known(&self, service: &str, method: Option<&str>) -> Result<(), InvalidConfig> {
+        let Some(known) = &self.known else {
+            return Ok(());
+        };
+        let Some(methods) = known.get(service) else {
+            let services: Vec<&str> = known.keys().map(String::as_str).collect();
+            return Err(InvalidConfig::new(
+                "a service of the descriptor set",
+                format_args!("{service:?} (it has {})", services.join(", ")),
+                "the service's full name as the .proto declares it",
+            ));
+        };
+        match method {
+            Some(method) if !methods.iter().any(|m| m == method) => Err(InvalidConfig::new(
+                "a method of the service in the descriptor set",
+                format_args!("{method:?} ({service} has {})", methods.join(", ")),
+                "the rpc's name as the .proto spells it",
+            )),
+            _ => Ok(()),
+        }
     }
 
     /// These methods of `service`: `/service/Method` each.
@@ -396,7 +469,8 @@ impl GrpcSafe {
     ///
     /// [`InvalidConfig`] when `service` is no full service name (dot-separated identifiers),
     /// a method is no identifier, or there is no method (a whole service is
-    /// [`service`](Self::service)).
+    /// [`service`](Self::service)); with a [descriptor set](Self::known), when the service or
+    /// a method is not in it.
     pub fn methods<M: AsRef<str>>(
         mut self,
         service: &str,
@@ -413,6 +487,7 @@ impl GrpcSafe {
                     "the rpc's name alone, e.g. \"SayHello\"",
                 ));
             }
+            self.check_known(service, Some(method))?;
             self.paths.push(format!("/{service}/{method}"));
         }
         if self.paths.len() == before {
@@ -457,9 +532,11 @@ impl GrpcSafe {
     ///
     /// # Errors
     ///
-    /// [`InvalidConfig`] when `service` is no full service name (dot-separated identifiers).
+    /// [`InvalidConfig`] when `service` is no full service name (dot-separated identifiers);
+    /// with a [descriptor set](Self::known), when it is not in it.
     pub fn service(mut self, service: &str) -> Result<Self, InvalidConfig> {
         check_service(service)?;
+        self.check_known(service, None)?;
         self.paths.push(format!("/{service}/"));
         Ok(self)
     }
@@ -500,4 +577,139 @@ fn is_identifier(name: &str) -> bool {
         .next()
         .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// The few fields of protobuf's descriptor messages that name services and methods; the rest
+/// of an encoded set is skipped as unknown fields.
+mod descriptor {
+    use std::collections::BTreeMap;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct FileDescriptorSet {
+        #[prost(message, repeated, tag = "1")]
+        pub(super) file: Vec<FileDescriptorProto>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct FileDescriptorProto {
+        #[prost(string, optional, tag = "2")]
+        pub(super) package: Option<String>,
+        #[prost(message, repeated, tag = "6")]
+        pub(super) service: Vec<ServiceDescriptorProto>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct ServiceDescriptorProto {
+        #[prost(string, optional, tag = "1")]
+        pub(super) name: Option<String>,
+        #[prost(message, repeated, tag = "2")]
+        pub(super) method: Vec<MethodDescriptorProto>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub(super) struct MethodDescriptorProto {
+        #[prost(string, optional, tag = "1")]
+        pub(super) name: Option<String>,
+    }
+
+    impl FileDescriptorSet {
+        /// Each service by its full name (`package.Service`), with its methods' names.
+        pub(super) fn services(&self) -> BTreeMap<String, Vec<String>> {
+            let mut out = BTreeMap::new();
+            for file in &self.file {
+                for service in &file.service {
+                    let name = service.name.as_deref().unwrap_or_default();
+                    let full = match file.package.as_deref() {
+                        Some(package) if !package.is_empty() => format!("{package}.{name}"),
+                        _ => name.to_owned(),
+                    };
+                    let methods = service
+                        .method
+                        .iter()
+                        .filter_map(|m| m.name.clone())
+                        .collect();
+                    out.insert(full, methods);
+                }
+            }
+            out
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+        use crate::grpc::GrpcSafe;
+        use prost::Message;
+
+        fn set() -> Vec<u8> {
+            let method = |name: &str| MethodDescriptorProto {
+                name: Some(name.to_owned()),
+            };
+            FileDescriptorSet {
+                file: vec![FileDescriptorProto {
+                    package: Some("helloworld".to_owned()),
+                    service: vec![
+                        ServiceDescriptorProto {
+                            name: Some("Greeter".to_owned()),
+                            method: vec![method("SayHello"), method("ListGreetings")],
+                        },
+                        ServiceDescriptorProto {
+                            name: Some("Health".to_owned()),
+                            method: vec![method("Check")],
+                        },
+                    ],
+                }],
+            }
+            .encode_to_vec()
+        }
+
+        #[test]
+        fn names_are_checked_against_the_descriptor_set_before_and_after() {
+            let safe = GrpcSafe::new()
+                .known(&set())
+                .unwrap()
+                .methods("helloworld.Greeter", ["SayHello"])
+                .unwrap()
+                .service("helloworld.Health")
+                .unwrap();
+            assert_eq!(
+                safe.paths(),
+                ["/helloworld.Greeter/SayHello", "/helloworld.Health/"]
+            );
+
+            let err = GrpcSafe::new()
+                .known(&set())
+                .unwrap()
+                .methods("helloworld.Greeter", ["SayHelo"])
+                .unwrap_err();
+            assert_eq!(
+                err.to_string(),
+                "invalid setting: a method of the service in the descriptor set, got \"SayHelo\" \
+                 (helloworld.Greeter has SayHello, ListGreetings); use the rpc's name as the \
+                 .proto spells it"
+            );
+            let err = GrpcSafe::new()
+                .known(&set())
+                .unwrap()
+                .service("helloworld.Greter")
+                .unwrap_err();
+            assert!(
+                err.given()
+                    .contains("it has helloworld.Greeter, helloworld.Health"),
+                "{err}"
+            );
+
+            // Names given before the set are checked when it comes.
+            let before = GrpcSafe::new()
+                .methods("helloworld.Greeter", ["SayHelo"])
+                .unwrap();
+            assert!(before.known(&set()).is_err());
+            let before = GrpcSafe::new().service("helloworld.Health").unwrap();
+            assert!(before.known(&set()).is_ok());
+
+            // Not a descriptor set at all.
+            let err = GrpcSafe::new().known(b"\xff\xff\xff").unwrap_err();
+            assert_eq!(err.requirement(), "an encoded FileDescriptorSet");
+        }
+    }
 }
