@@ -31,7 +31,8 @@ enum Kind {
     Sent,
     /// The stream through the retry layer's replay, and the handle on the copy a redirect
     /// sends again.
-    Stream(ReplayBody<Tee>, Arc<TeeShared>),
+    /// Boxed: the body moves through every layer of the stack, and a stream is rare.
+    Stream(Box<ReplayBody<Tee>>, Arc<TeeShared>),
 }
 
 /// A boxed stream of chunks, as [`Body::wrap_stream`] keeps it.
@@ -76,7 +77,7 @@ impl Body {
             shared: shared.clone(),
         };
         Self {
-            kind: Kind::Stream(ReplayBody::with_cap(tee, cap), shared),
+            kind: Kind::Stream(Box::new(ReplayBody::with_cap(tee, cap)), shared),
         }
     }
 
@@ -144,7 +145,9 @@ impl RetryBody for Body {
         let kind = match &self.kind {
             Kind::Empty | Kind::Sent => Kind::Empty,
             Kind::Bytes(b) => Kind::Bytes(b.clone()),
-            Kind::Stream(r, shared) => Kind::Stream(r.try_clone_body()?, shared.clone()),
+            Kind::Stream(r, shared) => {
+                Kind::Stream(Box::new((**r).try_clone_body()?), shared.clone())
+            }
         };
         Some(Self { kind })
     }
@@ -158,8 +161,8 @@ impl RetryBody for Body {
 
     fn try_clone_aside(&self) -> Option<Self> {
         match &self.kind {
-            Kind::Stream(r, shared) => r.try_clone_aside().map(|r| Self {
-                kind: Kind::Stream(r, shared.clone()),
+            Kind::Stream(r, shared) => (**r).try_clone_aside().map(|r| Self {
+                kind: Kind::Stream(Box::new(r), shared.clone()),
             }),
             _ => self.try_clone_body(),
         }
@@ -183,7 +186,7 @@ impl http_body::Body for Body {
                 };
                 Poll::Ready(Some(Ok(Frame::data(bytes))))
             }
-            Kind::Stream(r, _) => Pin::new(r).poll_frame(cx),
+            Kind::Stream(r, _) => Pin::new(&mut **r).poll_frame(cx),
         }
     }
 

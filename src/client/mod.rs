@@ -303,13 +303,17 @@ impl Client {
             body = if hop.to_get {
                 Body::empty()
             } else {
+                // Boxed: a hop that replays a body is rare, and its wait would otherwise make
+                // every call's future larger.
                 let whole = match (keeper, deadline) {
                     (None, _) => None,
-                    (Some(keeper), Some(at)) => tokio::time::timeout_at(at, keeper.whole())
-                        .await
-                        .ok()
-                        .flatten(),
-                    (Some(keeper), None) => keeper.whole().await,
+                    (Some(keeper), Some(at)) => {
+                        Box::pin(tokio::time::timeout_at(at, keeper.whole()))
+                            .await
+                            .ok()
+                            .flatten()
+                    }
+                    (Some(keeper), None) => Box::pin(keeper.whole()).await,
                 };
                 match whole {
                     Some(bytes) if bytes.is_empty() => Body::empty(),
