@@ -166,7 +166,7 @@ where
                         }
                         None => fut.poll(cx),
                     };
-                    let res = ready!(polled).map_err(Into::into);
+                    let res = ready!(polled);
                     let Some(ctx) = this.ctx.as_mut() else {
                         return Poll::Ready(res);
                     };
