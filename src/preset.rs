@@ -401,6 +401,12 @@ impl CourierLayer {
     /// latency; see [`courier_retry::hedge`]. It reads answers with the preset's
     /// [`classifier`](Self::classifier) when one is set.
     ///
+    /// The retry service hedges its own attempts ([`Retry::with_hedge`]), so one rule says
+    /// what may be repeated: an attempt is hedged when retry would repeat it (its classifier's
+    /// retry-safe paths, such as the gRPC methods of a `courier::grpc::GrpcSafe`,
+    /// included); with retry off, when the hedge layer's own classifier (the preset's, when
+    /// one is set) says so.
+    ///
     /// ```
     /// use courier::CourierLayer;
     /// use courier::retry::hedge::HedgeLayer;

@@ -80,7 +80,9 @@
 //! `initialBackoff` and `maxBackoff` the retry's backoff, and its `retryableStatusCodes` the
 //! classifier's gRPC codes. A `hedgingPolicy` is the route's `hedge`: its `hedgingDelay` is
 //! `hedge.delay`, its `maxAttempts` `hedge.attempts`, its `nonFatalStatusCodes`
-//! `hedge.non_fatal_grpc_codes`. Service-config JSON is not read as such: its
+//! `hedge.non_fatal_grpc_codes`; a method is hedged only when it is safe to repeat (the
+//! route's `retry.retry_safe_paths`), as gRPC's own hedging applies only to the methods its
+//! config names. Service-config JSON is not read as such: its
 //! throttling and load-balancing parts have no counterpart here, and one format keeps one
 //! meaning per key.
 
