@@ -110,7 +110,7 @@ async fn a_bad_file_exits_2_naming_each_field() {
             vec![
                 "default.retries: unknown field `retries`, expected one of `name`, `match`, \
                  `deadline`, `attempt_timeout`, `retry`, `rate_limit`, `breaker`, `pacing`, \
-                 `cache`, `concurrency`",
+                 `cache`, `concurrency`, `hedge`",
             ],
         ),
     ];
