@@ -184,9 +184,12 @@ async fn the_deadline_ending_the_call() {
             ],
             "{transport:?}"
         );
+        // Counted from retry's start, a few microseconds after the deadline's own: the timer
+        // fires at the deadline or after it, so the record may read a hair under 500 ms.
         assert!(
-            records[1].elapsed >= Duration::from_millis(500),
-            "{transport:?}"
+            records[1].elapsed >= Duration::from_millis(495),
+            "{transport:?}: {:?}",
+            records[1].elapsed
         );
         match &err {
             courier::Error::DeadlineExceeded(spent) => {
