@@ -254,7 +254,7 @@ pub(crate) struct Report {
     pub(crate) budget_nominal: u64,
     /// For each host, the most requests beyond their calls' first that the callers with
     /// hedging may add, and the same at a steady load
-    /// ([`extra_bound`](crate::bounds::extra_bound)).
+    /// ([`extra_bound`]).
     pub(crate) hedged_bounds: Vec<(u64, u64)>,
     /// How late the runtime's timers fired during the chaos.
     pub(crate) lag: Arc<Lag>,
