@@ -35,8 +35,9 @@
 //!   like any attempt. Not a service of its own, measured on the `courier` CLI binary (`cargo
 //!   check`, the preset named in many of its futures): with retry's own hedging it checks in
 //!   203 s at a 7.7 GB peak, as it did with no hedging; with one more level that only passes
-//!   calls through, 264 s and 7.7 GB; with one more level bounded as hedging needs (`S: Clone
-//!   + Send + 'static`, `S::Error: Into<BoxError>`), it was stopped at 11 GB after 4 minutes
+//!   calls through, 264 s and 7.7 GB; with one more level bounded as hedging needs (its
+//!   service `Clone`, `Send` and `'static`, its error `Into<BoxError>`), it was stopped at
+//!   11 GB after 4 minutes
 //!   (an earlier try passed 20 GB). It is off by default: a hedge is extra load on the host,
 //!   which its owner decides on, as gRPC's hedging policy and tower's `Hedge` are opt-in.
 //! - The attempt timeout is innermost so that it bounds one attempt, never the waits between.
