@@ -80,8 +80,9 @@ fn listened_call_span<B>(req: &Request<B>) -> Span {
 /// answer on.
 #[inline]
 pub(crate) fn observed<B, E>(span: &Span, res: Result<Response<B>, E>) -> Result<Response<B>, E> {
-    // Nothing to record without a span or a metrics facade: not even the status is looked up.
-    if span.is_none() && !cfg!(feature = "metrics") {
+    // Nothing to record without a span or a metrics recorder: not even the status is looked up.
+    let recording = recording();
+    if span.is_none() && !recording {
         return res;
     }
     if let Ok(r) = &res {
@@ -89,13 +90,23 @@ pub(crate) fn observed<B, E>(span: &Span, res: Result<Response<B>, E>) -> Result
         if !span.is_disabled() {
             answered(span, r.status(), status);
         }
-        if let Some(status) = status
+        if recording
+            && let Some(status) = status
             && status != CacheStatus::Bypass
         {
             lookup(status);
         }
     }
     res
+}
+
+/// Whether a `metrics` recorder listens (never without the feature).
+#[inline]
+fn recording() -> bool {
+    #[cfg(feature = "metrics")]
+    return names::metrics_recording();
+    #[cfg(not(feature = "metrics"))]
+    false
 }
 
 /// Records on the call span that the call ended from outside while it waited in the cache:

@@ -17,7 +17,8 @@
 //!   key as `global`.
 //!
 //! Nothing here allocates but [`key_label`] and `UrlFull`'s `Display`, which the layers call
-//! only when a subscriber or a recorder listens.
+//! only when a subscriber or a recorder listens. Whether a `metrics` recorder listens is
+//! `metrics_recording` (feature `metrics`).
 
 use crate::HostKey;
 use crate::classify::classify_error;
@@ -28,6 +29,38 @@ use http::{HeaderMap, Method, StatusCode, Uri};
 use std::any::Any;
 use std::error::Error;
 use std::fmt;
+
+/// Whether a `metrics` recorder listens on this thread now: one set for this scope
+/// (`metrics::with_local_recorder`) or the global one. The layers skip their per-call metrics
+/// when none does.
+///
+/// The facade hands out its own no-op recorder when none is installed and gives no way to ask
+/// whether it did, so that one is told by where it lives: it has no size and is a `static`.
+/// The global recorder is boxed, so one of no size is at the dangling address of every boxed
+/// value of no size; one set for a scope from a local variable is on this thread's stack.
+/// Both count as recorders. One case is taken for none: a recorder of no size set for a
+/// scope from a `static` of its own. Such a recorder keeps no state; give it a field, or
+/// install it globally, to have courier's per-call metrics reach it.
+#[cfg(feature = "metrics")]
+#[inline]
+pub fn metrics_recording() -> bool {
+    metrics::with_recorder(|recorder| !looks_like_noop(recorder))
+}
+
+/// See [`metrics_recording`].
+#[cfg(feature = "metrics")]
+#[inline]
+fn looks_like_noop(recorder: &dyn metrics::Recorder) -> bool {
+    /// Farther than this from a local of this thread is not on its stack.
+    const STACK: usize = 1 << 30;
+    if std::mem::size_of_val(recorder) != 0 {
+        return false;
+    }
+    let address = std::ptr::from_ref(recorder).cast::<()>().addr();
+    let here = 0u8;
+    let local = std::ptr::from_ref(&here).addr();
+    address != std::mem::align_of_val(recorder) && address.abs_diff(local) > STACK
+}
 
 /// `http.request.method`: a method the HTTP specification defines as it is, any other as
 /// `_OTHER` (the semantic conventions' bound on its values).
@@ -211,6 +244,69 @@ pub fn key_label<K: fmt::Debug + 'static>(key: &K) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(feature = "metrics")]
+    #[test]
+    fn a_recorder_is_told_from_none() {
+        struct Stateless;
+        impl metrics::Recorder for Stateless {
+            fn describe_counter(
+                &self,
+                _: metrics::KeyName,
+                _: Option<metrics::Unit>,
+                _: metrics::SharedString,
+            ) {
+            }
+            fn describe_gauge(
+                &self,
+                _: metrics::KeyName,
+                _: Option<metrics::Unit>,
+                _: metrics::SharedString,
+            ) {
+            }
+            fn describe_histogram(
+                &self,
+                _: metrics::KeyName,
+                _: Option<metrics::Unit>,
+                _: metrics::SharedString,
+            ) {
+            }
+            fn register_counter(
+                &self,
+                _: &metrics::Key,
+                _: &metrics::Metadata<'_>,
+            ) -> metrics::Counter {
+                metrics::Counter::noop()
+            }
+            fn register_gauge(
+                &self,
+                _: &metrics::Key,
+                _: &metrics::Metadata<'_>,
+            ) -> metrics::Gauge {
+                metrics::Gauge::noop()
+            }
+            fn register_histogram(
+                &self,
+                _: &metrics::Key,
+                _: &metrics::Metadata<'_>,
+            ) -> metrics::Histogram {
+                metrics::Histogram::noop()
+            }
+        }
+        assert!(!metrics_recording(), "none installed");
+        let debugging = metrics_util::debugging::DebuggingRecorder::new();
+        metrics::with_local_recorder(&debugging, || assert!(metrics_recording()));
+        metrics::with_local_recorder(&Stateless, || {
+            assert!(metrics_recording(), "a recorder of no size is still one");
+        });
+        let stateless = Stateless;
+        metrics::with_local_recorder(&stateless, || {
+            assert!(metrics_recording(), "on the stack");
+        });
+        let boxed = Box::new(Stateless);
+        metrics::with_local_recorder(&*boxed, || assert!(metrics_recording(), "boxed"));
+        assert!(!metrics_recording(), "none once the scopes are over");
+    }
 
     fn uri(s: &str) -> Uri {
         s.parse().unwrap()

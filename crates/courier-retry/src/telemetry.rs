@@ -135,7 +135,9 @@ impl Spans {
         now: tokio::time::Instant,
     ) {
         #[cfg(feature = "metrics")]
-        if let Some(began) = self.began.take() {
+        if let Some(began) = self.began.take()
+            && names::metrics_recording()
+        {
             let took = now.saturating_duration_since(began);
             crate::metrics::attempt(&config.durations, parts, res, record, took);
         }
