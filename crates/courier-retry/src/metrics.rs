@@ -129,8 +129,9 @@ pub(crate) fn attempt<RB>(
 const MAX_SERIES: usize = 4096;
 
 /// The handles of the `http.client.request.duration` series a layer has seen: an attempt of a
-/// known series records into its handle, with no label to build and nothing to allocate,
-/// whether a recorder is installed or not (the `metrics` facade cannot tell). A handle belongs
+/// known series records into its handle, with no label to build and nothing to allocate (and
+/// with no recorder installed, nothing is looked up: see
+/// `courier_core::telemetry::metrics_recording`). A handle belongs
 /// to the recorder it was registered with, so the recorder (told apart by its address) is part
 /// of the series: one installed later gets handles of its own. Shared by the layer and every
 /// service it makes.
