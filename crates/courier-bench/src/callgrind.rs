@@ -5,7 +5,7 @@
 //! Each variant runs twice, a few calls then many more, and the difference in instructions is
 //! divided by the extra calls: first-call costs cancel out. A happy-path variant is counted
 //! inside [`measured_calls`] alone, out of line, and each count is the least of three
-//! processes ([`least_count`]): so a variant's count stays put when others are added beside
+//! processes (`least_count`): so a variant's count stays put when others are added beside
 //! it. Heap allocations are the calls into `malloc`, read from `callgrind_annotate`'s caller
 //! tree.
 
