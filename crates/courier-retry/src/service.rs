@@ -46,7 +46,8 @@ impl<S> Retry<S> {
 
     /// The layer switched off: one attempt, straight to `inner`, with no idempotency key, no
     /// budget deposit, no copy of the request and no `Attempts` extension; the answer is
-    /// `inner`'s. The same type as an active `Retry<S>`, so a stack can switch it at run time.
+    /// `inner`'s (with [`with_hedge`](Self::with_hedge), that attempt is hedged, and the hedge
+    /// keeps its own budget and copy). The same type as an active `Retry<S>`, so a stack can switch it at run time.
     pub const fn pass_through(inner: S) -> Self {
         Self {
             inner,
@@ -58,8 +59,10 @@ impl<S> Retry<S> {
     /// Hedges every attempt this service sends as `layer` says (the one attempt of a
     /// pass-through service too): the same as a [`HedgeLayer`](crate::hedge::HedgeLayer)
     /// just below, with no service of its own in the stack's type, and one rule for what may
-    /// be repeated: an attempt is hedged only when this layer would retry it (its
-    /// classifier's retry-safe paths included). courier's preset hedges
+    /// be repeated: an attempt is hedged only when this layer counts it safe to repeat (its
+    /// classifier's retry-safe paths and the keys it generates included), however many
+    /// attempts it allows; the hedge's own [`attempts`](crate::hedge::HedgeLayer::attempts)
+    /// bound the copies. courier's preset hedges
     /// this way: one more service level with the bounds hedging needs, in a stack as deep as
     /// the preset's, made the compiler's work on a program naming the stack's future grow
     /// past bounds (the figures are in the `courier` crate's `preset` module docs).

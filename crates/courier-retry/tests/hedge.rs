@@ -92,6 +92,54 @@ async fn a_keyless_post_is_never_hedged_and_a_keyed_one_carries_its_key_on_every
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_keyed_posts_409_while_another_copy_is_out_waits_for_that_copy() {
+    // A server that keeps keys answers a copy that comes while the first is under way with
+    // 409: the first's answer is the call's, and no more copies go.
+    let mock = Mock::new([Answer::Delay(500 * MS, 201), Answer::Delay(10 * MS, 409)]);
+    let hedge = layer().after(50 * MS).attempts(3);
+    let mut req = post("http://a.example/orders", "{\"n\":3}");
+    req.headers_mut()
+        .insert("idempotency-key", "k-9".parse().unwrap());
+    let start = Instant::now();
+    let res = hedge.layer(mock.clone()).oneshot(req).await.unwrap();
+    assert_eq!((res.status().as_u16(), start.elapsed()), (201, 500 * MS));
+    assert_eq!(mock.count(), 2, "no copy after the 409");
+
+    // With no other copy out, the 409 is the answer.
+    let mock = Mock::new([Answer::Delay(10 * MS, 409)]);
+    let mut req = post("http://a.example/orders", "{}");
+    req.headers_mut()
+        .insert("idempotency-key", "k-10".parse().unwrap());
+    let res = hedge.layer(mock.clone()).oneshot(req).await.unwrap();
+    assert_eq!((res.status().as_u16(), mock.count()), (409, 1));
+
+    // A GET's 409 is final, as before.
+    let mock = Mock::new([Answer::Delay(500 * MS, 200), Answer::Delay(10 * MS, 409)]);
+    let res = hedge
+        .layer(mock.clone())
+        .oneshot(get("http://a.example/x"))
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 409);
+}
+
+#[tokio::test(start_paused = true)]
+async fn delays_beyond_an_hour_are_an_hour() {
+    let mock = Mock::new([Answer::Delay(10 * MS, 200)]);
+    for hedge in [
+        layer().after(Duration::MAX),
+        layer().bounds(Duration::MAX, Duration::MAX),
+    ] {
+        let res = hedge
+            .layer(mock.clone())
+            .oneshot(get("http://a.example/x"))
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200);
+    }
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_post_marked_safe_is_hedged_and_the_call_options_decide_for_their_call() {
     let slow_then_fast = || Mock::new([Answer::Delay(500 * MS, 200), Answer::Delay(5 * MS, 200)]);
     let hedge = layer().after(50 * MS);

@@ -13,10 +13,11 @@ use crate::telemetry::TARGET;
 use courier_core::classifier::Class;
 use courier_core::grpc::{GrpcCode, Pushback, is_grpc};
 use courier_core::{
-    BoxError, CircuitOpen, ConcurrencyLimited, RateLimited, ResponseHead, is_caused_by,
+    BoxError, CircuitOpen, ConcurrencyLimited, DeadlineExceeded, RateLimited, ResponseHead,
+    is_caused_by,
 };
 use http::request::Parts;
-use http::{HeaderValue, Request, Response};
+use http::{HeaderValue, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
 use std::fmt;
 use std::future::{Future, poll_fn};
@@ -329,8 +330,23 @@ where
         let span = self.span(attempt, offset);
         let mut svc = self.svc.clone();
         let req = Request::from_parts(parts, body);
+        let (deadline, start) = (self.deadline, self.start);
         let fut: BoxResponse<RB> = Box::pin(async move {
-            poll_fn(|cx| svc.poll_ready(cx)).await.map_err(Into::into)?;
+            let ready = poll_fn(|cx| svc.poll_ready(cx));
+            match deadline {
+                // Readiness may take longer than the deadline leaves (a full concurrency
+                // limit below): no hedge goes out once it has passed.
+                Some(deadline) => match tokio::time::timeout_at(deadline, ready).await {
+                    Ok(Ok(())) if Instant::now() < deadline => {}
+                    Ok(Err(e)) => return Err(e.into()),
+                    Ok(Ok(())) | Err(_) => {
+                        let budget = deadline.saturating_duration_since(start);
+                        let elapsed = Instant::now().saturating_duration_since(start);
+                        return Err(Box::new(DeadlineExceeded::new(budget, elapsed)) as BoxError);
+                    }
+                },
+                None => ready.await.map_err(Into::into)?,
+            }
             svc.call(req).await.map_err(Into::into)
         });
         #[cfg(feature = "metrics")]
@@ -352,9 +368,12 @@ impl<S, B> Hedging<S, B> {
         let config = &*self.config;
         match res {
             Err(e) => {
+                // Refused below, or cut by the deadline: a hedge that says nothing of the
+                // requests still out.
                 let refused = is_caused_by::<CircuitOpen>(&**e)
                     || is_caused_by::<RateLimited>(&**e)
-                    || is_caused_by::<ConcurrencyLimited>(&**e);
+                    || is_caused_by::<ConcurrencyLimited>(&**e)
+                    || is_caused_by::<DeadlineExceeded>(&**e);
                 if hedge && refused {
                     return Judgement::Refused;
                 }
@@ -363,6 +382,13 @@ impl<S, B> Hedging<S, B> {
                 } else {
                     Judgement::Wins
                 }
+            }
+            // The copies of a request that only its key makes safe are out together, and a
+            // server that keeps keys answers a later one 409 while the first is under way:
+            // that says nothing of the call while another copy is out, and more copies would
+            // get the same.
+            Ok(r) if r.status() == StatusCode::CONFLICT && !self.parts.method.is_idempotent() => {
+                Judgement::NonFatal { pushback: true }
             }
             Ok(r) => {
                 let head = ResponseHead::of(r);

@@ -13,7 +13,10 @@
 //! path or a [`RetrySafe`](courier_core::idempotency::RetrySafe) mark such as a gRPC method
 //! marked safe), or by the call's own
 //! [`CallOptions::retry_safe`](courier_core::CallOptions::retry_safe). A keyless POST or PATCH
-//! is never hedged; a keyed one carries its key, unchanged, on every hedge. The body must be
+//! is never hedged; a keyed one carries its key, unchanged, on every hedge. Its copies are
+//! out together, and a server that keeps keys answers one that comes while another is under
+//! way with 409 Conflict: such an answer to a request whose method is not idempotent does not
+//! win while another copy is out, and no more copies go. The body must be
 //! copyable whole when the hedge goes ([`RetryBody`]: any `Clone` body, or a [`ReplayBody`](crate::ReplayBody)
 //! read to its end within its cap); otherwise the call is not hedged.
 //!
@@ -164,7 +167,9 @@ pub use future::ResponseFuture;
 use crate::body::RetryBody;
 use crate::budget::{BudgetState, RetryBudget};
 use courier_core::grpc::GrpcCode;
-use courier_core::{BoxError, CallContext, Classifier, Hedging, HintConfig, HostKey, RequestHead};
+use courier_core::{
+    BoxError, CallContext, CallOptions, Classifier, Hedging, HintConfig, HostKey, RequestHead,
+};
 use future::Hedging as Call;
 use http::{Request, Response};
 use sketch::Sketch;
@@ -343,8 +348,10 @@ impl HedgeLayer {
         }
     }
 
-    /// A fixed delay, the same for every host, in place of a learned one.
+    /// A fixed delay, the same for every host, in place of a learned one. At most an hour
+    /// ([`CallOptions::MAX_HEDGE_DELAY`]); a longer one is taken as an hour.
     pub fn after(self, delay: Duration) -> Self {
+        let delay = delay.min(CallOptions::MAX_HEDGE_DELAY);
         self.with(|c| c.delay = Delay::Fixed(delay))
     }
 
@@ -369,10 +376,12 @@ impl HedgeLayer {
         })
     }
 
-    /// The least and the most a learned delay may be. Defaults to 1 ms and 10 s. Sets the
+    /// The least and the most a learned delay may be. Defaults to 1 ms and 10 s; each at most
+    /// an hour ([`CallOptions::MAX_HEDGE_DELAY`]). Sets the
     /// delay to be learned, as [`percentile`](Self::percentile) does.
     pub fn bounds(self, min: Duration, max: Duration) -> Self {
-        let max = max.max(min);
+        let min = min.min(CallOptions::MAX_HEDGE_DELAY);
+        let max = max.max(min).min(CallOptions::MAX_HEDGE_DELAY);
         self.with(|c| {
             let q = match c.delay {
                 Delay::Learned { q, .. } => q,
