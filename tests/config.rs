@@ -508,6 +508,10 @@ fn bad_files_name_the_field_and_its_value() {
             "default.hedge.delay: must be at least 1ms, got 0s",
         ),
         (
+            "[default]\nhedge = { delay = \"2h\" }",
+            "default.hedge.delay: must be at most 1h, got 2h",
+        ),
+        (
             "[default]\nhedge = { attempts = 1 }",
             "default.hedge.attempts: must be at least 2 (the first and a hedge; hedge = false \
              for none), got 1",

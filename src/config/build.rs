@@ -400,6 +400,18 @@ fn hedge_layer(h: &HedgeConfig, path: &str, errors: &mut Errors) -> Option<Hedge
         ),
         (Some(delay), None) => {
             let delay = duration_at_least(delay.0, Duration::from_millis(1), path, "delay", errors);
+            let max = courier_core::CallOptions::MAX_HEDGE_DELAY;
+            if delay > max {
+                errors.push(
+                    path,
+                    "delay",
+                    format!(
+                        "must be at most {}, got {}",
+                        super::Dur(max),
+                        super::Dur(delay)
+                    ),
+                );
+            }
             layer = layer.after(delay);
         }
         (None, Some(p)) if !(p > 0.0 && p < 100.0) => errors.push(

@@ -278,7 +278,12 @@ where
                 telemetry::inject(&span, req.headers_mut());
                 let fut = {
                     let _attempt = span.enter();
-                    hedge::call(ctx.hedge.as_ref(), &mut ctx.svc, req, Some(ctx.retry_safe))
+                    let retry = hedge::FromRetry {
+                        safe: ctx.retry_safe,
+                        classifier: &ctx.config.classifier,
+                        hints: &ctx.config.hints,
+                    };
+                    hedge::call(ctx.hedge.as_ref(), &mut ctx.svc, req, Some(retry))
                 };
                 let res = fut.instrument(span).await;
                 // Refused below by the breaker, the rate limiter or the concurrency limit: nothing was sent, so the retry

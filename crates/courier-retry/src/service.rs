@@ -192,7 +192,12 @@ where
         let fut = {
             let _attempt = spans.attempt().map(tracing::Span::enter);
             let req = Request::from_parts(parts, body);
-            hedge::call(self.hedge.as_ref(), &mut self.inner, req, Some(retry_safe))
+            let retry = hedge::FromRetry {
+                safe: retry_safe,
+                classifier: &config.classifier,
+                hints: &config.hints,
+            };
+            hedge::call(self.hedge.as_ref(), &mut self.inner, req, Some(retry))
         };
         let svc = self.inner.clone();
         ResponseFuture::new(

@@ -124,6 +124,23 @@ async fn a_keyed_posts_409_while_another_copy_is_out_waits_for_that_copy() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn under_retry_the_hedges_answers_are_read_with_retrys_classifier() {
+    // Retry calls 418 retryable; the hedge layer was given no classifier. A hedge answered
+    // 418 does not win over the first request still out.
+    let mock = Mock::new([Answer::Delay(500 * MS, 200), Answer::Delay(10 * MS, 418)]);
+    let retry = RetryLayer::new().classifier(
+        courier_core::Classifier::new()
+            .retryable_statuses([http::StatusCode::IM_A_TEAPOT])
+            .unwrap(),
+    );
+    let svc = courier_retry::Retry::new(mock.clone(), retry).with_hedge(layer().after(50 * MS));
+    let start = Instant::now();
+    let res = svc.oneshot(get("http://a.example/x")).await.unwrap();
+    assert_eq!((res.status().as_u16(), start.elapsed()), (200, 500 * MS));
+    assert_eq!(mock.count(), 2, "the first and one hedge; nothing retried");
+}
+
+#[tokio::test(start_paused = true)]
 async fn delays_beyond_an_hour_are_an_hour() {
     let mock = Mock::new([Answer::Delay(10 * MS, 200)]);
     for hedge in [

@@ -16,6 +16,7 @@ use courier_core::{
     BoxError, CircuitOpen, ConcurrencyLimited, DeadlineExceeded, RateLimited, ResponseHead,
     is_caused_by,
 };
+use courier_core::{Classifier, HintConfig};
 use http::request::Parts;
 use http::{HeaderValue, Request, Response, StatusCode};
 use pin_project_lite::pin_project;
@@ -108,6 +109,10 @@ impl<F, RB> fmt::Debug for ResponseFuture<F, RB> {
 /// A call that may be hedged: what each of its requests is made from.
 pub(super) struct Hedging<S, B> {
     config: Arc<Config>,
+    /// What the answers mean: the retry layer's classifier and hints when it hedges its
+    /// attempts, else the hedge's own.
+    classifier: Classifier,
+    hints: HintConfig,
     svc: S,
     parts: Parts,
     /// The body every hedge copies.
@@ -152,6 +157,8 @@ impl<S, B> Hedging<S, B> {
     #[allow(clippy::too_many_arguments)]
     pub(super) fn new(
         config: Arc<Config>,
+        classifier: Classifier,
+        hints: HintConfig,
         svc: S,
         parts: Parts,
         template: B,
@@ -162,6 +169,8 @@ impl<S, B> Hedging<S, B> {
     ) -> Self {
         Self {
             config,
+            classifier,
+            hints,
             svc,
             parts,
             template,
@@ -377,7 +386,7 @@ impl<S, B> Hedging<S, B> {
                 if hedge && refused {
                     return Judgement::Refused;
                 }
-                if config.classifier.classify_error(&**e).may_change() {
+                if self.classifier.classify_error(&**e).may_change() {
                     Judgement::NonFatal { pushback: false }
                 } else {
                     Judgement::Wins
@@ -392,7 +401,7 @@ impl<S, B> Hedging<S, B> {
             }
             Ok(r) => {
                 let head = ResponseHead::of(r);
-                let verdict = config.classifier.classify_response(&head);
+                let verdict = self.classifier.classify_response(&head);
                 let grpc = head.grpc_status();
                 let non_fatal = match (&config.non_fatal_grpc, grpc) {
                     (Some(codes), Some(code)) => code != GrpcCode::OK && codes.contains(&code),
@@ -407,7 +416,7 @@ impl<S, B> Hedging<S, B> {
                     Some(_) => Pushback::parse(r.headers()).is_some(),
                     None => {
                         matches!(verdict.class(), Class::Overload { .. })
-                            || config.hints.parse(r.headers()).is_some()
+                            || self.hints.parse(r.headers()).is_some()
                     }
                 };
                 Judgement::NonFatal { pushback }

@@ -514,16 +514,26 @@ where
     }
 }
 
+/// The retry layer's word on a request it hedges: whether it may be repeated (decided
+/// already), and the classifier and hints it reads answers with, which the hedges' answers
+/// are read with too.
+#[derive(Clone, Copy)]
+pub(crate) struct FromRetry<'a> {
+    pub(crate) safe: bool,
+    pub(crate) classifier: &'a Classifier,
+    pub(crate) hints: &'a HintConfig,
+}
+
 /// Sends `req` through `inner` (the instance `poll_ready` made ready), hedged as `config`
 /// says; without a configuration, straight through. [`Hedge`] and the retry layer's
-/// [`Retry::with_hedge`](crate::Retry::with_hedge) share it. `safe` is the caller's word on
-/// whether the request may be repeated (the retry layer's, which it has decided already);
-/// `None` leaves it to the call's options and the hedge's classifier.
+/// [`Retry::with_hedge`](crate::Retry::with_hedge) share it. `retry` is the retry layer's
+/// word when it hedges its attempts; `None` leaves safety to the call's options and the
+/// hedge's classifier, and the answers to the hedge's classifier.
 pub(crate) fn call<S, B, RB>(
     config: Option<&Arc<Config>>,
     inner: &mut S,
     req: Request<B>,
-    safe: Option<bool>,
+    retry: Option<FromRetry<'_>>,
 ) -> ResponseFuture<S::Future, RB>
 where
     S: Service<Request<B>, Response = Response<RB>> + Clone + Send + 'static,
@@ -543,7 +553,8 @@ where
     let (parts, body) = req.into_parts();
     config.budget.deposit(&parts, now);
     let head = RequestHead::from_parts(&parts);
-    let safe = safe
+    let safe = retry
+        .map(|r| r.safe)
         .or(options.retry_safety())
         .unwrap_or_else(|| config.classifier.is_retry_safe(&head));
     let sketch = match config.delay {
@@ -570,8 +581,14 @@ where
         let req = Request::from_parts(parts, body);
         return ResponseFuture::direct(inner.call(req), sketch.map(|s| (s, now)));
     };
+    let (classifier, hints) = match retry {
+        Some(r) => (r.classifier.clone(), r.hints.clone()),
+        None => (config.classifier.clone(), config.hints.clone()),
+    };
     let call = Call::new(
         Arc::clone(config),
+        classifier,
+        hints,
         inner.clone(),
         parts,
         template,
