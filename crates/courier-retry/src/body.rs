@@ -11,10 +11,11 @@
 //!   request is sent once and not retried.
 //!
 //! Before a retry goes out, the layer also asks [`RetryBody::poll_replayable`] whether a copy
-//! made now would be whole. A `Clone` body always is. A [`ReplayBody`] is once every earlier
-//! attempt has let go of it (read it to its end, failed, or dropped it) within the cap: an
-//! attempt answered early (a 503 before the server read the body) may still be sending it, and
-//! the bytes it sends from then on count against the cap too.
+//! made now would be whole. A `Clone` body always is. A [`ReplayBody`] is once the original
+//! has been read to its end within the cap, or else once every earlier attempt has let go of
+//! it (failed or dropped it) within the cap: an attempt answered early (a 503 before the
+//! server read the body) may still be sending it, and the bytes it sends from then on count
+//! against the cap too.
 //!
 //! Why a trait rather than `B: Clone`: a streaming body can only know at run time whether it is
 //! still replayable, and the trait lets it say no, which `Clone` cannot. Why `ReplayBody` is not
@@ -252,8 +253,8 @@ impl<B> RetryBody for ReplayBody<B> {
     }
 
     /// `Ready(false)` as soon as the body is over the cap or failed; else `Ready(true)` once
-    /// every other instance has let go of the body (see [Letting go](ReplayBody#letting-go)),
-    /// `Pending` until then. An empty body is always whole: `Ready(true)` at once.
+    /// the original has been read to its end, or every other instance has let go of the body
+    /// (see [Letting go](ReplayBody#letting-go)), `Pending` until then. An empty body is always whole: `Ready(true)` at once.
     fn poll_replayable(&self, cx: &mut Context<'_>) -> Poll<bool> {
         if self.shared.empty {
             return Poll::Ready(true);

@@ -2,7 +2,7 @@
 //!
 //! The first attempt is polled in place, with the call's context (the request template) held
 //! inline: a call that ends after one attempt allocates nothing here (its one attempt record
-//! is kept inline too). Only when a retry is decided does the context move into a boxed loop
+//! is kept inline too), unless that attempt is hedged ([`crate::hedge`]). Only when a retry is decided does the context move into a boxed loop
 //! that waits, drains the failed response body meanwhile, and drives further attempts.
 //! Dropping the future at any point stops
 //! everything: no further attempt is sent, and a budget withdrawal for a retry not yet sent is

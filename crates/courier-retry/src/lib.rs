@@ -137,9 +137,9 @@
 //! 16 KiB) during the wait, then dropped, so the connection can be reused.
 //!
 //! A server may answer (a 503, say) before it has read the whole body, while the transport
-//! goes on sending it. A retry is sent only once the attempt before it has let go of the body
-//! (read it to its end, failed, or dropped it) and everything that attempt read fit the cap:
-//! only then is the replay known to be whole. The rule:
+//! goes on sending it. A retry is sent only once the body has been read to its end within
+//! the cap, or the attempt before it has let go of the body (failed or dropped it) and
+//! everything it read fit the cap: only then is the replay known to be whole. The rule:
 //!
 //! - the layer waits for that at most until the end of the wait before the retry (backoff or
 //!   server hint). That wait itself ends before the request's

@@ -1,4 +1,5 @@
-//! The response future of [`Hedge`](super::Hedge), and the requests of one hedged call.
+//! The response future of [`Hedge`](super::Hedge) and of each attempt of a
+//! [`Retry`](crate::Retry) that hedges, and the requests of one hedged call.
 //!
 //! A call that may not be hedged (not retry-safe, no delay learned yet, hedging off) polls the
 //! inner future in place, noting its latency when the delay is learned. One that may be hedged
