@@ -140,6 +140,53 @@ async fn under_retry_the_hedges_answers_are_read_with_retrys_classifier() {
     assert_eq!(mock.count(), 2, "the first and one hedge; nothing retried");
 }
 
+/// A body of two chunks, the second `after` the first.
+struct SlowBody {
+    chunks: Vec<bytes::Bytes>,
+    wait: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl http_body::Body for SlowBody {
+    type Data = bytes::Bytes;
+    type Error = Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<bytes::Bytes>, Infallible>>> {
+        if self.chunks.len() == 1 && self.wait.as_mut().poll(cx).is_pending() {
+            return std::task::Poll::Pending;
+        }
+        let chunk = (!self.chunks.is_empty()).then(|| self.chunks.remove(0));
+        std::task::Poll::Ready(chunk.map(|c| Ok(http_body::Frame::data(c))))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_body_still_being_read_when_the_delay_ends_is_hedged_at_the_next_tick() {
+    // The first request reads the body until 80 ms; the hedge due at 50 ms goes at 100 ms.
+    let mock = Mock::new([Answer::Delay(2_000 * MS, 200), Answer::Delay(10 * MS, 201)]);
+    let body = courier_retry::ReplayBody::new(SlowBody {
+        chunks: vec![
+            bytes::Bytes::from_static(b"{\"n\":"),
+            bytes::Bytes::from_static(b"4}"),
+        ],
+        wait: Box::pin(tokio::time::sleep(80 * MS)),
+    });
+    let req = Request::put("http://a.example/items/4").body(body).unwrap();
+    let start = Instant::now();
+    let res = layer()
+        .after(50 * MS)
+        .layer(mock.clone())
+        .oneshot(req)
+        .await
+        .unwrap();
+    assert_eq!((res.status().as_u16(), start.elapsed()), (201, 110 * MS));
+    let calls = mock.calls();
+    assert_eq!(calls[1].at - calls[0].at, 100 * MS);
+    assert_eq!(calls[1].body.as_deref(), Some(&b"{\"n\":4}"[..]));
+}
+
 #[tokio::test(start_paused = true)]
 async fn delays_beyond_an_hour_are_an_hour() {
     let mock = Mock::new([Answer::Delay(10 * MS, 200)]);

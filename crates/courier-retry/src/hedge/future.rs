@@ -302,7 +302,7 @@ where
     }
 
     /// Sends the next hedge, if the deadline, the body and the budget allow it; else no hedge
-    /// goes any more.
+    /// goes any more, but for a body not yet read whole, which waits for the next tick.
     fn hedge(&mut self, out: &mut Vec<Out<RB>>) {
         let now = Instant::now();
         if self.deadline.is_some_and(|d| now >= d) {
@@ -314,7 +314,9 @@ where
             .poll_replayable(&mut Context::from_waker(Waker::noop()))
         {
             Poll::Ready(true) => self.template.try_clone_body(),
-            _ => None,
+            // Still being read by the first request (a slow upload): tried again one delay on.
+            Poll::Pending => return,
+            Poll::Ready(false) => None,
         };
         let Some(body) = body else {
             self.stopped = true;
