@@ -24,9 +24,8 @@ use courier_core::classify::FailureKind;
 use courier_core::extensions::{AttemptOutcome, Decision, GrpcAnswer, Reason};
 use courier_core::grpc::Pushback;
 use courier_core::{
-    AttemptRecord, Attempts, BoxError, CallContext, CallFailed, CircuitOpen, Class,
-    ConcurrencyLimited, DeadlineExceeded, HostKey, RateLimited, ResponseHead, Verdict, WaitSource,
-    is_caused_by,
+    AttemptRecord, Attempts, BoxError, CallContext, CallFailed, Class, DeadlineExceeded, HostKey,
+    ResponseHead, Verdict, WaitSource,
 };
 use http::request::Parts;
 use http::{Request, Response};
@@ -289,9 +288,7 @@ where
                 // Refused below by the breaker, the rate limiter or the concurrency limit: nothing was sent, so the retry
                 // goes back to the budget. (A spent deadline may have cut it on the server.)
                 if let (Some(w), Err(e)) = (withdrawal, &res)
-                    && (is_caused_by::<CircuitOpen>(&**e)
-                        || is_caused_by::<RateLimited>(&**e)
-                        || is_caused_by::<ConcurrencyLimited>(&**e))
+                    && hedge::refused_below(&**e)
                 {
                     w.give_back();
                 }

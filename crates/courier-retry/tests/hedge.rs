@@ -188,6 +188,30 @@ async fn a_body_still_being_read_when_the_delay_ends_is_hedged_at_the_next_tick(
 }
 
 #[tokio::test(start_paused = true)]
+async fn a_hedge_that_loses_while_it_waits_to_be_ready_costs_no_budget() {
+    let hedge = HedgeLayer::new()
+        .after(50 * MS)
+        .budget(RetryBudget::new().floor(1).ratio(0.0));
+    // One request at a time below: the hedge waits for the first to end, and loses to it.
+    let mock = Mock::new([Answer::Delay(100 * MS, 200)]);
+    let res = hedge
+        .layer(tower::limit::ConcurrencyLimit::new(mock.clone(), 1))
+        .oneshot(get("http://a.example/x"))
+        .await
+        .unwrap();
+    assert_eq!((res.status().as_u16(), mock.count()), (200, 1));
+    // The budget's one hedge is still there for the next call.
+    let mock = Mock::new([Answer::Delay(2_000 * MS, 200), Answer::Delay(10 * MS, 200)]);
+    let start = Instant::now();
+    hedge
+        .layer(mock.clone())
+        .oneshot(get("http://a.example/x"))
+        .await
+        .unwrap();
+    assert_eq!((mock.count(), start.elapsed()), (2, 60 * MS));
+}
+
+#[tokio::test(start_paused = true)]
 async fn delays_beyond_an_hour_are_an_hour() {
     let mock = Mock::new([Answer::Delay(10 * MS, 200)]);
     for hedge in [

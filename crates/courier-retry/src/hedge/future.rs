@@ -140,8 +140,6 @@ struct Out<RB> {
     offset: Duration,
     sent_at: Instant,
     span: Span,
-    /// The hedge's share of the budget: given back when a layer below refused it.
-    withdrawal: Option<Withdrawal>,
 }
 
 /// What an answer means for the call.
@@ -210,7 +208,6 @@ where
             offset: Duration::ZERO,
             sent_at: self.start,
             span,
-            withdrawal: None,
         };
         Box::pin(self.run(first))
     }
@@ -276,9 +273,6 @@ where
                 Judgement::Refused => {
                     self.stopped = true;
                     self.end(&done, HedgeOutcome::Refused, Some(&res));
-                    if let Some(w) = done.withdrawal {
-                        w.give_back();
-                    }
                     if out.is_empty() {
                         let res = held.take().unwrap_or(res);
                         return self.finish(res, 0);
@@ -322,13 +316,12 @@ where
             self.stopped = true;
             return;
         };
-        let Some(mut withdrawal) = self.config.budget.withdraw(&self.parts, now) else {
+        let Some(withdrawal) = self.config.budget.withdraw(&self.parts, now) else {
             self.stopped = true;
             #[cfg(feature = "metrics")]
             crate::metrics::hedge(crate::metrics::HEDGE_BUDGET_REFUSALS, &self.parts);
             return;
         };
-        withdrawal.commit();
         let attempt = self.sent + 1;
         self.sent = attempt;
         self.sends.push(now);
@@ -343,6 +336,10 @@ where
         let mut svc = self.svc.clone();
         let req = Request::from_parts(parts, body);
         let (deadline, start) = (self.deadline, self.start);
+        // The hedge's share of the budget is spent once it goes out; dropped before that (a
+        // hedge that lost while it waited to be ready, or never got ready in time), it goes
+        // back, and so it does when a layer below refused it.
+        let mut withdrawal: Withdrawal = withdrawal;
         let fut: BoxResponse<RB> = Box::pin(async move {
             let ready = poll_fn(|cx| svc.poll_ready(cx));
             match deadline {
@@ -359,7 +356,14 @@ where
                 },
                 None => ready.await.map_err(Into::into)?,
             }
-            svc.call(req).await.map_err(Into::into)
+            withdrawal.commit();
+            let res = svc.call(req).await.map_err(Into::into);
+            if let Err(e) = &res
+                && refused_below(&**e)
+            {
+                withdrawal.give_back();
+            }
+            res
         });
         #[cfg(feature = "metrics")]
         crate::metrics::hedge(crate::metrics::HEDGES_SENT, &self.parts);
@@ -369,7 +373,6 @@ where
             offset,
             sent_at: now,
             span,
-            withdrawal: Some(withdrawal),
         });
     }
 }
@@ -382,10 +385,7 @@ impl<S, B> Hedging<S, B> {
             Err(e) => {
                 // Refused below, or cut by the deadline: a hedge that says nothing of the
                 // requests still out.
-                let refused = is_caused_by::<CircuitOpen>(&**e)
-                    || is_caused_by::<RateLimited>(&**e)
-                    || is_caused_by::<ConcurrencyLimited>(&**e)
-                    || is_caused_by::<DeadlineExceeded>(&**e);
+                let refused = refused_below(&**e) || is_caused_by::<DeadlineExceeded>(&**e);
                 if hedge && refused {
                     return Judgement::Refused;
                 }
@@ -505,4 +505,12 @@ impl<S, B> Hedging<S, B> {
             r
         })
     }
+}
+
+/// Whether a layer below refused a request before sending it: the breaker, the rate limiter
+/// or the concurrency limit.
+pub(crate) fn refused_below(e: &(dyn std::error::Error + 'static)) -> bool {
+    is_caused_by::<CircuitOpen>(e)
+        || is_caused_by::<RateLimited>(e)
+        || is_caused_by::<ConcurrencyLimited>(e)
 }

@@ -171,6 +171,7 @@ use courier_core::{
     BoxError, CallContext, CallOptions, Classifier, Hedging, HintConfig, HostKey, RequestHead,
 };
 use future::Hedging as Call;
+pub(crate) use future::refused_below;
 use http::{Request, Response};
 use sketch::Sketch;
 use std::collections::HashMap;
