@@ -64,7 +64,8 @@
 //! Every hedge is charged to the layer's budget: a [`RetryBudget`] of its own, by default
 //! 10 % of the requests through the layer per host over 10 s, with no floor. Every request
 //! that passes (hedged or not) earns a tenth of a hedge; a hedge that finds the budget empty
-//! is not sent. A hedge refused below is given back. With no floor, a fresh layer's first
+//! is not sent. A hedge is spent when it goes out: one refused below, or dropped while it
+//! waited to be ready (the call ended first), is given back. With no floor, a fresh layer's first
 //! nine requests to a host are never hedged: the default keeps to its 10 % from the first
 //! request (a floor of `n` allows `n` hedges per window beyond it).
 //!
