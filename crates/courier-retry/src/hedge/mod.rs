@@ -57,7 +57,8 @@
 //! Server pushback stops the hedges of the call: an answer with a wait (`Retry-After`,
 //! `RateLimit`, `x-ratelimit-*`, gRPC's `grpc-retry-pushback-ms`) or an overload (a 429 or a
 //! 503, by the classifier). So does a hedge refused below by the breaker, the rate limiter or
-//! the concurrency limit: the host or our own bounds say no more load.
+//! the concurrency limit: the host or our own bounds say no more load. Such a hedge, or one
+//! the deadline cut, never wins over a request still out.
 //!
 //! # Extra load
 //!
