@@ -222,9 +222,14 @@ impl Client {
         Ok(url)
     }
 
-    /// Sends `pending` and every redirect hop after it.
-    pub(crate) async fn execute(&self, pending: Pending) -> Result<Response, Error> {
+    /// Sends `pending` and every redirect hop after it. Takes the client, so that `send`'s
+    /// future is this one, with no future around it to move it into.
+    pub(crate) async fn execute(
+        self,
+        pending: Result<Pending, BuilderError>,
+    ) -> Result<Response, Error> {
         let inner = &*self.inner;
+        let pending = pending.map_err(Error::Builder)?;
         let Pending {
             mut method,
             mut url,

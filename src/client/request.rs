@@ -235,9 +235,8 @@ impl RequestBuilder {
     /// [`Error::Redirect`] for a redirect not followed, and the preset's failures
     /// ([`Error`]), each with the attempts of every hop. An HTTP status is no error:
     /// see [`Response::error_for_status`](super::Response::error_for_status).
-    pub async fn send(self) -> Result<super::Response, Error> {
-        let pending = self.request.map_err(Error::Builder)?;
-        self.client.execute(pending).await
+    pub fn send(self) -> impl Future<Output = Result<super::Response, Error>> + Send + 'static {
+        self.client.execute(self.request)
     }
 }
 

@@ -27,9 +27,11 @@ type Body = Full<Bytes>;
 /// The loopback variants, in the order of the table: the raw hyper-util client, the preset
 /// with every layer off (with and without its `User-Agent`), each layer alone, the preset (and
 /// the preset called as `oneshot` on a clone per request, as the README calls it),
-/// `courier::Client` (the preset's defaults over hyper-util, called with a URL string: `get`,
-/// `send`, `bytes`), and the same features built from peers.
-pub const LOOPBACK_VARIANTS: [&str; 14] = [
+/// the preset called through one more `async fn` that hands back the answer with its URI (the
+/// least a client of `courier::Client`'s shape adds), `courier::Client` (the preset's
+/// defaults over hyper-util, called with a URL string: `get`, `send`, `bytes`), and the same
+/// features built from peers.
+pub const LOOPBACK_VARIANTS: [&str; 15] = [
     "raw",
     "bare",
     "bare_no_ua",
@@ -42,6 +44,7 @@ pub const LOOPBACK_VARIANTS: [&str; 14] = [
     "preset",
     "preset_no_concurrency",
     "preset_oneshot",
+    "preset_wrapped",
     "client",
     "peer",
 ];
@@ -101,7 +104,7 @@ fn layer(name: &str) -> Option<CourierLayer> {
         "breaker" => bare.circuit_breaker(courier::breaker::CircuitBreakerLayer::new()),
         "concurrency" => bare.concurrency_limit(courier::preset::preset_concurrency_limit()),
         "preset_no_concurrency" => CourierLayer::new().concurrency_limit(None),
-        "preset_oneshot" => CourierLayer::new(),
+        "preset_oneshot" | "preset_wrapped" => CourierLayer::new(),
         _ => return None,
     })
 }
@@ -134,6 +137,42 @@ where
     for _ in 0..n {
         if let Ok(resp) = svc.clone().oneshot(request(&uri)).await {
             let body = resp.into_body().collect().await.ok();
+            ok += usize::from(body.is_some_and(|c| c.to_bytes() == BODY));
+        }
+    }
+    ok
+}
+
+/// An answer and the URI it came from: what a client of `courier::Client`'s shape hands back.
+struct Wrapped<RB> {
+    response: http::Response<RB>,
+    uri: Uri,
+}
+
+/// `req` through a clone of `svc`, its answer handed back with its URI: one `async fn` more
+/// than [`oneshot_calls`] makes per request.
+async fn send_wrapped<S, RB>(svc: &S, req: Request<Body>) -> Result<Wrapped<RB>, S::Error>
+where
+    S: Service<Request<Body>, Response = http::Response<RB>> + Clone,
+{
+    let uri = req.uri().clone();
+    let response = svc.clone().oneshot(req).await?;
+    Ok(Wrapped { response, uri })
+}
+
+/// `n` requests one after the other through [`send_wrapped`]: how many answered with the
+/// whole body from the URI asked.
+async fn wrapped_calls<S, RB>(svc: S, uri: Uri, n: usize) -> usize
+where
+    S: Service<Request<Body>, Response = http::Response<RB>> + Clone,
+    RB: http_body::Body,
+{
+    let mut ok = 0;
+    for _ in 0..n {
+        if let Ok(w) = send_wrapped(&svc, request(&uri)).await
+            && w.uri == uri
+        {
+            let body = w.response.into_body().collect().await.ok();
             ok += usize::from(body.is_some_and(|c| c.to_bytes() == BODY));
         }
     }
@@ -188,6 +227,9 @@ pub fn loopback_calls(variant: &str, n: usize, tasks: usize) {
             match (&stack, &peer) {
                 (Some(stack), _) if variant == "preset_oneshot" => {
                     set.spawn(oneshot_calls(stack.clone(), uri, per_task))
+                }
+                (Some(stack), _) if variant == "preset_wrapped" => {
+                    set.spawn(wrapped_calls(stack.clone(), uri, per_task))
                 }
                 (Some(stack), _) => set.spawn(calls(stack.clone(), uri, per_task)),
                 (None, Some(peer)) => set.spawn(calls(peer.clone(), uri, per_task)),
