@@ -211,6 +211,77 @@ async fn a_hedge_that_loses_while_it_waits_to_be_ready_costs_no_budget() {
     assert_eq!((mock.count(), start.elapsed()), (2, 60 * MS));
 }
 
+/// A service whose first instance is ready at once and whose clones only at `at`: a hedge
+/// waits for readiness (a full concurrency limit below, say).
+struct ReadyAt {
+    inner: Mock,
+    at: Instant,
+    first: Arc<std::sync::atomic::AtomicBool>,
+    wait: Option<std::pin::Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Clone for ReadyAt {
+    fn clone(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            at: self.at,
+            first: Arc::clone(&self.first),
+            wait: None,
+        }
+    }
+}
+
+impl Service<Request<String>> for ReadyAt {
+    type Response = Response<String>;
+    type Error = courier_core::BoxError;
+    type Future = <Mock as Service<Request<String>>>::Future;
+
+    fn poll_ready(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        if !self.first.swap(true, Ordering::SeqCst) {
+            return std::task::Poll::Ready(Ok(()));
+        }
+        let at = self.at;
+        let wait = self
+            .wait
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(at)));
+        std::task::ready!(std::future::Future::poll(wait.as_mut(), cx));
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<String>) -> Self::Future {
+        self.inner.call(req)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_hedge_still_waiting_to_be_ready_at_the_deadline_is_never_sent() {
+    let mock = Mock::new([Answer::Delay(1_000 * MS, 200), Answer::Delay(10 * MS, 200)]);
+    let start = Instant::now();
+    let svc = ReadyAt {
+        inner: mock.clone(),
+        at: start + 300 * MS,
+        first: Arc::default(),
+        wait: None,
+    };
+    let mut req = get("http://a.example/x");
+    courier_core::CallContext::get_or_insert(&mut req).shrink_deadline(start + 200 * MS);
+    let res = layer()
+        .after(50 * MS)
+        .layer(svc)
+        .oneshot(req)
+        .await
+        .unwrap();
+    assert_eq!((res.status().as_u16(), start.elapsed()), (200, 1_000 * MS));
+    assert_eq!(
+        mock.count(),
+        1,
+        "the hedge was ready only after the deadline"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn delays_beyond_an_hour_are_an_hour() {
     let mock = Mock::new([Answer::Delay(10 * MS, 200)]);
