@@ -60,7 +60,8 @@ pub use courier_core::body::RetryBody;
 /// before it is done with the body, so that the bytes that attempt still sends cannot push
 /// the replay past the cap. A copy kept aside and never sent counts as one that may still be
 /// read: drop the copies you do not send. Once the original has been read to its end within
-/// the cap, every byte is kept: `poll_replayable` is `Ready(true)` whoever still holds a copy
+/// the cap (its last frame read and the body saying it has no more counts: a transport that
+/// knows the length stops there), every byte is kept: `poll_replayable` is `Ready(true)` whoever still holds a copy
 /// (a hedge sent while the retry layer keeps its own copy aside).
 ///
 /// # Clone
@@ -318,6 +319,10 @@ where
         }
         let cap = this.shared.cap;
         let mut state = this.state.take().expect("state was acquired above");
+        // The original says, after a frame, that it has no more: it is read to its end. A
+        // transport that knows the length (hyper with a `Content-Length`) stops polling there
+        // and drops the body, never asking for the end.
+        let mut ended = false;
         let out = loop {
             // Replay what was kept.
             if this.pos < state.read {
@@ -352,6 +357,7 @@ where
                             state.read += 1;
                             this.pos = state.read;
                             this.sent += bytes.len() as u64;
+                            ended = inner.is_end_stream();
                             if !state.capped {
                                 if state.buffered.saturating_add(bytes.len()) > cap {
                                     this.mark_capped(&mut state);
@@ -364,6 +370,7 @@ where
                         }
                         Err(frame) => match frame.into_trailers() {
                             Ok(trailers) => {
+                                ended = inner.is_end_stream();
                                 if !state.capped {
                                     state.trailers = Some(trailers.clone());
                                 }
@@ -389,6 +396,12 @@ where
             this.finished = true;
             break Poll::Ready(None);
         };
+        if ended {
+            state.inner = None;
+            if !state.capped {
+                this.shared.complete.store(true, Ordering::Release);
+            }
+        }
         this.state = Some(state);
         if this.finished {
             this.let_go();
@@ -641,5 +654,23 @@ mod tests {
         assert_eq!(collect(aside).await.unwrap(), "ab");
         assert_eq!(template.poll_replayable(&mut cx), Poll::Ready(true));
         assert_eq!(collect(another).await.unwrap(), "ab");
+    }
+
+    #[tokio::test]
+    async fn an_original_that_says_it_has_ended_is_read_whole_without_being_asked_again() {
+        // A transport that knows the length (hyper with a Content-Length) stops polling once
+        // the body says it has ended, and drops it: no poll ever returns the end.
+        let mut cx = Context::from_waker(Waker::noop());
+        let mut body = ReplayBody::new(http_body_util::Full::new(Bytes::from_static(b"{}")));
+        let aside = body.try_clone_body().unwrap();
+        let mut sent = Vec::new();
+        while !body.is_end_stream() {
+            let frame = body.frame().await.unwrap().unwrap();
+            sent.extend_from_slice(&frame.into_data().unwrap());
+        }
+        drop(body);
+        assert_eq!(sent, b"{}");
+        assert_eq!(aside.poll_replayable(&mut cx), Poll::Ready(true));
+        assert_eq!(collect(aside).await.unwrap(), "{}");
     }
 }

@@ -149,3 +149,39 @@ async fn post_with_a_key_is_retried_with_the_same_key() {
             .all(|h| h.idempotency_key.as_deref() == Some("order-1"))
     );
 }
+
+#[tokio::test]
+async fn a_put_with_a_replay_body_is_hedged_over_a_real_connection() {
+    // hyper sends a body whose length it knows up to that length, then drops it without
+    // asking for its end: the copy must still count as read whole for the hedge to go.
+    use courier_retry::hedge::HedgeLayer;
+    use courier_retry::{ReplayBody, RetryBudget};
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "put",
+        vec![
+            Step::ok().body("slow").delay(Duration::from_secs(2)),
+            Step::status(201).body("fast"),
+        ],
+    );
+    let transport: Client<HttpConnector, ReplayBody<Full<Bytes>>> =
+        Client::builder(TokioExecutor::new())
+            .retry_canceled_requests(false)
+            .build_http();
+    let svc = courier_retry::Retry::new(transport, layer()).with_hedge(
+        HedgeLayer::new()
+            .after(Duration::from_millis(100))
+            .budget(RetryBudget::new().floor(10)),
+    );
+    let req = Request::put(server.url_for("/s/put"))
+        .body(ReplayBody::new(Full::new(Bytes::from_static(b"{\"n\":5}"))))
+        .unwrap();
+    let res = tokio::time::timeout(Duration::from_secs(10), svc.oneshot(req))
+        .await
+        .expect("bounded in time")
+        .expect("a response");
+    assert_eq!(res.status(), StatusCode::CREATED, "the hedge's answer");
+    let hits = server.hits("put");
+    assert_eq!(hits.len(), 2);
+    assert!(hits[1].t_ms - hits[0].t_ms >= 100.0);
+}
