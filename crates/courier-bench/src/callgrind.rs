@@ -4,7 +4,7 @@
 //!
 //! Each variant runs twice, a few calls then many more, and the difference in instructions is
 //! divided by the extra calls: first-call costs cancel out. A happy-path variant is counted
-//! inside [`measured_calls`] alone, out of line, and each count is the least of three
+//! inside `measured_calls` alone, out of line, and each count is the least of three
 //! processes (`least_count`): so a variant's count stays put when others are added beside
 //! it. Heap allocations are the calls into `malloc`, read from `callgrind_annotate`'s caller
 //! tree.
@@ -74,7 +74,7 @@ pub fn happy_calls(which: usize, iters: u64) {
 /// millions of instructions from one run to the next (hash seeds, the other variants built
 /// beside this one, threads started), nor another thread.
 #[inline(never)]
-pub fn measured_calls(call: &mut dyn FnMut() -> bool, iters: u64) -> u64 {
+fn measured_calls(call: &mut dyn FnMut() -> bool, iters: u64) -> u64 {
     let mut ok = 0u64;
     for _ in 0..iters {
         ok += u64::from(black_box(call()));
@@ -83,7 +83,7 @@ pub fn measured_calls(call: &mut dyn FnMut() -> bool, iters: u64) -> u64 {
 }
 
 /// The name callgrind knows [`measured_calls`] by.
-pub const MEASURED: &str = "courier_bench::callgrind::measured_calls";
+const MEASURED: &str = "courier_bench::callgrind::measured_calls";
 
 fn request(uri: &Uri) -> Request<Body> {
     let mut req = Request::new(Body::default());

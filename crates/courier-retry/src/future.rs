@@ -277,11 +277,7 @@ where
                 telemetry::inject(&span, req.headers_mut());
                 let fut = {
                     let _attempt = span.enter();
-                    let retry = hedge::FromRetry {
-                        safe: ctx.retry_safe,
-                        classifier: &ctx.config.classifier,
-                        hints: &ctx.config.hints,
-                    };
+                    let retry = ctx.config.to_hedges(ctx.retry_safe);
                     hedge::call(ctx.hedge.as_ref(), &mut ctx.svc, req, Some(retry))
                 };
                 let res = fut.instrument(span).await;

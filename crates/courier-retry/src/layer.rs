@@ -56,6 +56,16 @@ pub(crate) struct Config {
 // === impl Config ===
 
 impl Config {
+    /// This layer's word to the hedges of an attempt it counts `safe` to repeat: that, and
+    /// its classifier and hints to read their answers with.
+    pub(crate) fn to_hedges(&self, safe: bool) -> crate::hedge::FromRetry<'_> {
+        crate::hedge::FromRetry {
+            safe,
+            classifier: &self.classifier,
+            hints: &self.hints,
+        }
+    }
+
     fn new() -> Self {
         Self {
             attempts: 3,

@@ -192,11 +192,7 @@ where
         let fut = {
             let _attempt = spans.attempt().map(tracing::Span::enter);
             let req = Request::from_parts(parts, body);
-            let retry = hedge::FromRetry {
-                safe: retry_safe,
-                classifier: &config.classifier,
-                hints: &config.hints,
-            };
+            let retry = config.to_hedges(retry_safe);
             hedge::call(self.hedge.as_ref(), &mut self.inner, req, Some(retry))
         };
         let svc = self.inner.clone();
