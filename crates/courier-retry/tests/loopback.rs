@@ -176,12 +176,16 @@ async fn a_put_with_a_replay_body_is_hedged_over_a_real_connection() {
     let req = Request::put(server.url_for("/s/put"))
         .body(ReplayBody::new(Full::new(Bytes::from_static(b"{\"n\":5}"))))
         .unwrap();
+    let started = tokio::time::Instant::now();
     let res = tokio::time::timeout(Duration::from_secs(10), svc.oneshot(req))
         .await
         .expect("bounded in time")
         .expect("a response");
     assert_eq!(res.status(), StatusCode::CREATED, "the hedge's answer");
-    let hits = server.hits("put");
-    assert_eq!(hits.len(), 2);
-    assert!(hits[1].t_ms - hits[0].t_ms >= 100.0);
+    assert_eq!(server.hits("put").len(), 2);
+    // The hedge waits its delay. A lower bound only, seen from the caller: the server
+    // records both copies while they overlap, so the gap between its records is not
+    // bounded below on a loaded machine.
+    let waited = started.elapsed();
+    assert!(waited >= Duration::from_millis(100), "answered in {waited:?}");
 }
