@@ -187,5 +187,8 @@ async fn a_put_with_a_replay_body_is_hedged_over_a_real_connection() {
     // records both copies while they overlap, so the gap between its records is not
     // bounded below on a loaded machine.
     let waited = started.elapsed();
-    assert!(waited >= Duration::from_millis(100), "answered in {waited:?}");
+    assert!(
+        waited >= Duration::from_millis(100),
+        "answered in {waited:?}"
+    );
 }
