@@ -8,7 +8,10 @@
 //! VARIANT: one of `courier_bench::callgrind::LOOPBACK_VARIANTS`: `raw`, `bare` (the preset
 //! with every layer off), `bare_no_ua` (the same, sending no `User-Agent`, as the raw client
 //! does not), `deadline`, `attempt_timeout`, `cache`, `retry`, `breaker` (that layer alone),
-//! `preset`, `client` (`courier::Client::new()`: `get(url).send()`, then `bytes()`), `peer`
+//! `preset`, `preset_oneshot` (`oneshot` on a clone per request), `preset_wrapped` (the same
+//! through one more `async fn`), `preset_from_str` (`oneshot`, each URI made from the URL
+//! string as the client makes it), `client` (`courier::Client::new()`: `get(url).send()`,
+//! then `bytes()`), `peer`
 //! (the same features built from peers: `courier_bench::peer`).
 
 fn main() {

@@ -28,10 +28,12 @@ type Body = Full<Bytes>;
 /// with every layer off (with and without its `User-Agent`), each layer alone, the preset (and
 /// the preset called as `oneshot` on a clone per request, as the README calls it),
 /// the preset called through one more `async fn` that hands back the answer with its URI (the
-/// least a client of `courier::Client`'s shape adds), `courier::Client` (the preset's
+/// least a client of `courier::Client`'s shape adds), the preset as `oneshot` with each
+/// request's URI made from the URL string as `courier::Client` makes it (what building the
+/// request costs), `courier::Client` (the preset's
 /// defaults over hyper-util, called with a URL string: `get`, `send`, `bytes`), and the same
 /// features built from peers.
-pub const LOOPBACK_VARIANTS: [&str; 15] = [
+pub const LOOPBACK_VARIANTS: [&str; 16] = [
     "raw",
     "bare",
     "bare_no_ua",
@@ -45,6 +47,7 @@ pub const LOOPBACK_VARIANTS: [&str; 15] = [
     "preset_no_concurrency",
     "preset_oneshot",
     "preset_wrapped",
+    "preset_from_str",
     "client",
     "peer",
 ];
@@ -104,7 +107,7 @@ fn layer(name: &str) -> Option<CourierLayer> {
         "breaker" => bare.circuit_breaker(courier::breaker::CircuitBreakerLayer::new()),
         "concurrency" => bare.concurrency_limit(courier::preset::preset_concurrency_limit()),
         "preset_no_concurrency" => CourierLayer::new().concurrency_limit(None),
-        "preset_oneshot" | "preset_wrapped" => CourierLayer::new(),
+        "preset_oneshot" | "preset_wrapped" | "preset_from_str" => CourierLayer::new(),
         _ => return None,
     })
 }
@@ -139,6 +142,37 @@ where
             let body = resp.into_body().collect().await.ok();
             ok += usize::from(body.is_some_and(|c| c.to_bytes() == BODY));
         }
+    }
+    ok
+}
+
+/// `n` requests one after the other as [`oneshot_calls`] sends them, each built from the URL
+/// string as `courier::Client` builds it: parsed as a `Url`, its scheme checked, its fragment
+/// dropped, an `http::Uri` made from its text, and the `Url` kept until the answer is read.
+async fn from_str_calls<S, RB>(svc: S, url: String, n: usize) -> usize
+where
+    S: Service<Request<Body>, Response = http::Response<RB>> + Clone,
+    RB: http_body::Body,
+{
+    let mut ok = 0;
+    for _ in 0..n {
+        let Ok(mut parsed) = courier::client::Url::parse(&url) else {
+            break;
+        };
+        if !matches!(parsed.scheme(), "http" | "https") {
+            break;
+        }
+        parsed.set_fragment(None);
+        let Ok(uri) = Uri::try_from(parsed.as_str()) else {
+            break;
+        };
+        let mut req = Request::new(Body::default());
+        *req.uri_mut() = uri;
+        if let Ok(resp) = svc.clone().oneshot(req).await {
+            let body = resp.into_body().collect().await.ok();
+            ok += usize::from(body.is_some_and(|c| c.to_bytes() == BODY));
+        }
+        drop(parsed);
     }
     ok
 }
@@ -230,6 +264,9 @@ pub fn loopback_calls(variant: &str, n: usize, tasks: usize) {
                 }
                 (Some(stack), _) if variant == "preset_wrapped" => {
                     set.spawn(wrapped_calls(stack.clone(), uri, per_task))
+                }
+                (Some(stack), _) if variant == "preset_from_str" => {
+                    set.spawn(from_str_calls(stack.clone(), url.clone(), per_task))
                 }
                 (Some(stack), _) => set.spawn(calls(stack.clone(), uri, per_task)),
                 (None, Some(peer)) => set.spawn(calls(peer.clone(), uri, per_task)),
