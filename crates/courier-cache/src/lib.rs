@@ -244,6 +244,7 @@
 //! layers below hang their attempts under.
 //! With the `metrics` feature, `courier.cache.lookups` counts the lookups by status. See
 //! [`telemetry`].
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod ascii;
 mod body;

@@ -44,6 +44,7 @@
 //! `courier` facade's transports hand up their failures already classified
 //! ([`TransportError`](classify::TransportError)). [`classify`] says what to do over a client of
 //! your own.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod body;
 pub mod cache_control;

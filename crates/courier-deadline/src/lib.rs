@@ -77,6 +77,7 @@
 //!
 //! With the `metrics` feature, `courier.deadline.expiries` counts the calls a deadline or an
 //! attempt timeout failed, by kind. See [`telemetry`].
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
 mod bound;

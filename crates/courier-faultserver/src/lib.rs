@@ -83,6 +83,7 @@
 //!
 //! The server's timers are `tokio::time`, so a plan's `delay_ms` and `drip_ms` follow a paused
 //! test clock too. Logs go through `tracing`; the library installs no subscriber.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;
 mod conditional;

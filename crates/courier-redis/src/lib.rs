@@ -131,6 +131,7 @@
 //! A store is cheap to clone; clones share the connection, the fallback buckets and the outage
 //! state, behind `Arc`s. The layer keeps its store behind an `Arc` too: every service and clone
 //! shares it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod backend;
 mod either;
