@@ -1,5 +1,5 @@
-//! The README is the crate's documentation, and its Rust blocks are doc tests
-//! (`cargo test --doc -p courier --all-features`). People paste those blocks, so each must be
+//! The README's Rust blocks are doc tests (`cargo test --doc -p courier --all-features`,
+//! through a hidden item of `src/lib.rs`). People paste those blocks, so each must be
 //! whole as shown: no hidden `# ` lines, and none left out of the doc tests.
 
 const README: &str = include_str!("../README.md");

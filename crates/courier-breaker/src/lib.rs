@@ -115,6 +115,10 @@
 //! Unlike most, this one never turns a status into an error: a 503 that trips the circuit is
 //! still returned as a response. It refuses in the response future, never in `poll_ready`, and
 //! needs no `Buffer`: clones share the state.
+//!
+//! # Features
+//!
+#![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod config;

@@ -244,6 +244,10 @@
 //! layers below hang their attempts under.
 //! With the `metrics` feature, `courier.cache.lookups` counts the lookups by status. See
 //! [`telemetry`].
+//!
+//! # Features
+//!
+#![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod ascii;

@@ -169,6 +169,10 @@
 //! [`ConcurrencyLimited`](courier_core::ConcurrencyLimited) when the limit refused the call
 //! (test for it with [`is_caused_by`](courier_core::is_caused_by)), else the inner service's
 //! error, unchanged. A response's body is its inner body in a [`ConcurrencyBody`].
+//!
+//! # Features
+//!
+#![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod algorithm;

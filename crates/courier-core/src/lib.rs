@@ -44,6 +44,10 @@
 //! `courier` facade's transports hand up their failures already classified
 //! ([`TransportError`](classify::TransportError)). [`classify`] says what to do over a client of
 //! your own.
+//!
+//! # Features
+//!
+#![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod body;

@@ -77,6 +77,10 @@
 //!
 //! With the `metrics` feature, `courier.deadline.expiries` counts the calls a deadline or an
 //! attempt timeout failed, by kind. See [`telemetry`].
+//!
+//! # Features
+//!
+#![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod body;

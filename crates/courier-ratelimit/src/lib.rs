@@ -123,6 +123,10 @@
 //! a `Buffer` to be shared), and knows nothing of hosts or servers. This one is keyed, shared
 //! across clones, waits inside the response future, spreads concurrent callers, fails fast
 //! against deadlines, and obeys the server's quota headers.
+//!
+//! # Features
+//!
+#![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod adaptive;

@@ -186,6 +186,10 @@
 //! and float-based. This layer has the HTTP decisions built in (status classes, idempotency,
 //! server hints, deadlines), an exact per-host budget, attempt records, and bodies that know
 //! whether they can be replayed.
+//!
+//! # Features
+//!
+#![doc = document_features::document_features!()]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod body;
