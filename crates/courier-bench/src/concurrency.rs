@@ -13,7 +13,7 @@ use courier::core::HostKey;
 use courier_concurrency::{AdaptiveLimit, Algorithm, ConcurrencyLimit, ConcurrencyLimitLayer};
 use http::{Request, Response};
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use std::convert::Infallible;
 use std::fmt::Write as _;
 use std::future::Future;

@@ -14,7 +14,7 @@
 
 use crate::server::LoopbackServer;
 use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use std::fmt::Write as _;
 use std::io;
 use std::sync::{Arc, Mutex};

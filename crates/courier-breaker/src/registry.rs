@@ -6,7 +6,7 @@ use crate::state::{Admission, Machine, Phase, Reason, Ticket, Transition};
 use crate::window::Window;
 use courier_core::CircuitOpen;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -8,7 +8,7 @@ use bytes::Bytes;
 use courier_faultserver::Step;
 use http::Method;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 
 /// The share of callers that drop their call at a random moment.
 pub(crate) const DROP_SHARE: f64 = 0.10;

@@ -9,7 +9,7 @@ use courier_testkit::body::ScriptedBody;
 use http::{Request, Response};
 use http_body_util::BodyExt;
 use rand::rngs::SmallRng;
-use rand::{Rng, SeedableRng};
+use rand::{RngExt, SeedableRng};
 use std::io;
 use std::num::NonZeroUsize;
 use std::sync::Arc;

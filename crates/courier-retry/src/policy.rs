@@ -4,7 +4,7 @@
 //! `[0, min(cap, base * 2^(n-1))]`. Clients that failed together then come back spread over the
 //! whole window instead of in waves.
 
-use rand::Rng;
+use rand::{Rng, RngExt};
 use std::time::Duration;
 
 /// Whether backoff waits are randomised.
