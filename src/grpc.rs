@@ -138,9 +138,9 @@ impl<S> GrpcService<S> {
 pin_project_lite::pin_project! {
     /// The response body of a [`GrpcService`]: the preset's (`B`), with a deadline that passes
     /// while the messages stream turned into `Status::deadline_exceeded`, and the
-    /// `grpc-status` of its trailers put on the call's last attempt record
-    /// ([`Attempts::await_grpc_trailers`]) and on its spans, which close then
-    /// ([`GrpcStatusSpans`]).
+    /// `grpc-status` of its trailers put on the call's last attempt record (its
+    /// [`AttemptOutcome`](crate::core::extensions::AttemptOutcome)) and on its spans, which
+    /// close then ([`GrpcStatusSpans`]).
     pub struct GrpcBody<B> {
         #[pin]
         inner: B,

@@ -115,6 +115,7 @@ fn min_opt(a: Option<Duration>, b: Option<Duration>) -> Option<Duration> {
 /// assert_eq!(delta_seconds("99999999999999999999"), Duration::from_secs(1 << 31));
 /// assert_eq!(delta_seconds("-1"), Duration::ZERO);
 /// ```
+#[doc(hidden)]
 pub fn delta_seconds(text: &str) -> Duration {
     let text = text.trim();
     if text.is_empty() || !text.bytes().all(|b| b.is_ascii_digit()) {
@@ -437,6 +438,7 @@ const fn is_etagc(b: u8) -> bool {
 }
 
 /// The value of `If-None-Match` / `If-Match`: `*` or a list of tags.
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum EntityTagList {
     /// `*`: any current representation.

@@ -368,6 +368,7 @@ type Reclassify = dyn Fn(&ResponseHead<'_>, Verdict) -> Verdict + Send + Sync;
 type BodyFn = dyn Fn(&ResponseHead<'_>, &[u8], Verdict) -> Verdict + Send + Sync;
 
 /// The opt-in reading of a body before the verdict ([`Classifier::classify_body`]).
+#[doc(hidden)]
 #[derive(Clone)]
 pub struct BodyRule {
     limit: usize,
@@ -621,6 +622,7 @@ impl Classifier {
     }
 
     /// The body rule, when [`classify_body`](Self::classify_body) set one.
+    #[doc(hidden)]
     pub fn body_rule(&self) -> Option<&BodyRule> {
         self.rules.body.as_ref()
     }
@@ -648,6 +650,7 @@ impl Classifier {
     }
 
     /// The verdict on an answer's head alone, ignoring a verdict from its body.
+    #[doc(hidden)]
     pub fn classify_head(&self, head: &ResponseHead<'_>) -> Verdict {
         let verdict = match head.grpc_status() {
             Some(code) => self.of_grpc(code, head.headers),

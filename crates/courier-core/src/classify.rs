@@ -39,6 +39,7 @@ use std::fmt;
 use std::io;
 
 /// The statuses that may change if the same request is asked again.
+#[doc(hidden)]
 pub const RETRYABLE_STATUSES: [StatusCode; 6] = [
     StatusCode::REQUEST_TIMEOUT,
     StatusCode::TOO_MANY_REQUESTS,
@@ -49,11 +50,13 @@ pub const RETRYABLE_STATUSES: [StatusCode; 6] = [
 ];
 
 /// Whether `status` is one of [`RETRYABLE_STATUSES`].
+#[doc(hidden)]
 pub fn is_retryable_status(status: StatusCode) -> bool {
     RETRYABLE_STATUSES.contains(&status)
 }
 
 /// Whether a 403 is a rate limit: it carries a `Retry-After` or says the quota is spent.
+#[doc(hidden)]
 pub fn is_rate_limit_403(status: StatusCode, headers: &HeaderMap) -> bool {
     status == StatusCode::FORBIDDEN
         && (headers.contains_key(http::header::RETRY_AFTER)

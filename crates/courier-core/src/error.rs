@@ -105,6 +105,7 @@ impl CallFailed {
 
     /// `err` with the records of `from` when `from` carried some: for a layer that replaces
     /// the error of a call (with its own refusal) and keeps what the call did.
+    #[doc(hidden)]
     pub fn keep_attempts(from: &mut BoxError, err: BoxError) -> BoxError {
         match from.downcast_mut::<Self>() {
             Some(failed) => Box::new(Self::new(err, std::mem::take(&mut failed.attempts))),
@@ -114,6 +115,7 @@ impl CallFailed {
 
     /// `err` without its records: the error the call failed with when `err` is a
     /// `CallFailed`, else `err` itself.
+    #[doc(hidden)]
     pub fn peel<'a>(err: &'a (dyn Error + 'static)) -> &'a (dyn Error + 'static) {
         match err.downcast_ref::<Self>() {
             Some(failed) => &*failed.source,

@@ -79,6 +79,7 @@ impl CallContext {
     }
 
     /// As [`get_or_insert`](Self::get_or_insert), for a request taken apart.
+    #[doc(hidden)]
     #[inline]
     pub fn get_or_insert_parts(parts: &mut http::request::Parts) -> &mut Self {
         parts.extensions.get_or_insert_default::<Self>()
@@ -146,6 +147,7 @@ impl CallContext {
     }
 
     /// Puts the records of the call's attempts so far, for the attempt about to be sent.
+    #[doc(hidden)]
     pub fn set_earlier_attempts(&mut self, attempts: Attempts) {
         self.attempts = Some(Box::new(attempts));
     }
@@ -208,8 +210,7 @@ impl fmt::Display for WaitSource {
 /// status came with the headers (a trailers-only answer, the way a server refuses), else when
 /// the answer's trailers are read. An answer that sent its headers without a status has
 /// committed the call and is recorded as its [`Status`](Self::Status) until then; through
-/// `courier::grpc`'s channel, the record turns into the trailers' code once they are read
-/// ([`Attempts::await_grpc_trailers`]).
+/// `courier::grpc`'s channel, the record turns into the trailers' code once they are read.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AttemptOutcome {
     /// A response with this status.
@@ -446,6 +447,7 @@ impl AwaitingTrailers {
 
 /// Completes the last record of a call's [`Attempts`] with the `grpc-status` of its answer's
 /// trailers: what [`Attempts::await_grpc_trailers`] gives.
+#[doc(hidden)]
 #[derive(Debug, Clone)]
 pub struct GrpcTrailers(std::sync::Arc<AwaitingTrailers>);
 
@@ -516,6 +518,7 @@ impl Attempts {
     /// trailers.complete(GrpcCode::OK);
     /// assert_eq!(handed_on.records()[0].to_string(), "grpc OK -> stop (final_status)");
     /// ```
+    #[doc(hidden)]
     pub fn await_grpc_trailers(&mut self) -> Option<GrpcTrailers> {
         if !matches!(self.last()?.outcome, AttemptOutcome::Status(_)) {
             return None;

@@ -41,6 +41,7 @@ pub fn is_grpc(headers: &HeaderMap) -> bool {
 
 /// Whether a request is a gRPC call: HTTP/2 and a gRPC `content-type`. The version is checked
 /// first, so an HTTP/1.1 request costs one comparison.
+#[doc(hidden)]
 pub fn is_grpc_request<B>(req: &http::Request<B>) -> bool {
     req.version() == Version::HTTP_2 && is_grpc(req.headers())
 }

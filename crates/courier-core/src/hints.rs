@@ -139,6 +139,7 @@ impl HintConfig {
     }
 
     /// The wall clock in use.
+    #[doc(hidden)]
     pub fn wall_clock(&self) -> &dyn WallClock {
         &*self.clock
     }
@@ -203,6 +204,7 @@ pub fn parse_retry_after(value: &HeaderValue, now: SystemTime) -> Option<Duratio
 
 /// Reads GitHub-style `x-ratelimit-remaining: 0` with `x-ratelimit-reset`. Returns the wait until
 /// the reset only when nothing remains.
+#[doc(hidden)]
 pub fn parse_x_ratelimit(
     headers: &HeaderMap,
     format: ResetFormat,
@@ -233,6 +235,7 @@ pub fn parse_x_ratelimit(
 
 /// Whether the headers say the quota is spent (`x-ratelimit-remaining: 0`, or a `RateLimit`
 /// field with nothing remaining). Used to tell a rate-limiting 403 from a plain one.
+#[doc(hidden)]
 pub fn quota_exhausted(headers: &HeaderMap) -> bool {
     digits_header(headers, &X_RATELIMIT_REMAINING) == Some(0)
         || digits_header(headers, &RATELIMIT_REMAINING) == Some(0)
@@ -284,6 +287,7 @@ fn ratelimit_spent(text: &str) -> bool {
 /// Accepts the current list form (`"default";r=0;t=10`), the older dictionary form
 /// (`limit=10, remaining=0, reset=10`), and the separate `RateLimit-Remaining` /
 /// `RateLimit-Reset` fields of early drafts.
+#[doc(hidden)]
 pub fn parse_ratelimit(headers: &HeaderMap) -> Option<Duration> {
     if let Some(text) = structured_field(headers, &RATELIMIT)
         && let Some(wait) = ratelimit_list(&text).or_else(|| ratelimit_dict(&text))
@@ -333,6 +337,7 @@ fn ratelimit_dict(text: &str) -> Option<Duration> {
 }
 
 /// A `RateLimit-Policy` entry: `quota` units per `window`.
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RateLimitPolicy {
     /// The policy's name (empty for the unnamed older form).
@@ -345,6 +350,7 @@ pub struct RateLimitPolicy {
 
 /// Reads the `RateLimit-Policy` field (`"default";q=100;w=10`, or the older `100;w=10`).
 /// Entries that do not parse are skipped.
+#[doc(hidden)]
 pub fn parse_ratelimit_policy(headers: &HeaderMap) -> Vec<RateLimitPolicy> {
     let Some(text) = structured_field(headers, &RATELIMIT_POLICY) else {
         return Vec::new();

@@ -113,6 +113,7 @@ fn same_scheme(key: Option<&Scheme>, uri: Option<&Scheme>) -> bool {
 ///
 /// `scheme` is as `http` gives it (`Uri::scheme_str`, `Scheme::as_str`): the standard schemes
 /// come in lowercase, whatever their case in the URI. Userinfo, if any, is kept.
+#[doc(hidden)]
 #[inline]
 pub fn without_default_port<'a>(scheme: Option<&str>, authority: &'a str) -> &'a str {
     let bytes = authority.as_bytes();

@@ -81,6 +81,7 @@ pub fn method(method: &Method) -> &'static str {
 
 /// The authority of a request as it is written (userinfo and port included): the URI's, else
 /// the `Host` header's; `None` when neither names one (or the header is not text).
+#[doc(hidden)]
 pub fn authority<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> Option<&'a str> {
     match uri.authority() {
         Some(a) => Some(a.as_str()),
@@ -92,6 +93,7 @@ pub fn authority<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> Option<&'a str> {
 /// and its port: the digits after the last `:` (none after an IPv6 literal's `]`), `None`
 /// when there are none or they are no port. Byte by byte: an authority is short, and this is
 /// on every attempt's path once something listens.
+#[doc(hidden)]
 pub fn split_authority(authority: &str) -> (&str, Option<u16>) {
     let bytes = authority.as_bytes();
     let mut digits = bytes.len();
@@ -116,6 +118,7 @@ pub fn split_authority(authority: &str) -> (&str, Option<u16>) {
 
 /// `server.address` and `server.port` together, reading the authority once (see
 /// [`server_address`] and [`server_port`]).
+#[doc(hidden)]
 pub fn server<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> (Option<&'a str>, Option<u16>) {
     let (address, port) = match authority(uri, headers) {
         Some(a) => {
@@ -128,6 +131,7 @@ pub fn server<'a>(uri: &'a Uri, headers: &'a HeaderMap) -> (Option<&'a str>, Opt
 }
 
 /// The default port of a scheme: 80 for `http`, 443 for `https`, else `None`.
+#[doc(hidden)]
 pub fn default_port(scheme: Option<&str>) -> Option<u16> {
     match scheme {
         Some("https") => Some(443),
@@ -183,6 +187,7 @@ impl fmt::Display for UrlFull<'_> {
 /// `error.type` of a call ended from outside before it answered: `deadline_exceeded` when its
 /// deadline had passed (a deadline layer above ended it), else `canceled` (its caller dropped
 /// it).
+#[doc(hidden)]
 pub const fn ended_from_outside(deadline_passed: bool) -> &'static str {
     if deadline_passed {
         "deadline_exceeded"
@@ -223,6 +228,7 @@ pub const fn status_class(status: StatusCode) -> &'static str {
 
 /// Whether a status is an error of a client span (4xx and 5xx, as the semantic conventions
 /// say for the client side).
+#[doc(hidden)]
 pub const fn is_error_status(status: StatusCode) -> bool {
     status.as_u16() >= 400
 }

@@ -107,7 +107,7 @@ impl Rate {
     }
 
     /// The interval in nanoseconds.
-    pub const fn interval_nanos(&self) -> u64 {
+    pub(crate) const fn interval_nanos(&self) -> u64 {
         self.interval_ns.get()
     }
 
@@ -145,14 +145,14 @@ impl Quota {
     }
 
     /// The emission interval `T = 1 / rate` in nanoseconds.
-    pub const fn interval_nanos(&self) -> u64 {
+    pub(crate) const fn interval_nanos(&self) -> u64 {
         self.rate.interval_nanos()
     }
 
     /// The GCRA tolerance `(burst - 1) * T` in nanoseconds: how far ahead of now the bucket's
     /// theoretical arrival time may run before a request has to wait. Saturates far below
     /// `u64::MAX`, so that adding one interval never wraps.
-    pub const fn tolerance_nanos(&self) -> u64 {
+    pub(crate) const fn tolerance_nanos(&self) -> u64 {
         let tau = (self.burst.get() as u64 - 1).saturating_mul(self.rate.interval_nanos());
         if tau > MAX_TOLERANCE_NS {
             MAX_TOLERANCE_NS

@@ -89,6 +89,7 @@ pub trait RateLimitStore<K>: Send + Sync + 'static {
     /// service used for the previous request when the key is the same (no hashing, no map), and
     /// a request with a free slot calls the inner service at once. Defaults to `None`: every
     /// decision goes through [`RateLimitStore::acquire`].
+    #[doc(hidden)]
     #[inline]
     fn in_process(&self) -> Option<&InMemoryStore<K>> {
         None
@@ -262,6 +263,7 @@ impl<K: Hash + Eq + Clone + Send + Sync + 'static> InMemoryStore<K> {
     }
 
     /// The decision [`RateLimitStore::acquire`] returns, without the future around it.
+    #[doc(hidden)]
     #[inline]
     pub fn decide(&self, key: &K, quota: Quota, max_wait: Duration) -> Decision {
         let now = self.now_ns();

@@ -334,7 +334,7 @@ pin_project! {
 
 impl<B: Body> ClassifiedBody<B> {
     /// `inner` as it is.
-    pub fn pass(inner: B) -> Self {
+    pub(crate) fn pass(inner: B) -> Self {
         Self {
             kind: Kind::Pass { inner },
         }

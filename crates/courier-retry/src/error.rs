@@ -23,7 +23,7 @@ pub struct ReplayCapExceeded {
 
 impl ReplayCapExceeded {
     /// The body could not be replayed under a cap of `cap` bytes.
-    pub const fn new(cap: usize) -> Self {
+    pub(crate) const fn new(cap: usize) -> Self {
         Self { cap }
     }
 
