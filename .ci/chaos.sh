@@ -19,7 +19,9 @@ seed=${CHAOS_SEED:-$(od -An -N8 -tu8 /dev/urandom | tr -d ' ')}
 
 echo "== chaos soak (release build, ${seconds} s per transport, seed ${seed})"
 cargo build -q -p courier-chaos --release
-bin=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')/release/courier-chaos
+# shellcheck source=workspace.sh
+source .ci/workspace.sh
+bin=$target_dir/release/courier-chaos
 
 logs=$(mktemp -d)
 trap 'rm -rf "$logs"' EXIT

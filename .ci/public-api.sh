@@ -22,12 +22,13 @@ esac
 
 command -v cargo-public-api >/dev/null 2>&1 ||
     cargo install cargo-public-api --version 0.52.0 --locked --quiet
-target_dir=$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+# shellcheck source=workspace.sh
+source .ci/workspace.sh
 out=$(mktemp -d)
 trap 'rm -rf "$out"' EXIT
 
 changed=()
-for crate in $(bash .ci/published.sh); do
+for crate in $(published); do
     lib=${crate//-/_}
     RUSTC_BOOTSTRAP=$lib cargo rustdoc --quiet -p "$crate" --lib --all-features \
         -- -Z unstable-options --output-format json
@@ -46,4 +47,4 @@ if [ ${#changed[@]} -gt 0 ]; then
     echo "If the change is meant, run 'bash .ci/public-api.sh --bless' and commit api/." >&2
     exit 1
 fi
-if $bless; then echo "api/: $(bash .ci/published.sh | wc -l) snapshots written"; fi
+if $bless; then echo "api/: $(published | wc -l) snapshots written"; fi
