@@ -203,11 +203,19 @@ impl Pending {
                 other => Completion::Done(other.map(|r| pass(r, CacheStatus::Bypass))),
             },
             Self::Lookup(lookup) => {
+                // An answer that is no server error: when not stored, it says the key's answers
+                // are not stored, and later requests for the key need not wait for each other.
+                let answered = matches!(&result, Ok(r) if !r.status().is_server_error());
+                let sent = lookup.request_time;
                 let completion = lookup.complete(result, resendable);
                 // Whatever the answer did not hand the flight to (an entry to store, a 304
                 // merged), its followers ask on their own.
                 if let Some(flight) = lookup.flight.take() {
-                    flight.release();
+                    if answered {
+                        flight.pass(sent);
+                    } else {
+                        flight.release();
+                    }
                 }
                 completion
             }

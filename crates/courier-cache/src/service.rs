@@ -396,7 +396,7 @@ impl Route {
             _ => None,
         };
         let role = flight.map(|(key, entry, uri, max_wait)| {
-            let role = lookup.shared.flights.join(key, entry, uri);
+            let role = lookup.shared.flights.join(key, entry, uri, now);
             (role, max_wait)
         });
         match role {

@@ -1,6 +1,7 @@
 //! Concurrent requests for one missing key go upstream once: the others wait for the answer it
-//! stores, ask on their own at once when it cannot be stored, and one of them takes over when
-//! the first is cancelled. On paused time.
+//! stores, ask on their own at once when it cannot be stored (and later requests for the key
+//! wait for no one for a minute), and one of them takes over when the first is cancelled. On
+//! paused time.
 
 mod common;
 
@@ -288,6 +289,93 @@ async fn an_answer_that_cannot_be_stored_sends_every_follower_on_at_once() {
             "no follower waits longer than one round trip"
         );
     }
+}
+
+/// When each of a crowd's calls ended, counted from `start`: how many ended after one round
+/// trip, and how many after two (they waited for another's answer first).
+async fn crowd_ends(
+    svc: &(
+         impl Service<
+        Request<()>,
+        Response = Response<CacheBody<TestBody>>,
+        Error = BoxError,
+        Future: Send,
+    > + Clone
+         + Send
+         + 'static
+     ),
+) -> (usize, usize) {
+    let start = Instant::now();
+    let tasks: Vec<_> = (0..CROWD).map(|_| spawn_call(svc, get(URL))).collect();
+    let (mut one, mut two) = (0, 0);
+    for task in tasks {
+        let (got, ended) = task.await.unwrap();
+        assert_eq!(
+            (&got.body[..], got.cache),
+            (&b"config"[..], CacheStatus::Miss)
+        );
+        match ended - start {
+            d if d == ROUND_TRIP => one += 1,
+            d if d == 2 * ROUND_TRIP => two += 1,
+            d => panic!("ended after {d:?}"),
+        }
+    }
+    (one, two)
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_whose_answer_is_not_stored_sends_its_requests_on_their_own_for_a_minute() {
+    let origin = Origin::new(&[("cache-control", "no-store")]);
+    let svc = cache(&origin, layer());
+    // The first crowd waits for the first answer, which cannot serve it.
+    assert_eq!(crowd_ends(&svc).await, (1, CROWD - 1));
+    // The key is remembered: the next crowd goes upstream at once, no one waiting for another.
+    assert_eq!(crowd_ends(&svc).await, (CROWD, 0));
+    tokio::time::sleep(Duration::from_secs(59)).await;
+    assert_eq!(crowd_ends(&svc).await, (CROWD, 0));
+    // A minute after the answer that was not stored, a crowd waits for one request again.
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    assert_eq!(crowd_ends(&svc).await, (1, CROWD - 1));
+    assert_eq!(origin.calls(), 4 * CROWD);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_key_passed_on_is_still_stored_when_an_answer_may_be() {
+    let mock = Mock::new();
+    let mut svc = layer().layer(mock.service());
+    mock.push(ok(&[("cache-control", "no-store")], "config"));
+    mock.push(ok(CACHEABLE, "config"));
+    assert_eq!(
+        send(&mut svc, get(URL)).await.unwrap().cache,
+        CacheStatus::Miss
+    );
+    assert_eq!(
+        send(&mut svc, get(URL)).await.unwrap().cache,
+        CacheStatus::Miss
+    );
+    let hit = send(&mut svc, get(URL)).await.unwrap();
+    assert_eq!(
+        (&hit.body[..], hit.cache),
+        (&b"config"[..], CacheStatus::Hit)
+    );
+    assert_eq!(mock.calls(), 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_server_error_says_nothing_of_the_key_and_the_next_crowd_waits_for_one() {
+    let mock = Mock::new();
+    let svc = layer().layer(mock.service());
+    mock.push(respond(503, &[], "busy"));
+    for _ in 0..CROWD {
+        mock.push_delayed(ROUND_TRIP, ok(CACHEABLE, "config"));
+    }
+    let got = send(&mut svc.clone(), get(URL)).await.unwrap();
+    assert_eq!(got.status, 503);
+    let tasks: Vec<_> = (0..CROWD).map(|_| spawn_call(&svc, get(URL))).collect();
+    for task in tasks {
+        assert_eq!(task.await.unwrap().0.body, "config");
+    }
+    assert_eq!(mock.calls(), 2, "the crowd went upstream once");
 }
 
 #[tokio::test(start_paused = true)]
