@@ -20,9 +20,11 @@
 //! Counts: `COURIER_BENCH_SEQ` requests per sequential run (default 3000), and
 //! `COURIER_BENCH_CONC` per concurrent run (default 8000, split over 16 tasks).
 //!
-//! Then latency with 256 tasks in flight, raw hyper-util against the preset, `courier::Client`
-//! and the peer stack over it: p50 and p99 of every request of three runs each
-//! (`COURIER_BENCH_LAT` requests per run, default 10 240), and what each adds.
+//! Then latency with 256 tasks in flight, raw hyper-util against the preset (with its cache
+//! and without), `courier::Client` and the peer stack over it: p50 and p99 of every request of
+//! three runs each (`COURIER_BENCH_LAT` requests per run, default 51 200: 200 per task, as
+//! fewer leave a run's p99 to a few stalls of the machine), each run's p99, its spread between
+//! runs and its ratio to raw's in the same round.
 //!
 //! `courier::Client` (the preset's defaults over hyper-util, called as reqwest is: a URL
 //! string, `get(url).send()`, `bytes()`) runs beside the preset over hyper-util; after the
@@ -68,6 +70,9 @@ enum Client {
     /// The preset over hyper-util with adaptive pacing off: what the pacing costs a healthy
     /// host.
     HyperPresetNoPacing,
+    /// The preset over hyper-util without its cache, the case of most users: in the latency
+    /// table beside the preset, so that what the cache does to the tail shows.
+    HyperPresetNoCache,
     ReqwestRaw,
     ReqwestPreset,
     ReqwestMiddleware,
@@ -111,6 +116,7 @@ impl Client {
             Self::HyperPreset => "courier preset over hyper-util",
             Self::Courier => "courier::Client over hyper-util (get(url).send(), bytes())",
             Self::HyperPresetNoPacing => "courier preset over hyper-util, adaptive pacing off",
+            Self::HyperPresetNoCache => "courier preset over hyper-util, no cache",
             Self::ReqwestRaw => "reqwest (raw)",
             Self::ReqwestPreset => "courier preset over reqwest",
             Self::ReqwestMiddleware => "reqwest-middleware + reqwest-retry",
@@ -126,6 +132,7 @@ impl Client {
             | Self::HyperPreset
             | Self::Courier
             | Self::HyperPresetNoPacing
+            | Self::HyperPresetNoCache
             | Self::HyperPeer
             | Self::HyperLayer(_) => Self::HyperRaw,
             _ => Self::ReqwestRaw,
@@ -141,6 +148,7 @@ struct Clients {
     hyper_preset: courier::Courier<courier::transport::HyperService<Body>>,
     client: courier::Client,
     hyper_no_pacing: courier::Courier<courier::transport::HyperService<Body>>,
+    hyper_no_cache: courier::Courier<courier::transport::HyperService<Body>>,
     hyper_layers: Vec<courier::Courier<courier::transport::HyperService<Body>>>,
     reqwest: reqwest::Client,
     reqwest_preset: courier::Courier<ReqwestService<Body>>,
@@ -170,10 +178,14 @@ async fn sequential(clients: Clients, client: Client, n: usize) -> (usize, Vec<D
                 times.push(sent.elapsed());
             }
         }
-        Client::HyperPreset | Client::HyperPresetNoPacing | Client::HyperLayer(_) => {
+        Client::HyperPreset
+        | Client::HyperPresetNoPacing
+        | Client::HyperPresetNoCache
+        | Client::HyperLayer(_) => {
             let svc = match client {
                 Client::HyperLayer(i) => clients.hyper_layers[i].clone(),
                 Client::HyperPresetNoPacing => clients.hyper_no_pacing.clone(),
+                Client::HyperPresetNoCache => clients.hyper_no_cache.clone(),
                 _ => clients.hyper_preset.clone(),
             };
             return through(svc, &clients.uri, n).await;
@@ -345,6 +357,7 @@ fn main() {
         hyper_preset: CourierLayer::new().hyper(),
         client: courier::Client::new(),
         hyper_no_pacing: CourierLayer::new().adaptive_pacing(None).hyper(),
+        hyper_no_cache: CourierLayer::new().cache(None).hyper(),
         hyper_layers: (0..HYPER_LAYERS.len())
             .map(|i| hyper_layer(i).hyper())
             .collect(),
@@ -367,6 +380,7 @@ fn main() {
             Client::HyperPreset,
             Client::Courier,
             Client::HyperPresetNoPacing,
+            Client::HyperPresetNoCache,
             Client::ReqwestRaw,
             Client::ReqwestPreset,
             Client::ReqwestMiddleware,
@@ -494,10 +508,11 @@ fn main() {
     }
 
     // Latency with many callers: every request of 3 rounds (rotating order) per client.
-    let lat_n = env_count("COURIER_BENCH_LAT", 10_240);
+    let lat_n = env_count("COURIER_BENCH_LAT", 51_200);
     let lat_clients: Vec<Client> = [
         Client::HyperRaw,
         Client::HyperPreset,
+        Client::HyperPresetNoCache,
         Client::Courier,
         Client::HyperPeer,
     ]
@@ -561,39 +576,68 @@ fn draw(chart_rows: &[(&str, [Option<f64>; 2])]) {
 }
 
 /// The latency table: every request of 3 runs of `lat_n` requests (rotating order) per client,
-/// [`Client::HyperRaw`] first.
+/// [`Client::HyperRaw`] first, after a run of each that is not counted. The p50 and p99 are
+/// of the three runs' requests together; each run's p99 is printed too, with the spread
+/// between runs.
 fn latency_table(
     rt: &tokio::runtime::Runtime,
     clients: &Clients,
     lat_clients: &[Client],
     lat_n: usize,
 ) {
-    let mut lat: Vec<Vec<Duration>> = vec![Vec::new(); lat_clients.len()];
-    for round in 0..3 {
+    const RUNS: usize = 3;
+    // A run per client first, not counted: each client's pool opens its connections for 256
+    // tasks in flight (the throughput rounds opened 16), which would be the first run's tail.
+    for &client in lat_clients {
+        rt.block_on(latencies(clients, client, lat_n));
+    }
+    // lat[client][run]
+    let mut lat: Vec<Vec<Vec<Duration>>> = vec![Vec::new(); lat_clients.len()];
+    for round in 0..RUNS {
         for k in 0..lat_clients.len() {
             let v = (round + k) % lat_clients.len();
             let times = rt.block_on(latencies(clients, lat_clients[v], lat_n));
-            lat[v].extend(times);
+            lat[v].push(times);
         }
     }
     println!(
-        "\nlatency with {LATENCY_TASKS} tasks in flight: {lat_n} requests per run, 3 runs per client \
-         (rotating order); each request from sent to its whole body read\n"
+        "\nlatency with {LATENCY_TASKS} tasks in flight: {lat_n} requests per run, {RUNS} runs per \
+         client (rotating order); each request from sent to its whole body read\n"
     );
-    println!("| client | p50 | p99 | added p50 | added p99 |");
-    println!("| --- | ---: | ---: | ---: | ---: |");
-    let mut raw = lat[0].clone();
-    let (raw50, raw99) = (quantile(&mut raw, 0.5), quantile(&mut raw, 0.99));
+    println!(
+        "| client | p50 | p99 | p99 / p50 | p99 of each run | spread of p99 | p99 / raw's, per run |"
+    );
+    println!("| --- | ---: | ---: | ---: | ---: | ---: | ---: |");
+    let quantiles = |runs: &[Vec<Duration>]| {
+        let mut all: Vec<Duration> = runs.concat();
+        let p50 = quantile(&mut all, 0.5);
+        let p99 = quantile(&mut all, 0.99);
+        let each: Vec<Duration> = runs
+            .iter()
+            .map(|run| quantile(&mut run.clone(), 0.99))
+            .collect();
+        (p50, p99, each)
+    };
+    let (_, _, raw_each) = quantiles(&lat[0]);
     for (v, client) in lat_clients.iter().enumerate() {
-        let mut times = lat[v].clone();
-        let (p50, p99) = (quantile(&mut times, 0.5), quantile(&mut times, 0.99));
+        let (p50, p99, each) = quantiles(&lat[v]);
+        let ms = |d: &Duration| format!("{:.1}", d.as_secs_f64() * 1e3);
+        let lo = each.iter().min().expect("three runs");
+        let hi = each.iter().max().expect("three runs");
+        let ratios: Vec<String> = each
+            .iter()
+            .zip(&raw_each)
+            .map(|(p, raw)| format!("{:.2}", p.as_secs_f64() / raw.as_secs_f64()))
+            .collect();
         println!(
-            "| {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {:.2} | {} ms | {:.0} % | {} |",
             client.name(),
             micros(p50),
             micros(p99),
-            micros(p50.saturating_sub(raw50)),
-            micros(p99.saturating_sub(raw99)),
+            p99.as_secs_f64() / p50.as_secs_f64(),
+            each.iter().map(ms).collect::<Vec<_>>().join(", "),
+            (hi.as_secs_f64() / lo.as_secs_f64() - 1.0) * 100.0,
+            ratios.join(", "),
         );
     }
 }
