@@ -33,7 +33,7 @@ type Body = Full<Bytes>;
 /// request costs), `courier::Client` (the preset's
 /// defaults over hyper-util, called with a URL string: `get`, `send`, `bytes`), and the same
 /// features built from peers.
-pub const LOOPBACK_VARIANTS: [&str; 16] = [
+pub const LOOPBACK_VARIANTS: [&str; 18] = [
     "raw",
     "bare",
     "bare_no_ua",
@@ -50,6 +50,8 @@ pub const LOOPBACK_VARIANTS: [&str; 16] = [
     "preset_from_str",
     "client",
     "peer",
+    "preset_no_cache",
+    "peer_no_cache",
 ];
 
 /// Runs happy-path variant `which` (an index into [`happy::variants`]) `iters` times.
@@ -67,6 +69,7 @@ pub fn happy_calls(which: usize, iters: u64) {
     let v = variants
         .get_mut(which)
         .unwrap_or_else(|| panic!("no variant {which}"));
+    eprintln!("happy:{which} is {}", v.name);
     let ok = measured_calls(&mut *v.call, iters);
     assert_eq!(ok, iters, "{} left the happy path", v.name);
 }
@@ -108,6 +111,7 @@ fn layer(name: &str) -> Option<CourierLayer> {
         "concurrency" => bare.concurrency_limit(courier::preset::preset_concurrency_limit()),
         "preset_no_concurrency" => CourierLayer::new().concurrency_limit(None),
         "preset_oneshot" | "preset_wrapped" | "preset_from_str" => CourierLayer::new(),
+        "preset_no_cache" => CourierLayer::new().cache(None),
         _ => return None,
     })
 }
@@ -250,12 +254,18 @@ pub fn loopback_calls(variant: &str, n: usize, tasks: usize) {
         let raw = hyper_client::<Body>();
         let stack = layer(&variant).map(|l| l.hyper::<Body>());
         let peer = (variant == "peer").then(|| crate::peer::stack(raw.clone(), None));
+        let peer_no_cache =
+            (variant == "peer_no_cache").then(|| crate::peer::stack_without_cache(raw.clone()));
         let client = (variant == "client").then(courier::Client::new);
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..tasks {
             let (raw, uri, per_task) = (raw.clone(), uri.clone(), n / tasks);
             if let Some(client) = &client {
                 set.spawn(client_calls(client.clone(), url.clone(), per_task));
+                continue;
+            }
+            if let Some(peer) = &peer_no_cache {
+                set.spawn(calls(peer.clone(), uri, per_task));
                 continue;
             }
             match (&stack, &peer) {
@@ -360,8 +370,16 @@ fn count(exe: &Path, spec: &str, out: &Path) -> Result<(u64, u64), String> {
             String::from_utf8_lossy(&annotated.stderr)
         ));
     }
-    let mallocs = malloc_calls(&String::from_utf8_lossy(&annotated.stdout))
-        .ok_or_else(|| format!("{spec}: no line for malloc in callgrind_annotate's output"))?;
+    let mallocs = match malloc_calls(&String::from_utf8_lossy(&annotated.stdout)) {
+        Some(calls) => calls,
+        // Counted inside the calls alone, a variant that allocates nothing has no malloc line.
+        None if spec.starts_with("happy:") => 0,
+        None => {
+            return Err(format!(
+                "{spec}: no line for malloc in callgrind_annotate's output"
+            ));
+        }
+    };
     Ok((instructions, mallocs))
 }
 
@@ -390,8 +408,9 @@ fn collected(stderr: &str) -> Option<u64> {
 
 /// The calls into `malloc`: the `(Nx)` of every caller line (`  < `) above malloc's own line
 /// (`  * `, the function `malloc` of whatever file) in `callgrind_annotate --tree=caller`
-/// output; `None` when there is no such line (every run allocates at start-up, so its absence
-/// means the output is not what this reads).
+/// output; `None` when there is no such line (every whole process allocates at start-up, so
+/// there its absence means the output is not what this reads; counted inside the measured
+/// calls alone, it means none of them allocated).
 pub fn malloc_calls(annotated: &str) -> Option<u64> {
     let mut calls = 0;
     for line in annotated.lines() {
@@ -426,6 +445,16 @@ fn per_call(a: u64, b: u64, extra: u64) -> f64 {
     b.saturating_sub(a) as f64 / extra as f64
 }
 
+/// What [`tables`] counted.
+#[derive(Debug)]
+pub struct Counts {
+    /// The two tables, in Markdown.
+    pub tables: String,
+    /// Each happy-path variant's instructions per call added over its base, in
+    /// [`happy::variants`]'s order.
+    pub added: Vec<(&'static str, f64)>,
+}
+
 /// The two tables, counted by running `exe` (a binary that calls [`run_worker`] first) under
 /// callgrind: the happy path in process (instructions per call, added over its base,
 /// allocations per call), and loopback end to end with 16 tasks (instructions per request,
@@ -434,10 +463,10 @@ fn per_call(a: u64, b: u64, extra: u64) -> f64 {
 /// # Errors
 ///
 /// When valgrind fails on a variant.
-pub fn tables(exe: &Path, extra: u64) -> Result<String, String> {
+pub fn tables(exe: &Path, extra: u64) -> Result<Counts, String> {
     let dir = TempDir::new()?;
     let out = dir.0.join("callgrind.out");
-    let names: Vec<&str> = {
+    let names: Vec<&'static str> = {
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
@@ -451,6 +480,7 @@ pub fn tables(exe: &Path, extra: u64) -> Result<String, String> {
          | --- | ---: | ---: | ---: |\n",
     );
     let mut per: Vec<(&str, f64)> = Vec::new();
+    let mut added = Vec::new();
     for (i, name) in names.iter().enumerate() {
         let (ia, ma) = least_count(exe, &format!("happy:{i}:{base}"), &out)?;
         let (ib, mb) = least_count(exe, &format!("happy:{i}:{}", base + extra), &out)?;
@@ -461,6 +491,7 @@ pub fn tables(exe: &Path, extra: u64) -> Result<String, String> {
             .find(|(n, _)| *n == happy::base_of(name))
             .map_or(instructions, |(_, b)| *b);
         let allocs = per_call(ma, mb, extra);
+        added.push((*name, instructions - from));
         let _ = writeln!(
             table,
             "| {name} | {instructions:.0} | {:.0} | {:.1} |",
@@ -484,7 +515,10 @@ pub fn tables(exe: &Path, extra: u64) -> Result<String, String> {
             instructions - raw
         );
     }
-    Ok(table)
+    Ok(Counts {
+        tables: table,
+        added,
+    })
 }
 
 /// A folder of its own under the system's temporary one, removed when dropped.

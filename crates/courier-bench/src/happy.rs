@@ -229,6 +229,7 @@ pub fn best_peer(variant: &str) -> Option<&'static str> {
         | "courier preset, concurrency limit off"
         | "courier preset, 50 rules (none matches)" => PEER_STACK,
         "courier preset + ratelimit (6 layers)" => PEER_STACK_GOVERNOR,
+        PRESET_WITHOUT_CACHE => PEER_STACK_WITHOUT_CACHE,
         "courier deadline, inner yields once" | "courier attempt_timeout, inner yields once" => {
             "tower timeout, inner yields once"
         }
@@ -256,6 +257,12 @@ pub const PEER_STACK: &str = "peer stack (5 features)";
 
 /// The peer stack with governor's limiter.
 pub const PEER_STACK_GOVERNOR: &str = "peer stack + governor (6 features)";
+
+/// The preset without its cache, most users' case.
+pub const PRESET_WITHOUT_CACHE: &str = "courier preset without its cache (4 layers)";
+
+/// The peer stack without its cache ([`crate::peer::stack_without_cache`]).
+pub const PEER_STACK_WITHOUT_CACHE: &str = "peer stack without its cache (4 features)";
 
 /// A governor quota that never runs dry.
 fn governor_unlimited() -> governor::Quota {
@@ -552,6 +559,17 @@ pub fn variants() -> Vec<Variant> {
             }),
         }
     });
+    // Last, so that the variants above keep their indices from build to build.
+    out.extend([
+        variant(
+            PRESET_WITHOUT_CACHE,
+            CourierLayer::new().cache(None).layer(service_fn(ok)),
+        ),
+        variant(
+            PEER_STACK_WITHOUT_CACHE,
+            peer::stack_without_cache(service_fn(ok)),
+        ),
+    ]);
     out
 }
 
@@ -605,7 +623,7 @@ mod tests {
         let _rt = rt.enter();
         let mut variants = variants();
         assert_eq!(variants[0].name, BARE);
-        assert_eq!(variants.len(), 43);
+        assert_eq!(variants.len(), 45);
         for v in &mut variants {
             for _ in 0..1000 {
                 assert!((v.call)(), "{} left the happy path", v.name);

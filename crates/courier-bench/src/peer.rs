@@ -72,6 +72,21 @@ pub fn stack<S>(transport: S, quota: Option<Quota>) -> PeerStack<S> {
         .service(transport)
 }
 
+/// The peer stack without its cache, most users' case.
+pub type PeerStackWithoutCache<S> = Timeout<Retry<PeerPolicy, FailsafePerHost<Timeout<S>>>>;
+
+/// The peer stack over `transport` without the cache and the limiter: the preset's timeouts,
+/// tower's `Retry` with [`PeerPolicy`], failsafe per host. What the preset without its cache
+/// is held against.
+pub fn stack_without_cache<S>(transport: S) -> PeerStackWithoutCache<S> {
+    ServiceBuilder::new()
+        .timeout(courier::preset::DEFAULT_DEADLINE)
+        .retry(PeerPolicy::default())
+        .layer(FailsafeLayer::default())
+        .timeout(courier::preset::DEFAULT_ATTEMPT_TIMEOUT)
+        .service(transport)
+}
+
 /// http-cache-tower over moka, bounded at [`CACHE_BYTES`] (entries weighed by their key and
 /// stored bytes).
 pub fn cache_layer() -> HttpCacheLayer<MokaManager> {
