@@ -24,7 +24,10 @@
 //! and without), `courier::Client` and the peer stack over it: p50 and p99 of every request of
 //! three runs each (`COURIER_BENCH_LAT` requests per run, default 51 200: 200 per task, as
 //! fewer leave a run's p99 to a few stalls of the machine), each run's p99, its spread between
-//! runs and its ratio to raw's in the same round.
+//! runs and its ratio to raw's in the same round. The latency table is made twice: with the
+//! clients on the one thread they ran on above, and with fresh clients on a multi-thread
+//! runtime of as many workers as the machine has cores (a service's usual runtime), sharing
+//! them with the server's thread.
 //!
 //! `courier::Client` (the preset's defaults over hyper-util, called as reqwest is: a URL
 //! string, `get(url).send()`, `bytes()`) runs beside the preset over hyper-util; after the
@@ -155,6 +158,37 @@ struct Clients {
     middleware: reqwest_middleware::ClientWithMiddleware,
     hyper_peer: PeerStack<courier::transport::HyperClient<Body>>,
     reqwest_peer: PeerStack<ReqwestService<Body>>,
+}
+
+impl Clients {
+    /// Every client, over `server`. Built in the runtime that will drive them: their pools'
+    /// connections run as tasks of the runtime that opened them.
+    fn new(server: &LoopbackServer) -> Self {
+        let url = server.url("/v1/items");
+        let reqwest = reqwest_client_builder().build().expect("a reqwest client");
+        Clients {
+            uri: url.parse().expect("a valid uri"),
+            hyper: hyper_client(),
+            hyper_preset: CourierLayer::new().hyper(),
+            client: courier::Client::new(),
+            hyper_no_pacing: CourierLayer::new().adaptive_pacing(None).hyper(),
+            hyper_no_cache: CourierLayer::new().cache(None).hyper(),
+            hyper_layers: (0..HYPER_LAYERS.len())
+                .map(|i| hyper_layer(i).hyper())
+                .collect(),
+            reqwest_preset: CourierLayer::new().reqwest(reqwest.clone()),
+            middleware: reqwest_middleware::ClientBuilder::new(reqwest.clone())
+                .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
+                    reqwest_retry::policies::ExponentialBackoff::builder()
+                        .build_with_max_retries(2),
+                ))
+                .build(),
+            hyper_peer: peer::stack(hyper_client(), None),
+            reqwest_peer: peer::stack(ReqwestService::new(reqwest.clone()), None),
+            reqwest,
+            url,
+        }
+    }
 }
 
 fn request(uri: &Uri) -> Request<Body> {
@@ -349,29 +383,7 @@ fn main() {
         .build()
         .expect("a runtime");
     let _guard = rt.enter();
-    let url = server.url("/v1/items");
-    let reqwest = reqwest_client_builder().build().expect("a reqwest client");
-    let clients = Clients {
-        uri: url.parse().expect("a valid uri"),
-        hyper: hyper_client(),
-        hyper_preset: CourierLayer::new().hyper(),
-        client: courier::Client::new(),
-        hyper_no_pacing: CourierLayer::new().adaptive_pacing(None).hyper(),
-        hyper_no_cache: CourierLayer::new().cache(None).hyper(),
-        hyper_layers: (0..HYPER_LAYERS.len())
-            .map(|i| hyper_layer(i).hyper())
-            .collect(),
-        reqwest_preset: CourierLayer::new().reqwest(reqwest.clone()),
-        middleware: reqwest_middleware::ClientBuilder::new(reqwest.clone())
-            .with(reqwest_retry::RetryTransientMiddleware::new_with_policy(
-                reqwest_retry::policies::ExponentialBackoff::builder().build_with_max_retries(2),
-            ))
-            .build(),
-        hyper_peer: peer::stack(hyper_client(), None),
-        reqwest_peer: peer::stack(ReqwestService::new(reqwest.clone()), None),
-        reqwest,
-        url,
-    };
+    let clients = Clients::new(&server);
 
     let mut variants = Vec::new();
     for tasks in [1, TASKS] {
@@ -519,8 +531,30 @@ fn main() {
     .into_iter()
     .filter(|&c| c == Client::HyperRaw || variants.iter().any(|&(v, _)| v == c))
     .collect();
-    latency_table(&rt, &clients, &lat_clients, lat_n);
+    latency_table(
+        &rt,
+        &clients,
+        &lat_clients,
+        lat_n,
+        "the client's one thread",
+    );
     drop(clients);
+
+    // The same on a multi-thread runtime, as `#[tokio::main]` makes one, with fresh clients.
+    let threads = std::thread::available_parallelism().map_or(2, std::num::NonZero::get);
+    let mt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads)
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    let mt_clients = {
+        let _mt = mt.enter();
+        Clients::new(&server)
+    };
+    let on = format!("a multi-thread runtime of {threads} workers");
+    latency_table(&mt, &mt_clients, &lat_clients, lat_n, &on);
+    drop(mt_clients);
+    drop(mt);
     drop(rt);
     drop(server);
 }
@@ -584,6 +618,7 @@ fn latency_table(
     clients: &Clients,
     lat_clients: &[Client],
     lat_n: usize,
+    on: &str,
 ) {
     const RUNS: usize = 3;
     // A run per client first, not counted: each client's pool opens its connections for 256
@@ -601,8 +636,8 @@ fn latency_table(
         }
     }
     println!(
-        "\nlatency with {LATENCY_TASKS} tasks in flight: {lat_n} requests per run, {RUNS} runs per \
-         client (rotating order); each request from sent to its whole body read\n"
+        "\nlatency with {LATENCY_TASKS} tasks in flight on {on}: {lat_n} requests per run, {RUNS} \
+         runs per client (rotating order); each request from sent to its whole body read\n"
     );
     println!(
         "| client | p50 | p99 | p99 / p50 | p99 of each run | spread of p99 | p99 / raw's, per run |"
