@@ -108,7 +108,7 @@ use courier_core::{Attempts, CallContext};
 use http::{HeaderMap, Method};
 use std::fmt;
 use std::sync::Arc;
-use tower::ServiceExt;
+use tower_service::Service;
 
 /// A client in reqwest's shape over the preset: see the [module docs](self).
 ///
@@ -256,7 +256,9 @@ impl Client {
             let mut req = http::Request::new(body);
             *req.method_mut() = method.clone();
             *req.uri_mut() = uri;
-            *req.headers_mut() = if follows {
+            // A request without headers of its own (the default ones merged) has nothing to
+            // keep for the next hop: its empty map is taken, not copied.
+            *req.headers_mut() = if follows && !headers.is_empty() {
                 headers.clone()
             } else {
                 std::mem::take(&mut headers)
@@ -274,7 +276,18 @@ impl Client {
                 }
                 (None, None) => {}
             }
-            let resp = match inner.service.clone().oneshot(req).await {
+            // Not `oneshot`: its state would hold the service, the request and the call's
+            // future in one enum, moved whole at the first poll.
+            let mut svc = inner.service.clone();
+            let called = match std::future::poll_fn(|cx| svc.poll_ready(cx)).await {
+                Ok(()) => {
+                    let fut = svc.call(req);
+                    drop(svc);
+                    fut.await
+                }
+                Err(e) => Err(e),
+            };
+            let resp = match called {
                 Ok(resp) => resp,
                 Err(e) => return Err(prepend_attempts(Error::from(e), &earlier)),
             };
