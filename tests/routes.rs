@@ -110,10 +110,9 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = Result<u16, courier::Error>>,
 {
-    let started = since;
     let calls = (0..n).map(|_| {
         let call = call();
-        async move { (call.await, started.elapsed()) }
+        async move { (call.await, since.elapsed()) }
     });
     let mut ended = Vec::new();
     for (result, elapsed) in join_all(calls).await {
