@@ -163,15 +163,22 @@ async fn reset_frees_the_slots_this_replica_booked_last_and_keeps_the_park() {
     let q = quota(1.0, 5);
     let (tat_key, park_key) = a.key_names(&host());
     let mut conn = inspect(&url).await;
-    // Waits (at most 1 s) until the TAT is gone, or says it stayed.
-    async fn tat_gone(conn: &mut redis::aio::MultiplexedConnection, tat_key: &str) -> bool {
+    // Waits (at most 1 s) until the key exists or not, as asked, or says it did not.
+    async fn until_exists(
+        conn: &mut redis::aio::MultiplexedConnection,
+        key: &str,
+        exists: bool,
+    ) -> bool {
         for _ in 0..100 {
-            if !conn.exists::<_, bool>(tat_key).await.unwrap() {
+            if conn.exists::<_, bool>(key).await.unwrap() == exists {
                 return true;
             }
             tokio::time::sleep(10 * MS).await;
         }
         false
+    }
+    async fn tat_gone(conn: &mut redis::aio::MultiplexedConnection, tat_key: &str) -> bool {
+        until_exists(conn, tat_key, false).await
     }
 
     common::reset_starts_from_a_full_bucket(&b).await;
@@ -207,14 +214,25 @@ async fn reset_frees_the_slots_this_replica_booked_last_and_keeps_the_park() {
         decide(&a, q, Duration::ZERO).await,
         Decision::Admit(_)
     ));
+    // The park and the reset go out in two spawned tasks, in either order: the park must be
+    // there once both landed, with the TTL it was given less the time since.
+    let parked_at = tokio::time::Instant::now();
     a.park(&host(), Duration::from_secs(30));
     a.reset(&host());
     assert!(
         tat_gone(&mut conn, &tat_key).await,
         "the bucket is forgotten"
     );
+    assert!(
+        until_exists(&mut conn, &park_key, true).await,
+        "the park lands"
+    );
     let ttl: i64 = conn.pttl(&park_key).await.unwrap();
-    assert!(ttl > 25_000, "the park stays: {ttl} ms");
+    let since = i64::try_from(parked_at.elapsed().as_millis()).unwrap();
+    assert!(
+        ttl > 30_000 - since - 1_000 && ttl <= 30_000,
+        "the park stays: {ttl} ms left {since} ms after it was set"
+    );
     let Decision::Deny(d) = decide(&b, q, Duration::ZERO).await else {
         panic!("still parked")
     };
