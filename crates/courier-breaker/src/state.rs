@@ -20,7 +20,8 @@
 //!
 //! This module knows nothing of time or randomness: callers pass `now` in milliseconds and the
 //! open duration for a given trip count. That keeps it small enough for a loom model:
-//! `tests/loom.rs` compiles this very file with loom's atomics (`--cfg courier_loom`).
+//! `courier-loom`'s `tests/breaker.rs` compiles this very file with loom's atomics
+//! (`--cfg courier_loom`).
 
 #[cfg(all(courier_loom, test))]
 use loom::sync::atomic::{AtomicU64, Ordering};
@@ -628,7 +629,7 @@ impl Machine {
     }
 }
 
-// Named by path: tests/loom.rs includes this file by path, and a module loaded so looks for
+// Named by path: courier-loom's tests/breaker.rs includes this file by path, and a module loaded so looks for
 // its children beside it (where rustfmt looks too, whatever the cfg).
 #[cfg(all(test, not(courier_loom)))]
 #[path = "state/tests.rs"]

@@ -19,8 +19,9 @@
 //! compare-and-swap, so a reservation racing with it either lands first (and the eviction fails)
 //! or sees the tombstone and retries on a fresh cell, which starts full: exactly what the evicted
 //! one held. Parking and eviction also check each other's writes (both `SeqCst`, store then
-//! load), so a park is never lost to an eviction. `tests/loom.rs` checks both races in every
-//! interleaving, compiling this very file with loom's atomics (`--cfg courier_loom`).
+//! load), so a park is never lost to an eviction. `courier-loom`'s `tests/bucket.rs` checks both
+//! races in every interleaving, compiling this very file with loom's atomics
+//! (`--cfg courier_loom`).
 
 #[cfg(all(courier_loom, test))]
 use loom::sync::atomic::{AtomicU64, Ordering, fence};

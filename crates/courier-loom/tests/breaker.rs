@@ -1,19 +1,12 @@
 //! A loom model of the breaker's permit accounting: every interleaving of a few threads
 //! racing through half-open.
 //!
-//! The state machine is compiled here from its own source file with loom's atomics. Run:
-//!
-//! ```text
-//! CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg courier_loom" LOOM_MAX_PREEMPTIONS=2 \
-//!     cargo test -p courier-breaker --test loom --release
-//! ```
-//!
-//! (`--cfg loom` itself would also switch tokio and hyper-util into their loom modes, which do
-//! not build outside their own test suites.)
+//! The state machine is compiled here from its own source file with loom's atomics (how to
+//! run it: the crate docs).
 #![cfg(courier_loom)]
 
 #[allow(dead_code)]
-#[path = "../src/state.rs"]
+#[path = "../../courier-breaker/src/state.rs"]
 mod state;
 
 use loom::sync::Arc;

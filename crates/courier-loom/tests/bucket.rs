@@ -1,16 +1,12 @@
 //! A loom model of the bucket cell's two races: a park against an eviction, and a reservation
 //! against an eviction, in every interleaving.
 //!
-//! The cell is compiled here from its own source file with loom's atomics. Run:
-//!
-//! ```text
-//! CARGO_TARGET_DIR=target/loom RUSTFLAGS="--cfg courier_loom" LOOM_MAX_PREEMPTIONS=2 \
-//!     cargo test -p courier-ratelimit --test loom --release
-//! ```
+//! The cell is compiled here from its own source file with loom's atomics (how to run it: the
+//! crate docs).
 #![cfg(courier_loom)]
 
 #[allow(dead_code)]
-#[path = "../src/gcra.rs"]
+#[path = "../../courier-ratelimit/src/gcra.rs"]
 mod gcra;
 
 use gcra::{Cell, Evict, Outcome};
