@@ -33,7 +33,10 @@ fn every_path(agent: &HeaderValue) -> Vec<(&'static str, Boxed)> {
     let layer = CourierLayer::new().user_agent(agent.clone());
     vec![
         ("hyper()", layer.hyper::<Full<Bytes>>().boxed()),
-        ("hyper_with(..)", layer.hyper_with(hyper_client()).boxed()),
+        (
+            "hyper_with(..)",
+            layer.hyper_with(hyper_client::<Full<Bytes>>()).boxed(),
+        ),
         (
             "reqwest(..)",
             layer.reqwest::<Full<Bytes>>(reqwest_client()).boxed(),
@@ -41,7 +44,7 @@ fn every_path(agent: &HeaderValue) -> Vec<(&'static str, Boxed)> {
         (
             "service(HyperService::new(..).user_agent(..))",
             CourierLayer::new()
-                .service(HyperService::new(hyper_client()).user_agent(agent.clone()))
+                .service(HyperService::new(hyper_client::<Full<Bytes>>()).user_agent(agent.clone()))
                 .boxed(),
         ),
         (
@@ -87,7 +90,9 @@ async fn every_builder_path_sends_the_configured_user_agent() {
 async fn a_transport_given_to_service_keeps_its_own_agent() {
     let server = FaultServer::start().await.unwrap();
     let layer = CourierLayer::new().user_agent(HeaderValue::from_static("ignored/1"));
-    let hyper = layer.service(HyperService::new(hyper_client())).boxed();
+    let hyper = layer
+        .service(HyperService::new(hyper_client::<Full<Bytes>>()))
+        .boxed();
     let reqwest = layer
         .service(ReqwestService::<Full<Bytes>>::new(reqwest_client()))
         .boxed();
