@@ -89,13 +89,14 @@ async fn pages(args: PaginateArgs) -> ExitCode {
             courier::CourierLayer::from_config(&config).map_err(|e| crate::config::lines(&e))
         }),
     };
-    let client = match layer.and_then(|layer| Ok(args.client.transport()?.client(layer))) {
-        Ok(client) => client.boxed(),
-        Err(message) => {
-            eprintln!("error: {message}");
-            return USAGE_ERROR.into();
-        }
-    };
+    let client =
+        match layer.and_then(|layer| Ok(args.client.transport()?.client::<Full<Bytes>>(layer))) {
+            Ok(client) => client.boxed(),
+            Err(message) => {
+                eprintln!("error: {message}");
+                return USAGE_ERROR.into();
+            }
+        };
     let progress = Progress::new(io::stderr().is_terminal().then(io::stderr));
     let quoted = shell_quote(args.url.as_str());
     let mut options = String::new();
