@@ -666,7 +666,8 @@ impl CourierLayer {
 
     /// Wraps a pooled hyper-util client built by [`crate::transport::hyper_client`] (HTTPS with
     /// the system's trust store under the default `rustls` feature), shared behind an `Arc`
-    /// ([`HyperService`](crate::transport::HyperService)).
+    /// ([`HyperService`](crate::transport::HyperService)). Name the request body `B` where
+    /// nothing else fixes it ([`Courier`'s docs](Courier#name-the-request-body) say why).
     #[cfg(feature = "hyper-client")]
     pub fn hyper<B>(&self) -> Courier<crate::transport::HyperService<B>>
     where
@@ -801,6 +802,15 @@ impl CourierLayer {
 /// `Clone + Send + Sync + 'static` whenever `S` is; needs no `Buffer`. Over a transport that
 /// answers `Response<B>`, it answers `Response<`[`PresetBody<B>`]`>`; its error is
 /// [`BoxError`], which [`crate::Error::from`] turns into an enum to match on.
+///
+/// # Name the request body
+///
+/// Give the transport's request body type where the code does not fix it before the first
+/// `Service` method: `CourierLayer::new().hyper::<Full<Bytes>>()`, not `.hyper()` followed by
+/// `.oneshot(req)` or `.boxed()`. The body is then inferred through the where-clauses of nine
+/// nested layers, and the compiler's trait solver takes minutes and gigabytes for it: two test
+/// files of about 100 lines took 7 and 12 minutes (and up to 10 GB) to build that way, seconds
+/// with the body named. A field, a return type or an argument of a named type fixes it too.
 #[derive(Debug, Clone)]
 pub struct Courier<S> {
     /// The default policy's stack.
