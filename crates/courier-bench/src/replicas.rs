@@ -197,10 +197,12 @@ impl Upstream {
         Request<Body>,
         Response = Response<Body>,
         Error = TransportError,
-        Future = impl Future<Output = Result<Response<Body>, TransportError>> + Send,
-    > + Clone
+        Future = impl Future<Output = Result<Response<Body>, TransportError>> + Send + use<>,
+    >
+    + Clone
     + Send
-    + 'static {
+    + 'static
+    + use<> {
         let up = Arc::clone(self);
         tower::service_fn(move |_req: Request<Body>| {
             let now = up.start.elapsed();
