@@ -666,8 +666,7 @@ impl CourierLayer {
 
     /// Wraps a pooled hyper-util client built by [`crate::transport::hyper_client`] (HTTPS with
     /// the system's trust store under the default `rustls` feature), shared behind an `Arc`
-    /// ([`HyperService`](crate::transport::HyperService)). Name the request body `B` where
-    /// nothing else fixes it ([`Courier`'s docs](Courier#name-the-request-body) say why).
+    /// ([`HyperService`](crate::transport::HyperService)).
     #[cfg(feature = "hyper-client")]
     pub fn hyper<B>(&self) -> Courier<crate::transport::HyperService<B>>
     where
@@ -802,15 +801,6 @@ impl CourierLayer {
 /// `Clone + Send + Sync + 'static` whenever `S` is; needs no `Buffer`. Over a transport that
 /// answers `Response<B>`, it answers `Response<`[`PresetBody<B>`]`>`; its error is
 /// [`BoxError`], which [`crate::Error::from`] turns into an enum to match on.
-///
-/// # Name the request body
-///
-/// Give the transport's request body type where the code does not fix it before the first
-/// `Service` method: `CourierLayer::new().hyper::<Full<Bytes>>()`, not `.hyper()` followed by
-/// `.oneshot(req)` or `.boxed()`. The body is then inferred through the where-clauses of nine
-/// nested layers, and the compiler's trait solver takes minutes and gigabytes for it: two test
-/// files of about 100 lines took 7 and 12 minutes (and up to 10 GB) to build that way, seconds
-/// with the body named. A field, a return type or an argument of a named type fixes it too.
 #[derive(Debug, Clone)]
 pub struct Courier<S> {
     /// The default policy's stack.
@@ -860,12 +850,20 @@ impl<S> Courier<S> {
     }
 }
 
+// The bounds are what the layers need of the transport, not `Stack<S>: Service<..>`. With that
+// bound, a caller whose request body type was still to be inferred (`.hyper()` then `.oneshot`)
+// had the trait solver prove the nine nested layers' where-clauses again and again: a test file
+// of 100 lines took 7 minutes and almost 5 GB to build, 6 seconds with these bounds
+// (tests/call_options.rs leaves its body type to inference on purpose).
 impl<S, B, RB> Service<http::Request<B>> for Courier<S>
 where
-    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone,
-    RB: http_body::Body,
-    Stack<S>: Service<http::Request<B>, Response = http::Response<PresetBody<RB>>, Error = BoxError>
-        + Clone,
+    S: Service<http::Request<B>, Response = http::Response<RB>> + Clone + Send + 'static,
+    S::Error: Into<BoxError>,
+    S::Future: Send + 'static,
+    B: courier_retry::RetryBody + Send + 'static,
+    RB: http_body::Body + Send + 'static,
+    RB::Data: Send,
+    RB::Error: Into<BoxError> + Send,
 {
     type Response = http::Response<PresetBody<RB>>;
     type Error = BoxError;

@@ -1,14 +1,16 @@
 //! One call's own options (`courier::core::CallOptions`) through the preset over hyper,
 //! against the fault server on loopback: its attempts, and its cache bypass.
+//!
+//! `layer().hyper()` leaves the request body type to inference from the first `oneshot`, as a
+//! user's code may: the preset's `Service` impl must keep that cheap to type-check.
 
 mod common;
 
-use bytes::Bytes;
 use common::{bounded, get, quick_retry};
 use courier::CourierLayer;
 use courier::core::{CacheStatus, CallOptions, attempts_of};
 use courier_faultserver::{FaultServer, Step};
-use http_body_util::{BodyExt, Full};
+use http_body_util::BodyExt;
 use tower::ServiceExt;
 
 /// The preset with a quick retry and no pacing (a 503 would otherwise slow the next call).
@@ -21,7 +23,7 @@ fn layer() -> CourierLayer {
 #[tokio::test]
 async fn a_call_makes_the_attempts_it_asks_for() {
     let server = FaultServer::start().await.unwrap();
-    let client = layer().hyper::<Full<Bytes>>();
+    let client = layer().hyper();
     // (the call's attempts, the requests the server sees); the layer's own are 3.
     for (asked, sent) in [(None, 3), (Some(1), 1), (Some(5), 5)] {
         server.clear("busy");
@@ -62,7 +64,7 @@ async fn a_call_makes_the_attempts_it_asks_for() {
 #[tokio::test]
 async fn a_call_with_no_cache_goes_to_the_server_past_a_fresh_entry() {
     let server = FaultServer::start().await.unwrap();
-    let client = layer().hyper::<Full<Bytes>>();
+    let client = layer().hyper();
     server.set_plan(
         "doc",
         vec![
