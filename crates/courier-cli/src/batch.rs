@@ -60,7 +60,9 @@ Each input line is one request:
 Blank lines and lines starting with # are skipped.
 
 Each request ends with one JSON line on stdout: line, method, url, status (or error), attempts,
-reason, elapsed_ms, bytes, tries (each attempt's outcome and wait), and body with --body.
+reason, cache (hit, revalidated, miss, stale or bypass; a miss with no attempts is the answer to
+another line's request for the same URL, in flight at the time), elapsed_ms, bytes, tries (each
+attempt's outcome and wait), and body with --body.
 
 Exit status:
   0    every request ended with a status below 400
@@ -312,7 +314,7 @@ impl Batch {
                             (e.id(), Ended {
                                 line, method, url,
                                 elapsed: started.elapsed(),
-                                status: None, error: Some(error), bytes: 0, body: None,
+                                status: None, error: Some(error), bytes: 0, cache: None, body: None,
                             })
                         }
                     };
@@ -416,6 +418,7 @@ impl Batch {
                 status: None,
                 error: None,
                 bytes: 0,
+                cache: None,
                 body: keep_body.then(Vec::new),
             };
             match client.oneshot(req).await {
@@ -423,6 +426,7 @@ impl Batch {
                 Ok(resp) => {
                     let (parts, mut body) = resp.into_parts();
                     ended.status = Some(parts.status);
+                    ended.cache = parts.extensions.get().copied();
                     while let Some(frame) = body.frame().await {
                         match frame {
                             Ok(frame) => {

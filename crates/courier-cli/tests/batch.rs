@@ -250,7 +250,15 @@ async fn a_crowd_of_identical_lines_reaches_the_server_once() {
     for r in &results {
         assert_eq!(r["status"], 200, "{r}");
         assert_eq!(r["bytes"], 13, "{r}");
+        // The others' answer is the one request's (a miss shared while in flight), or a hit
+        // for a line that started after it.
+        let cache = r["cache"]
+            .as_str()
+            .expect("every line says how the cache answered");
+        assert!(cache == "miss" || cache == "hit", "{r}");
     }
+    let sent = results.iter().filter(|r| r["attempts"] != 0).count();
+    assert_eq!(sent, 1, "one line made the request");
     assert_eq!(server.hits("config").len(), 1, "one request for the crowd");
 }
 

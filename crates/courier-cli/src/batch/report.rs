@@ -21,6 +21,8 @@ pub(super) struct Ended {
     pub(super) status: Option<http::StatusCode>,
     pub(super) error: Option<String>,
     pub(super) bytes: u64,
+    /// How the preset's cache answered, when it answered.
+    pub(super) cache: Option<courier::core::CacheStatus>,
     pub(super) body: Option<Vec<u8>>,
 }
 
@@ -41,6 +43,9 @@ pub(super) fn result_line(ended: &Ended, tries: &[Try]) -> String {
     match tries.last() {
         Some(last) => o.string("reason", &last.reason),
         None => o.raw("reason", "null"),
+    }
+    if let Some(cache) = ended.cache {
+        o.string("cache", cache.as_str());
     }
     o.raw("elapsed_ms", &ended.elapsed.as_millis().to_string());
     o.raw("bytes", &ended.bytes.to_string());
@@ -252,6 +257,7 @@ mod tests {
             status: status.map(|s| http::StatusCode::from_u16(s).unwrap()),
             error: error.map(Into::into),
             bytes: 2,
+            cache: None,
             body: None,
         }
     }
@@ -283,12 +289,13 @@ mod tests {
     fn a_result_line_is_one_json_object_in_a_fixed_order() {
         let mut e = ended(Some(200), None);
         e.body = Some(b"ok".to_vec());
+        e.cache = Some(courier::core::CacheStatus::Revalidated);
         let line = result_line(&e, &tries(&["429", "200"]));
         assert_eq!(
             line,
             "{\"line\":3,\"method\":\"GET\",\"url\":\"http://127.0.0.1:1/a?b=%22c%22\",\
-             \"status\":200,\"attempts\":2,\"reason\":\"final_status\",\"elapsed_ms\":12,\
-             \"bytes\":2,\"tries\":[{\"outcome\":\"429\",\"wait_ms\":1000,\
+             \"status\":200,\"attempts\":2,\"reason\":\"final_status\",\"cache\":\"revalidated\",\
+             \"elapsed_ms\":12,\"bytes\":2,\"tries\":[{\"outcome\":\"429\",\"wait_ms\":1000,\
              \"wait_source\":\"retry_after\"},{\"outcome\":\"200\"}],\"body\":\"ok\"}\n"
         );
         let mut e = ended(None, Some("connect \"failure\""));
@@ -298,6 +305,7 @@ mod tests {
         assert_eq!(v["error"], "connect \"failure\"");
         assert_eq!(v["attempts"], 0);
         assert_eq!(v["reason"], serde_json::Value::Null);
+        assert!(v.get("cache").is_none(), "no answer, no cache field: {v}");
         assert_eq!(v["body_base64"], "/wA=");
         let v: serde_json::Value = serde_json::from_str(&bad_line(4, "bad\nline")).unwrap();
         assert_eq!(v, serde_json::json!({"line": 4, "error": "bad\nline"}));
