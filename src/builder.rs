@@ -46,6 +46,15 @@ mod sealed {
 /// replace, the name takes the prefix `courier_`: `courier_retry`, `courier_rate_limit`,
 /// `courier_concurrency_limit`. Each takes its layer (the
 /// deadline layers also a [`Duration`](std::time::Duration), as the preset does).
+///
+/// # Compile time
+///
+/// Name the transport's request body type in a deep stack
+/// (`hyper_client::<Full<Bytes>>()`): each layer's `Service` impl asks for the one below, and
+/// while the body type is still to be inferred the compiler proves them over and over. All
+/// nine layers over `hyper_client()` then a `oneshot`: 20 s to type-check with the body
+/// inferred, half a second with it named. [`CourierLayer`](crate::CourierLayer)'s service
+/// asks only for the transport, so the preset needs no name.
 pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     /// Adds the whole preset ([`CourierLayer`](crate::CourierLayer)).
     #[cfg(feature = "preset")]
