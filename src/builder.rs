@@ -52,8 +52,8 @@ mod sealed {
 /// Name the transport's request body type in a deep stack
 /// (`hyper_client::<Full<Bytes>>()`): each layer's `Service` impl asks for the one below, and
 /// while the body type is still to be inferred the compiler proves them over and over. All
-/// nine layers over `hyper_client()` then a `oneshot`: 20 s to type-check with the body
-/// inferred, half a second with it named. [`CourierLayer`](crate::CourierLayer)'s service
+/// nine layers over `hyper_client()` then a `oneshot`: 17 s and 1.2 GB to type-check with the
+/// body inferred, a third of a second with it named. [`CourierLayer`](crate::CourierLayer)'s service
 /// asks only for the transport, so the preset needs no name.
 pub trait ServiceBuilderExt<L>: sealed::Sealed<L> + Sized {
     /// Adds the whole preset ([`CourierLayer`](crate::CourierLayer)).
