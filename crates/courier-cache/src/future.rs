@@ -216,28 +216,15 @@ impl<S, B> ResponseFuture<S, B>
 where
     S: Service<Request<B>>,
 {
-    pub(crate) fn new(state: State<S, B, S::Future, S::Response>) -> Self {
-        Self {
-            state,
-            span: Span::none(),
-        }
+    /// The future in `state`, polled inside `span` (the call span of an active cache).
+    #[inline]
+    pub(crate) fn new(state: State<S, B, S::Future, S::Response>, span: Span) -> Self {
+        Self { state, span }
     }
 
     /// The inner future and nothing else: a pass-through service's.
     pub(crate) fn passing(future: S::Future) -> Self {
-        Self::new(State::Passing { future })
-    }
-
-    /// Waiting on the upstream.
-    pub(crate) fn forwarded(future: S::Future, pending: Pending) -> Self {
-        Self::new(State::forwarded(future, pending, None))
-    }
-
-    /// The same future, polled inside `span`.
-    #[inline]
-    pub(crate) fn in_span(mut self, span: Span) -> Self {
-        self.span = span;
-        self
+        Self::new(State::Passing { future }, Span::none())
     }
 }
 
@@ -382,10 +369,15 @@ where
                     resend,
                 } => {
                     let result = ready!(future.poll(cx));
-                    let completion = pending
+                    let looked_up = pending
                         .as_mut()
-                        .expect("a forwarded response future completes once")
-                        .complete(result, resend.is_some());
+                        .expect("a forwarded response future completes once");
+                    // Most answers: marked and handed on, looked at in place.
+                    if let Some(status) = looked_up.passes(&result) {
+                        *pending = None;
+                        return Poll::Ready(observed(span, result.map(|r| pass(r, status))));
+                    }
+                    let completion = looked_up.complete(result, resend.is_some());
                     match completion {
                         Completion::Done(output) => {
                             *pending = None;

@@ -177,6 +177,28 @@ pub(crate) enum Completion<T, R> {
 }
 
 impl Pending {
+    /// The mark of an answer the cache has nothing else to do with, told from a look at it
+    /// (it is not taken): a bypassed request's answer, or a full answer to a GET or HEAD that
+    /// selected no stored entry and [says nothing](says_nothing) the cache acts on. The flight
+    /// the request leads, if any, is then ended as [`complete`](Self::complete) ends it.
+    /// `None`: the answer is for `complete`.
+    #[inline]
+    pub(crate) fn passes<RB, E>(
+        &mut self,
+        result: &Result<Response<RB>, E>,
+    ) -> Option<CacheStatus> {
+        match (self, result) {
+            (Self::Bypass, _) => Some(CacheStatus::Bypass),
+            (Self::Lookup(lookup), Ok(response)) if lookup.passes(response) => {
+                if let Some(flight) = lookup.flight.take() {
+                    flight.pass(lookup.request_time);
+                }
+                Some(CacheStatus::Miss)
+            }
+            _ => None,
+        }
+    }
+
     /// The answer to the caller, made from the upstream's; called once, in place (the future
     /// drops `self` afterwards), unless it asks for the request to be sent again (`resendable`
     /// says whether it may), after which it is called once more with the new answer.
@@ -282,7 +304,30 @@ fn invalidate(
     }))
 }
 
+/// Whether a response's fields say nothing the cache acts on: no `Cache-Control` (so no
+/// `no-store` and no lifetime), no `Expires` and no validator. Such an answer is stored for no
+/// request (RFC 9111 section 3: neither fresh nor validatable) and removes nothing.
+#[inline]
+fn says_nothing(headers: &HeaderMap) -> bool {
+    headers.is_empty()
+        || !(headers.contains_key(header::CACHE_CONTROL)
+            || headers.contains_key(header::ETAG)
+            || headers.contains_key(header::LAST_MODIFIED)
+            || headers.contains_key(header::EXPIRES))
+}
+
 impl Lookup {
+    /// Whether `response` is a full answer that selected no stored entry and has nothing to
+    /// store: what [`full`](Self::full) would pass on, marked `Miss`, without looking further.
+    #[inline]
+    fn passes<RB>(&self, response: &Response<RB>) -> bool {
+        let status = response.status();
+        self.entry.is_none()
+            && !status.is_server_error()
+            && status != StatusCode::NOT_MODIFIED
+            && (self.head || says_nothing(response.headers()))
+    }
+
     /// The answer of a request whose leader revalidated its entry (marked `Revalidated`), or
     /// stored the entry for the key it missed (marked `Miss`); `None` when that entry does not
     /// serve this request (its `Vary` selects another variant).
@@ -358,7 +403,7 @@ impl Lookup {
             // A full answer replaces what was stored for this request.
             self.shared.remove_entry(&self.key, self.key_hash, entry);
         }
-        if response.headers().is_empty() {
+        if says_nothing(response.headers()) {
             // Neither a validator, nor a freshness lifetime, nor `no-store`: nothing to do.
             return pass(response, CacheStatus::Miss);
         }

@@ -154,22 +154,18 @@ where
             return ResponseFuture::passing(self.inner.call(req));
         }
         let span = crate::telemetry::call_span(&req);
-        if span.is_none() {
-            // Nothing listens: the future is made in place, with no span to move in.
-            return self.route(req);
-        }
-        let future = {
+        let state = {
             let _entered = span.enter();
             self.route(req)
         };
-        future.in_span(span)
+        ResponseFuture::new(state, span)
     }
 }
 
 impl<S> EtagCache<S> {
     /// Answers from the store, or forwards the request with what to do with the answer.
     #[inline(always)]
-    fn route<B, RB>(&mut self, req: Request<B>) -> ResponseFuture<S, B>
+    fn route<B, RB>(&mut self, req: Request<B>) -> State<S, B, S::Future, S::Response>
     where
         S: Service<Request<B>, Response = Response<RB>> + Clone,
         S::Future: Send + 'static,
@@ -178,7 +174,9 @@ impl<S> EtagCache<S> {
         RB::Error: Send,
     {
         let Some(shared) = &self.shared else {
-            return ResponseFuture::passing(self.inner.call(req));
+            return State::Passing {
+                future: self.inner.call(req),
+            };
         };
         // The instance that was made ready is called in place and keeps whatever it learnt from
         // the call (the breaker or the bucket of the host): the response future does not need
@@ -189,13 +187,13 @@ impl<S> EtagCache<S> {
                 shared: shared.clone(),
                 key: UriKey::new(req.uri(), req.headers()),
             };
-            return ResponseFuture::forwarded(self.inner.call(req), pending);
+            return State::forwarded(self.inner.call(req), pending, None);
         }
         let head = *method == Method::HEAD;
         if !(head || *method == Method::GET)
             || CallContext::get(req.extensions()).is_some_and(|c| c.options().bypasses_cache())
         {
-            return ResponseFuture::forwarded(self.inner.call(req), Pending::Bypass);
+            return State::forwarded(self.inner.call(req), Pending::Bypass, None);
         }
         let fields = RequestFields::scan(req.headers(), &shared.credential_headers);
         let req_cc = if fields.cache_control {
@@ -204,7 +202,7 @@ impl<S> EtagCache<S> {
             CacheControl::default()
         };
         if req_cc.no_store || fields.range {
-            return ResponseFuture::forwarded(self.inner.call(req), Pending::Bypass);
+            return State::forwarded(self.inner.call(req), Pending::Bypass, None);
         }
 
         let shared = shared.clone();
@@ -223,9 +221,7 @@ impl<S> EtagCache<S> {
             head,
         };
         match found {
-            Some((variants, hash)) => {
-                ResponseFuture::new(route.decide(&mut self.inner, req, variants, Some(hash)))
-            }
+            Some((variants, hash)) => route.decide(&mut self.inner, req, variants, Some(hash)),
             // A store that can wait: looked up in the response future.
             None => {
                 let store = route.shared.store.clone();
@@ -234,12 +230,12 @@ impl<S> EtagCache<S> {
                     Box::pin(async move { store.get(&key).await });
                 let clone = self.inner.clone();
                 let inner = std::mem::replace(&mut self.inner, clone);
-                ResponseFuture::new(State::looking(Looking {
+                State::looking(Looking {
                     lookup: Mutex::new(lookup),
                     route,
                     inner,
                     request: Some(req),
-                }))
+                })
             }
         }
     }
@@ -362,8 +358,10 @@ impl Route {
         }
 
         let key = UriKey::new(req.uri(), req.headers());
-        let mut lookup = Lookup {
-            request_headers: request_headers.unwrap_or_else(|| caller_headers(&req)),
+        let request_headers = request_headers.unwrap_or_else(|| caller_headers(&req));
+        // The lookup is made where it is kept, once its flight is known: it is large, and a
+        // lookup made first and moved there afterwards is copied.
+        let lookup = |shared, key, entry, request_headers, flight| Lookup {
             shared,
             key,
             key_hash,
@@ -372,33 +370,29 @@ impl Route {
             head,
             credentials,
             authorization: fields.authorization,
+            request_headers,
             request_time: now,
-            flight: None,
+            flight,
         };
-        if background {
-            let entry = lookup.entry.clone();
-            if let Some(stale) = entry.as_ref() {
-                return revalidate_in_background(inner, req, lookup, stale, now);
-            }
+        if background && let Some(stale) = entry.clone() {
+            let lookup = lookup(shared, key, entry, request_headers, None);
+            return revalidate_in_background(inner, req, lookup, &stale, now);
         }
         // Concurrent revalidations of one entry, and concurrent requests for one missing key
         // whose answer may be stored (a GET that is no question of the caller's own), go
         // upstream once.
-        let flight = match (&lookup.entry, lookup.shared.single_flight) {
+        let role = match (&entry, shared.single_flight) {
             (Some(entry), Some(max_wait)) if added_conditionals => {
-                Some((FlightKey::revalidation(entry), Some(entry), None, max_wait))
+                let key = FlightKey::revalidation(entry);
+                Some((shared.flights.join(key, Some(entry), None, now), max_wait))
             }
             (_, Some(max_wait)) if !added_conditionals && !head && !fields.conditional => {
-                let flights = &lookup.shared.flights;
-                let key = flights.miss_key(&lookup.key, credentials, lookup.key_hash);
-                Some((key, None, Some(&lookup.key), max_wait))
+                let flights = &shared.flights;
+                let flight = flights.miss_key(&key, credentials, key_hash);
+                Some((flights.join(flight, None, Some(&key), now), max_wait))
             }
             _ => None,
         };
-        let role = flight.map(|(key, entry, uri, max_wait)| {
-            let role = lookup.shared.flights.join(key, entry, uri, now);
-            (role, max_wait)
-        });
         match role {
             Some((Role::Follower(leader, answer), max_wait)) => {
                 let clone = inner.clone();
@@ -418,17 +412,20 @@ impl Route {
                     timeout: Box::pin(timeout),
                     inner,
                     request: Some(req),
-                    pending: Some(lookup),
+                    pending: Some(lookup(shared, key, entry, request_headers, None)),
                     resend,
                 })
             }
-            Some((Role::Leader(guard), _)) => {
-                lookup.flight = Some(guard);
-                State::forwarded(inner.call(req), Pending::Lookup(lookup), resend)
-            }
-            Some((Role::Alone, _)) | None => {
-                State::forwarded(inner.call(req), Pending::Lookup(lookup), resend)
-            }
+            Some((Role::Leader(guard), _)) => State::forwarded(
+                inner.call(req),
+                Pending::Lookup(lookup(shared, key, entry, request_headers, Some(guard))),
+                resend,
+            ),
+            Some((Role::Alone, _)) | None => State::forwarded(
+                inner.call(req),
+                Pending::Lookup(lookup(shared, key, entry, request_headers, None)),
+                resend,
+            ),
         }
     }
 }

@@ -340,6 +340,21 @@ async fn a_key_whose_answer_is_not_stored_sends_its_requests_on_their_own_for_a_
 }
 
 #[tokio::test(start_paused = true)]
+async fn an_answer_with_no_field_the_cache_acts_on_is_passed_on_and_remembered() {
+    // Fields, but no validator, no lifetime and no `no-store`: nothing to store or remove.
+    let origin = Origin::new(&[
+        ("content-type", "application/json"),
+        ("date", "Sun, 06 Dec 2026 08:00:00 GMT"),
+        ("vary", "accept"),
+    ]);
+    let svc = cache(&origin, layer());
+    assert_eq!(crowd_ends(&svc).await, (1, CROWD - 1));
+    // Not stored, and the key is a pass: the next crowd goes upstream at once.
+    assert_eq!(crowd_ends(&svc).await, (CROWD, 0));
+    assert_eq!(origin.calls(), 2 * CROWD);
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_key_passed_on_is_still_stored_when_an_answer_may_be() {
     let mock = Mock::new();
     let mut svc = layer().layer(mock.service());
