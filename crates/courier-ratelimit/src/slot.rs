@@ -442,17 +442,19 @@ macro_rules! limiter {
 
             #[inline]
             fn call(&mut self, req: ::http::Request<B>) -> Self::Future {
-                let fut = match &self.shared {
+                // Each arm builds the whole future: one built first and wrapped after the
+                // `match` was copied twice more on its way out.
+                match &self.shared {
                     Some(shared) => {
                         let shared = ::std::sync::Arc::clone(shared);
-                        self.limit(shared, req)
+                        $future { fut: self.limit(shared, req) }
                     }
-                    None => {
-                        let fut = ::tower_service::Service::call(&mut self.inner, req);
-                        $crate::slot::SlotFuture::pass(fut)
-                    }
-                };
-                $future { fut }
+                    None => $future {
+                        fut: $crate::slot::SlotFuture::pass(
+                            ::tower_service::Service::call(&mut self.inner, req),
+                        ),
+                    },
+                }
             }
         }
 

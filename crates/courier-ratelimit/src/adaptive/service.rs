@@ -52,16 +52,14 @@ impl<S: Clone, KF: KeyFn, St: RateLimitStore<KF::Key>> AdaptivePacing<S, KF, St>
                 host
             }
         };
-        let paced = Paced {
-            path: shared.path_of(req.uri().path()),
-            shared,
-            host,
-            quota: None,
-        };
-        if !paced.host.estimate.is_paced() || !paced.host.estimate.paces(paced.path) {
-            return SlotFuture::calling(self.inner.call(req), paced);
+        let path = shared.path_of(req.uri().path());
+        if !host.estimate.is_paced() || !host.estimate.paces(path) {
+            // The call first, its state after: built before it, the future was copied twice
+            // more on its way out.
+            let fut = self.inner.call(req);
+            return SlotFuture::calling(fut, Paced::new(shared, host, path));
         }
-        paced.acquire(self.take_ready(), req)
+        Paced::new(shared, host, path).acquire(self.take_ready(), req)
     }
 }
 
@@ -84,6 +82,19 @@ impl<KF: KeyFn, St> fmt::Debug for Paced<KF, St> {
             .field("key", &self.host.key)
             .field("quota", &self.quota)
             .finish()
+    }
+}
+
+impl<KF: KeyFn, St> Paced<KF, St> {
+    /// A request for `path` (its hash) to `host`, holding no pace yet.
+    #[inline]
+    fn new(shared: Arc<Shared<KF, St>>, host: Arc<Host<KF::Key>>, path: u64) -> Self {
+        Self {
+            shared,
+            host,
+            path,
+            quota: None,
+        }
     }
 }
 
