@@ -147,7 +147,10 @@ where
         if let Some(name) = &self.header {
             write_header(req.headers_mut(), name, deadline - start);
         }
-        write_grpc_timeout(&mut req, deadline - start);
+        // Told before the time left is worked out: most requests are not gRPC.
+        if courier_core::grpc::is_grpc_request(&req) {
+            write_grpc_timeout(&mut req, deadline - start);
+        }
         ResponseFuture::new(self.inner.call(req), bound, true).watch_headers(self.watch_headers)
     }
 }
@@ -269,7 +272,9 @@ where
         if let Some(name) = &self.header {
             write_header(req.headers_mut(), name, bound.at() - start);
         }
-        write_grpc_timeout(&mut req, bound.at() - start);
+        if courier_core::grpc::is_grpc_request(&req) {
+            write_grpc_timeout(&mut req, bound.at() - start);
+        }
         ResponseFuture::new(self.inner.call(req), bound, self.through_body)
     }
 }
