@@ -649,10 +649,33 @@ impl Classifier {
         self.classify_head(head)
     }
 
+    /// As [`classify_response`](Self::classify_response), for a caller that has read the
+    /// head's gRPC status already (`grpc`, what [`ResponseHead::grpc_status`] gave): the
+    /// headers are searched for it once.
+    #[doc(hidden)]
+    #[inline]
+    pub fn classify_response_with_grpc(
+        &self,
+        head: &ResponseHead<'_>,
+        grpc: Option<GrpcCode>,
+    ) -> Verdict {
+        if !head.extensions.is_empty()
+            && let Some(verdict) = head.extensions.get::<Verdict>()
+        {
+            return *verdict;
+        }
+        self.classify_head_with_grpc(head, grpc)
+    }
+
     /// The verdict on an answer's head alone, ignoring a verdict from its body.
     #[doc(hidden)]
     pub fn classify_head(&self, head: &ResponseHead<'_>) -> Verdict {
-        let verdict = match head.grpc_status() {
+        self.classify_head_with_grpc(head, head.grpc_status())
+    }
+
+    #[inline]
+    fn classify_head_with_grpc(&self, head: &ResponseHead<'_>, grpc: Option<GrpcCode>) -> Verdict {
+        let verdict = match grpc {
             Some(code) => self.of_grpc(code, head.headers),
             None => self.of_status(head.status, head.headers),
         };

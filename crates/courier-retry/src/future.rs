@@ -358,7 +358,8 @@ impl<S, B: RetryBody> Ctx<S, B> {
         let (outcome, verdict, headers) = match res {
             Ok(r) => {
                 let head = ResponseHead::of(r);
-                let outcome = match head.grpc_status() {
+                let grpc = head.grpc_status();
+                let outcome = match grpc {
                     Some(code) => AttemptOutcome::Grpc(GrpcAnswer {
                         status: r.status(),
                         code,
@@ -367,7 +368,7 @@ impl<S, B: RetryBody> Ctx<S, B> {
                 };
                 (
                     outcome,
-                    classifier.classify_response(&head),
+                    classifier.classify_response_with_grpc(&head, grpc),
                     Some(r.headers()),
                 )
             }
