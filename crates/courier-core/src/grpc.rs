@@ -154,11 +154,12 @@ impl fmt::Display for GrpcCode {
 /// the response headers. `None` for any other answer, a gRPC one that goes on to send messages
 /// included (its status comes in the trailers; the call is committed).
 pub fn status_in_headers(headers: &HeaderMap) -> Option<GrpcCode> {
-    let value = headers.get(GRPC_STATUS)?;
+    // The content type first: a standard name is found without hashing its text, and most
+    // answers are not gRPC's.
     if !is_grpc(headers) {
         return None;
     }
-    GrpcCode::from_header(value)
+    GrpcCode::from_header(headers.get(GRPC_STATUS)?)
 }
 
 /// `grpc-retry-pushback-ms`: the server's word on retrying.
