@@ -404,8 +404,8 @@ impl<S, B> Hedging<S, B> {
             }
             Ok(r) => {
                 let head = ResponseHead::of(r);
-                let verdict = self.classifier.classify_response(&head);
                 let grpc = head.grpc_status();
+                let verdict = self.classifier.classify_response_with_grpc(&head, grpc);
                 let non_fatal = match (&config.non_fatal_grpc, grpc) {
                     (Some(codes), Some(code)) => code != GrpcCode::OK && codes.contains(&code),
                     _ => verdict.may_change(),
