@@ -283,6 +283,15 @@ impl<'a> ResponseHead<'a> {
     }
 }
 
+/// The verdict a layer below put on an answer from its body, if one did.
+#[inline]
+fn body_verdict(head: &ResponseHead<'_>) -> Option<Verdict> {
+    if head.extensions.is_empty() {
+        return None;
+    }
+    head.extensions.get::<Verdict>().copied()
+}
+
 /// A set of statuses, one bit each: membership is a load and a mask.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub struct StatusSet([u64; 16]);
@@ -641,12 +650,7 @@ impl Classifier {
     /// one, else the settings' verdict given to [`reclassify`](Self::reclassify).
     #[inline]
     pub fn classify_response(&self, head: &ResponseHead<'_>) -> Verdict {
-        if !head.extensions.is_empty()
-            && let Some(verdict) = head.extensions.get::<Verdict>()
-        {
-            return *verdict;
-        }
-        self.classify_head(head)
+        body_verdict(head).unwrap_or_else(|| self.classify_head(head))
     }
 
     /// As [`classify_response`](Self::classify_response), for a caller that has read the
@@ -659,12 +663,7 @@ impl Classifier {
         head: &ResponseHead<'_>,
         grpc: Option<GrpcCode>,
     ) -> Verdict {
-        if !head.extensions.is_empty()
-            && let Some(verdict) = head.extensions.get::<Verdict>()
-        {
-            return *verdict;
-        }
-        self.classify_head_with_grpc(head, grpc)
+        body_verdict(head).unwrap_or_else(|| self.classify_head_with_grpc(head, grpc))
     }
 
     /// The verdict on an answer's head alone, ignoring a verdict from its body.
