@@ -91,9 +91,20 @@ fn parse_millis(raw: &[u8]) -> Option<u64> {
 /// gRPC's own deadline field, unless the request already carries a shorter one (the caller's
 /// own, e.g. tonic's `Request::set_timeout`). Any other request is left alone.
 pub fn write_grpc_timeout<B>(req: &mut http::Request<B>, left: Duration) {
+    write_grpc_timeout_with(req, || left);
+}
+
+/// As [`write_grpc_timeout`], with the time left worked out only for a gRPC call: most
+/// requests are not one.
+#[inline]
+pub(crate) fn write_grpc_timeout_with<B>(
+    req: &mut http::Request<B>,
+    left: impl FnOnce() -> Duration,
+) {
     if !courier_core::grpc::is_grpc_request(req) {
         return;
     }
+    let left = left();
     let headers = req.headers_mut();
     let theirs = headers
         .get(courier_core::grpc::GRPC_TIMEOUT)

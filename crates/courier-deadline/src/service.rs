@@ -3,7 +3,7 @@
 use crate::bound::{Bound, Cause, saturating_after};
 use crate::future::{ResponseFuture, ScopeFuture};
 use crate::layer::{AttemptTimeoutLayer, DeadlineLayer, DeadlineScopeLayer};
-use crate::propagate::{read_grpc_timeout, read_header, write_grpc_timeout, write_header};
+use crate::propagate::{read_grpc_timeout, read_header, write_grpc_timeout_with, write_header};
 use crate::scope::{earliest, effective_deadline, scoped, sync_scoped};
 use courier_core::{BoxError, CallContext};
 use http::{HeaderName, Request, Response};
@@ -147,10 +147,7 @@ where
         if let Some(name) = &self.header {
             write_header(req.headers_mut(), name, deadline - start);
         }
-        // Told before the time left is worked out: most requests are not gRPC.
-        if courier_core::grpc::is_grpc_request(&req) {
-            write_grpc_timeout(&mut req, deadline - start);
-        }
+        write_grpc_timeout_with(&mut req, || deadline - start);
         ResponseFuture::new(self.inner.call(req), bound, true).watch_headers(self.watch_headers)
     }
 }
@@ -272,9 +269,7 @@ where
         if let Some(name) = &self.header {
             write_header(req.headers_mut(), name, bound.at() - start);
         }
-        if courier_core::grpc::is_grpc_request(&req) {
-            write_grpc_timeout(&mut req, bound.at() - start);
-        }
+        write_grpc_timeout_with(&mut req, || bound.at() - start);
         ResponseFuture::new(self.inner.call(req), bound, self.through_body)
     }
 }
