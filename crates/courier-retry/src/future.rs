@@ -17,6 +17,7 @@ use crate::budget::Withdrawal;
 use crate::hedge;
 use crate::layer::Config;
 use crate::policy::backoff;
+use crate::service::Spare;
 use crate::telemetry::{self, Spans};
 pub use crate::telemetry::{GrpcStatusSpans, ReadsGrpcTrailers};
 use bytes::Buf;
@@ -80,7 +81,8 @@ pub(crate) struct Ctx<S, B> {
     pub(crate) config: Arc<Config>,
     /// The hedging of every attempt, if any.
     pub(crate) hedge: Option<Arc<hedge::Config>>,
-    pub(crate) svc: S,
+    /// What the later attempts' service is cloned from, if the call retries.
+    pub(crate) spare: Arc<Spare<S>>,
     /// Method, URI, version, headers and extensions for the next attempt (without the deadline
     /// when it was the request's only extension: each later attempt gets it back).
     pub(crate) parts: Parts,
@@ -218,6 +220,8 @@ where
     B: RetryBody + Send + 'static,
     RB: Body + Send + 'static,
 {
+    // The service of every later attempt, cloned once the first of them is sent.
+    let mut service = None;
     loop {
         let mut sleep = std::pin::pin!(tokio::time::sleep(next.wait));
         let body = match next.body.take() {
@@ -254,7 +258,8 @@ where
         // earlier ones ended: the breaker counts a call's failures once.
         call.set_earlier_attempts(ctx.records.clone());
         let mut req = Request::from_parts(parts, body);
-        let ready = poll_fn(|cx| ctx.svc.poll_ready(cx));
+        let svc = service.get_or_insert_with(|| ctx.spare.service());
+        let ready = poll_fn(|cx| svc.poll_ready(cx));
         let ready: Result<(), BoxError> = match ctx.deadline {
             // The wait was planned to end before the deadline, but readiness may take longer
             // (a full concurrency limit below): no attempt goes out once the deadline is past.
@@ -278,7 +283,7 @@ where
                 let fut = {
                     let _attempt = span.enter();
                     let retry = ctx.config.to_hedges(ctx.retry_safe);
-                    hedge::call(ctx.hedge.as_ref(), &mut ctx.svc, req, Some(retry))
+                    hedge::call(ctx.hedge.as_ref(), svc, req, Some(retry))
                 };
                 let res = fut.instrument(span).await;
                 // Refused below by the breaker, the rate limiter or the concurrency limit: nothing was sent, so the retry

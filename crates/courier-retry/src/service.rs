@@ -8,8 +8,8 @@ use courier_core::{Attempts, BoxError, CallContext, CallOptions};
 use http::{HeaderValue, Method, Request, Response};
 use http_body::Body;
 use std::fmt;
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll};
 use tokio::time::Instant;
 use tower_service::Service;
@@ -22,6 +22,11 @@ use tower_service::Service;
 ///
 /// Clones share the layer's configuration and retry budget. The service has no readiness state
 /// of its own: readiness is the inner service's.
+///
+/// The first attempt of a call goes to the inner service `poll_ready` made ready. A call that
+/// retries takes a clone of the inner service for its later attempts from one kept aside,
+/// made at the first call (and again after [`get_mut`](Self::get_mut)): a call that does not
+/// retry clones nothing.
 #[derive(Clone)]
 pub struct Retry<S> {
     inner: S,
@@ -29,6 +34,23 @@ pub struct Retry<S> {
     config: Option<Arc<Config>>,
     /// The hedging of every attempt, when [`with_hedge`](Self::with_hedge) set it.
     hedge: Option<Arc<crate::hedge::Config>>,
+    /// The clone of `inner` later attempts are cloned from; `None` until the first call.
+    spare: Option<Arc<Spare<S>>>,
+}
+
+/// A clone of a retry service's inner service, kept aside: a call that retries clones it for
+/// its later attempts. In a mutex only to be `Sync` whenever the service is `Send`.
+pub(crate) struct Spare<S>(Mutex<S>);
+
+impl<S: Clone> Spare<S> {
+    /// A clone for a call's later attempts.
+    pub(crate) fn service(&self) -> S {
+        // A clone that panicked left the service as it was.
+        self.0
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 // === impl Retry ===
@@ -41,6 +63,7 @@ impl<S> Retry<S> {
             inner,
             config: Some(layer.into_config()),
             hedge: None,
+            spare: None,
         }
     }
 
@@ -53,6 +76,7 @@ impl<S> Retry<S> {
             inner,
             config: None,
             hedge: None,
+            spare: None,
         }
     }
 
@@ -100,8 +124,9 @@ impl<S> Retry<S> {
         &self.inner
     }
 
-    /// The inner service, mutably.
+    /// The inner service, mutably. The next call's retries are cloned from it as it is then.
     pub fn get_mut(&mut self) -> &mut S {
+        self.spare = None;
         &mut self.inner
     }
 
@@ -183,8 +208,8 @@ where
                 parts.clone()
             };
         // The first attempt goes to the instance poll_ready made ready, which stays here (with
-        // whatever it learnt from the call, such as the breaker or bucket it used); a clone
-        // drives later attempts, made ready again before each.
+        // whatever it learnt from the call, such as the breaker or bucket it used); a clone of
+        // the spare drives later attempts, made ready again before each.
         let spans = Spans::start(&parts, config.url_query, start);
         if let Some(span) = spans.attempt() {
             telemetry::inject(span, &mut parts.headers);
@@ -195,13 +220,19 @@ where
             let retry = config.to_hedges(retry_safe);
             hedge::call(self.hedge.as_ref(), &mut self.inner, req, Some(retry))
         };
-        let svc = self.inner.clone();
+        let spare = match &self.spare {
+            Some(spare) => Arc::clone(spare),
+            None => Arc::clone(
+                self.spare
+                    .insert(Arc::new(Spare(Mutex::new(self.inner.clone())))),
+            ),
+        };
         ResponseFuture::new(
             fut,
             Ctx {
                 config,
                 hedge: self.hedge.clone(),
-                svc,
+                spare,
                 parts: template_parts,
                 body: template,
                 retry_safe,

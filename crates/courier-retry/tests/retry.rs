@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, UNIX_EPOCH};
-use tower::{Layer, ServiceExt};
+use tower::{Layer, Service, ServiceExt};
 
 const URL: &str = "http://api.example/v1/items";
 
@@ -945,4 +945,125 @@ async fn every_attempt_carries_the_request_extensions() {
         let tag = with_tag.then_some(Tag("mine"));
         assert_eq!(*seen.lock().unwrap(), vec![(Some(deadline), tag); 3]);
     }
+}
+
+// === the service later attempts go to ===
+
+/// Answers 503 to its first `failures` calls, then 200 with its `tag` in `x-tag`; counts its
+/// clones.
+#[derive(Debug)]
+struct Tagged {
+    tag: &'static str,
+    clones: Arc<AtomicUsize>,
+    calls: Arc<AtomicUsize>,
+    failures: usize,
+}
+
+impl Clone for Tagged {
+    fn clone(&self) -> Self {
+        self.clones.fetch_add(1, Ordering::SeqCst);
+        Self {
+            tag: self.tag,
+            clones: Arc::clone(&self.clones),
+            calls: Arc::clone(&self.calls),
+            failures: self.failures,
+        }
+    }
+}
+
+impl Service<Request<String>> for Tagged {
+    type Response = Response<String>;
+    type Error = Infallible;
+    type Future = std::future::Ready<Result<Response<String>, Infallible>>;
+
+    fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _: Request<String>) -> Self::Future {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        let status = if n < self.failures {
+            StatusCode::SERVICE_UNAVAILABLE
+        } else {
+            StatusCode::OK
+        };
+        let res = Response::builder()
+            .status(status)
+            .header("x-tag", self.tag)
+            .body(String::new())
+            .expect("a valid response");
+        std::future::ready(Ok(res))
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn calls_that_do_not_retry_clone_the_service_once_in_all_and_a_retry_once_more() {
+    let clones = Arc::new(AtomicUsize::new(0));
+    let calls = Arc::new(AtomicUsize::new(0));
+    let upstream = Tagged {
+        tag: "first",
+        clones: Arc::clone(&clones),
+        calls: Arc::clone(&calls),
+        failures: 0,
+    };
+    let mut svc = Retry::new(upstream, layer());
+    for _ in 0..5 {
+        let res = svc
+            .ready()
+            .await
+            .expect("ready")
+            .call(get(URL))
+            .await
+            .expect("an answer");
+        assert_eq!(res.status(), StatusCode::OK);
+    }
+    // The spare, made at the first call; none per call.
+    assert_eq!(clones.load(Ordering::SeqCst), 1);
+
+    // A call that retries clones the spare once for all its later attempts.
+    svc.get_mut().failures = 7;
+    calls.store(5, Ordering::SeqCst);
+    let res = svc
+        .ready()
+        .await
+        .expect("ready")
+        .call(get(URL))
+        .await
+        .expect("an answer");
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(attempts(&res).count(), 3);
+    // A new spare after `get_mut`, and one clone of it for the retries.
+    assert_eq!(clones.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_service_changed_through_get_mut_takes_the_next_calls_retries() {
+    let upstream = Tagged {
+        tag: "before",
+        clones: Arc::default(),
+        calls: Arc::default(),
+        failures: 0,
+    };
+    let calls = Arc::clone(&upstream.calls);
+    let mut svc = Retry::new(upstream, layer());
+    svc.ready()
+        .await
+        .expect("ready")
+        .call(get(URL))
+        .await
+        .expect("an answer");
+    svc.get_mut().tag = "after";
+    svc.get_mut().failures = 2;
+    calls.store(0, Ordering::SeqCst);
+    let res = svc
+        .ready()
+        .await
+        .expect("ready")
+        .call(get(URL))
+        .await
+        .expect("an answer");
+    assert_eq!(res.status(), StatusCode::OK);
+    assert_eq!(attempts(&res).count(), 3);
+    // The third attempt went to a clone of the service as `get_mut` left it.
+    assert_eq!(res.headers()["x-tag"], "after");
 }
