@@ -13,7 +13,7 @@
 
 use courier::core::extensions::{AttemptOutcome, AttemptRecord, Attempts, Decision, Reason};
 use courier::core::{BoxError, CacheStatus, CallContext, HostKey, Verdict};
-use http::header::{CACHE_CONTROL, ETAG};
+use http::header::{AUTHORIZATION, CACHE_CONTROL, ETAG};
 use http::{Request, Response};
 use std::future::Future;
 use std::hash::BuildHasher;
@@ -394,6 +394,118 @@ where
         let headers = res.headers();
         let storable = headers.contains_key(ETAG) || headers.contains_key(CACHE_CONTROL);
         std::hint::black_box(storable);
+        res.extensions_mut().insert(CacheStatus::Miss);
+        Poll::Ready(Ok(res))
+    }
+}
+
+/// The cache's floor on a miss, keeping the whole contract of a cache that stores answers and
+/// serves crowds. Before it forwards a miss, it hashes the method and the URI's parts, reads
+/// the request's `Cache-Control` and `Authorization` (a `no-store` request is not stored, an
+/// authorized one only when its answer allows), reads the clock (the request time a stored
+/// answer's age counts from), keeps the URI (the key a storable answer is stored under: its
+/// hash alone would let two URIs share an entry), and probes one concurrent map (papaya, keyed
+/// by the hash itself) whose values are stored entries, flights under way and passes, so that
+/// one probe tells a hit, a crowd's miss that waits for the request under way, and a key
+/// whose answers are not stored. The bench's key is such a pass after its first answer, as in
+/// the cache, so the miss goes upstream on its own. On the answer, as [`LookupFloor`].
+#[derive(Debug, Clone)]
+pub struct MissFloor<S> {
+    inner: S,
+    hasher: foldhash::fast::FixedState,
+    map: Arc<papaya::HashMap<u64, Slot, nohash_hasher::BuildNoHashHasher<u64>>>,
+}
+
+/// What [`MissFloor`]'s map holds for a key.
+#[derive(Debug, Clone)]
+pub enum Slot {
+    /// A stored answer.
+    Stored(Arc<Entry>),
+    /// A request under way, which a crowd's misses wait for.
+    Flight,
+    /// A key whose answers are not stored: its misses go upstream on their own.
+    Pass,
+}
+
+impl<S> MissFloor<S> {
+    /// The floor over `inner`, with a map of 1 024 other entries.
+    pub fn new(inner: S) -> Self {
+        let map = papaya::HashMap::with_capacity_and_hasher(4_096, Default::default());
+        {
+            let pinned = map.pin();
+            for i in 0..1_024u64 {
+                pinned.insert(
+                    i.wrapping_mul(0x9E37_79B9_7F4A_7C15),
+                    Slot::Stored(Arc::new(Entry::new(HostKey::new(None, None)))),
+                );
+            }
+        }
+        Self {
+            inner,
+            hasher: foldhash::fast::FixedState::default(),
+            map: Arc::new(map),
+        }
+    }
+}
+
+impl<S, B, RB> Service<Request<B>> for MissFloor<S>
+where
+    S: Service<Request<B>, Response = Response<RB>>,
+{
+    type Response = Response<RB>;
+    type Error = S::Error;
+    type Future = MissFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let key = self.hasher.hash_one((
+            req.method(),
+            req.uri().scheme(),
+            req.uri().authority(),
+            req.uri().path_and_query().map(|p| p.as_str()),
+        ));
+        let headers = req.headers();
+        let storable = !headers.contains_key(CACHE_CONTROL) && !headers.contains_key(AUTHORIZATION);
+        let map = self.map.pin();
+        if map.get(&key).is_none() {
+            // The first miss: its answer is not stored, so the key is a pass from then on.
+            map.insert(key, Slot::Pass);
+        }
+        drop(map);
+        MissFuture {
+            uri: storable.then(|| req.uri().clone()),
+            requested: tokio::time::Instant::now(),
+            fut: self.inner.call(req),
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`MissFloor`].
+    #[derive(Debug)]
+    pub struct MissFuture<F> {
+        #[pin]
+        fut: F,
+        uri: Option<http::Uri>,
+        requested: tokio::time::Instant,
+    }
+}
+
+impl<F, RB, E> Future for MissFuture<F>
+where
+    F: Future<Output = Result<Response<RB>, E>>,
+{
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        let mut res = ready!(this.fut.poll(cx))?;
+        let headers = res.headers();
+        let storable = headers.contains_key(ETAG) || headers.contains_key(CACHE_CONTROL);
+        std::hint::black_box((storable, this.uri.take(), *this.requested));
         res.extensions_mut().insert(CacheStatus::Miss);
         Poll::Ready(Ok(res))
     }

@@ -247,7 +247,7 @@ pub fn floor_of(variant: &str) -> Option<&'static str> {
         "courier breaker" | "courier breaker (the preset's rule)" => "floor breaker (per host)",
         "courier breaker (global)" => "floor breaker (shared state)",
         "courier ratelimit" | "courier adaptive pacing (healthy host)" => "floor bucket (per host)",
-        "courier cache (miss)" => "floor cache (lookup, status)",
+        "courier cache (miss)" => MISS_FLOOR,
         _ => return None,
     })
 }
@@ -257,6 +257,9 @@ pub const PEER_STACK: &str = "peer stack (5 features)";
 
 /// The peer stack with governor's limiter.
 pub const PEER_STACK_GOVERNOR: &str = "peer stack + governor (6 features)";
+
+/// The cache's floor on a miss that keeps the whole contract ([`floors::MissFloor`]).
+pub const MISS_FLOOR: &str = "floor cache (miss, flight probed, URI kept)";
 
 /// The preset without its cache, most users' case.
 pub const PRESET_WITHOUT_CACHE: &str = "courier preset without its cache (4 layers)";
@@ -569,6 +572,7 @@ pub fn variants() -> Vec<Variant> {
             PEER_STACK_WITHOUT_CACHE,
             peer::stack_without_cache(service_fn(ok)),
         ),
+        variant(MISS_FLOOR, floors::MissFloor::new(service_fn(ok))),
     ]);
     out
 }
