@@ -169,8 +169,10 @@
 //! # Clone
 //!
 //! Configuration and budget live behind an `Arc` in the layer: every service it makes and every
-//! clone shares them. The first attempt goes to the inner service that `poll_ready` made ready;
-//! later attempts drive its readiness themselves.
+//! clone shares them. The first attempt goes to the inner service that `poll_ready` made ready.
+//! A call that retries clones the inner service once for its later attempts, which drive its
+//! readiness themselves; it clones it from a copy the service keeps aside, made at its first
+//! call (and again after [`Retry::get_mut`]), so a call that does not retry clones nothing.
 //!
 //! # Cancellation
 //!

@@ -21,12 +21,8 @@ use tower_service::Service;
 /// # Clone
 ///
 /// Clones share the layer's configuration and retry budget. The service has no readiness state
-/// of its own: readiness is the inner service's.
-///
-/// The first attempt of a call goes to the inner service `poll_ready` made ready. A call that
-/// retries takes a clone of the inner service for its later attempts from one kept aside,
-/// made at the first call (and again after [`get_mut`](Self::get_mut)): a call that does not
-/// retry clones nothing.
+/// of its own: readiness is the inner service's. Which instance each attempt goes to is in
+/// the [crate docs](crate#clone).
 #[derive(Clone)]
 pub struct Retry<S> {
     inner: S,
