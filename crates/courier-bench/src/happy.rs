@@ -272,12 +272,32 @@ fn governor_unlimited() -> governor::Quota {
     governor::Quota::per_second(NonZeroU32::MAX).allow_burst(NonZeroU32::MAX)
 }
 
-/// One variant: its name and a call through it.
+/// One whole call through a variant; true when it answered on the first poll.
+pub type Call = Box<dyn FnMut() -> bool>;
+
+/// One variant: its name, and how to build it. Built only when it is to be called, so that a
+/// process that counts one variant holds nothing of the others: the heap its calls allocate
+/// from is the same whichever variants the list has beside it.
 pub struct Variant {
     /// What it measures, e.g. `courier retry`.
     pub name: &'static str,
-    /// One whole call; true when it answered on the first poll.
-    pub call: Box<dyn FnMut() -> bool>,
+    build: Box<dyn FnOnce() -> Call>,
+}
+
+impl Variant {
+    /// A variant that `build` makes.
+    fn lazy(name: &'static str, build: impl FnOnce() -> Call + 'static) -> Self {
+        Self {
+            name,
+            build: Box::new(build),
+        }
+    }
+
+    /// Builds the variant's stack (a cache variant makes its priming call then): a call
+    /// through it.
+    pub fn build(self) -> Call {
+        (self.build)()
+    }
 }
 
 impl fmt::Debug for Variant {
@@ -288,42 +308,44 @@ impl fmt::Debug for Variant {
     }
 }
 
-fn variant<S, RB>(name: &'static str, mut svc: S) -> Variant
+/// A variant calling the service `make` builds.
+fn variant<S, RB>(name: &'static str, make: impl FnOnce() -> S + 'static) -> Variant
 where
     S: Service<Request<Body>, Response = Response<RB>> + 'static,
     RB: http_body::Body,
 {
-    let uri: Uri = URI.parse().expect("a valid uri");
-    Variant {
-        name,
-        call: Box::new(move || one(&mut svc, &uri)),
-    }
+    Variant::lazy(name, move || {
+        let mut svc = make();
+        let uri: Uri = URI.parse().expect("a valid uri");
+        Box::new(move || one(&mut svc, &uri))
+    })
 }
 
 /// A variant over [`YieldOnce`].
-fn yielding<S>(name: &'static str, mut svc: S) -> Variant
+fn yielding<S>(name: &'static str, make: impl FnOnce() -> S + 'static) -> Variant
 where
     S: Service<Request<Body>> + 'static,
 {
-    let uri: Uri = URI.parse().expect("a valid uri");
-    Variant {
-        name,
-        call: Box::new(move || one_yielding(&mut svc, &uri)),
-    }
+    Variant::lazy(name, move || {
+        let mut svc = make();
+        let uri: Uri = URI.parse().expect("a valid uri");
+        Box::new(move || one_yielding(&mut svc, &uri))
+    })
 }
 
-/// A cache variant whose first call (which stores the entry) is made before it is measured.
-fn primed<S, RB>(name: &'static str, mut svc: S) -> Variant
+/// A cache variant whose first call (which stores the entry) is made when it is built, before
+/// it is measured.
+fn primed<S, RB>(name: &'static str, make: impl FnOnce() -> S + 'static) -> Variant
 where
     S: Service<Request<Body>, Response = Response<RB>> + 'static,
     RB: http_body::Body,
 {
-    let uri: Uri = URI.parse().expect("a valid uri");
-    assert!(one(&mut svc, &uri), "{name}: the priming call answers");
-    Variant {
-        name,
-        call: Box::new(move || one(&mut svc, &uri)),
-    }
+    Variant::lazy(name, move || {
+        let mut svc = make();
+        let uri: Uri = URI.parse().expect("a valid uri");
+        assert!(one(&mut svc, &uri), "{name}: the priming call answers");
+        Box::new(move || one(&mut svc, &uri))
+    })
 }
 
 /// The preset with 50 rules by host ahead of the default, none of which takes the bench's
@@ -346,161 +368,133 @@ pub fn fifty_rules() -> CourierLayer {
 pub fn variants() -> Vec<Variant> {
     let per_call = Duration::from_secs(30);
     let mut out = vec![
-        variant(BARE, service_fn(ok)),
-        variant(
-            "courier deadline",
-            DeadlineLayer::new(Duration::from_secs(90)).layer(service_fn(ok)),
-        ),
-        variant(
-            "courier attempt_timeout",
-            AttemptTimeoutLayer::new(per_call).layer(service_fn(ok)),
-        ),
-        variant("courier retry", RetryLayer::new().layer(service_fn(ok))),
-        variant(
-            "courier breaker",
-            CircuitBreakerLayer::new().layer(service_fn(ok)),
-        ),
-        variant(
-            "courier breaker (the preset's rule)",
-            courier::preset::preset_breaker().layer(service_fn(ok)),
-        ),
-        variant("courier ratelimit", unlimited().layer(service_fn(ok))),
-        variant(
-            "courier cache (miss)",
-            EtagCacheLayer::new().layer(service_fn(ok)),
-        ),
-        variant(
-            "courier adaptive pacing (healthy host)",
-            courier::ratelimit::AdaptivePacingLayer::new().layer(service_fn(ok)),
-        ),
-        variant(
-            "courier preset (defaults, 5 layers)",
-            CourierLayer::new().layer(service_fn(ok)),
-        ),
-        variant(
-            "courier preset, adaptive pacing off",
+        variant(BARE, move || service_fn(ok)),
+        variant("courier deadline", move || {
+            DeadlineLayer::new(Duration::from_secs(90)).layer(service_fn(ok))
+        }),
+        variant("courier attempt_timeout", move || {
+            AttemptTimeoutLayer::new(per_call).layer(service_fn(ok))
+        }),
+        variant("courier retry", move || {
+            RetryLayer::new().layer(service_fn(ok))
+        }),
+        variant("courier breaker", move || {
+            CircuitBreakerLayer::new().layer(service_fn(ok))
+        }),
+        variant("courier breaker (the preset's rule)", move || {
+            courier::preset::preset_breaker().layer(service_fn(ok))
+        }),
+        variant("courier ratelimit", move || {
+            unlimited().layer(service_fn(ok))
+        }),
+        variant("courier cache (miss)", move || {
+            EtagCacheLayer::new().layer(service_fn(ok))
+        }),
+        variant("courier adaptive pacing (healthy host)", move || {
+            courier::ratelimit::AdaptivePacingLayer::new().layer(service_fn(ok))
+        }),
+        variant("courier preset (defaults, 5 layers)", move || {
+            CourierLayer::new().layer(service_fn(ok))
+        }),
+        variant("courier preset, adaptive pacing off", move || {
             CourierLayer::new()
                 .adaptive_pacing(None)
-                .layer(service_fn(ok)),
-        ),
-        variant(
-            "courier preset, concurrency limit off",
+                .layer(service_fn(ok))
+        }),
+        variant("courier preset, concurrency limit off", move || {
             CourierLayer::new()
                 .concurrency_limit(None)
-                .layer(service_fn(ok)),
-        ),
-        variant(
-            "courier preset, 50 rules (none matches)",
-            fifty_rules().layer(service_fn(ok)),
-        ),
-        variant(
-            "courier concurrency limit (fixed)",
+                .layer(service_fn(ok))
+        }),
+        variant("courier preset, 50 rules (none matches)", move || {
+            fifty_rules().layer(service_fn(ok))
+        }),
+        variant("courier concurrency limit (fixed)", move || {
             courier::concurrency::ConcurrencyLimitLayer::new()
                 .fixed(std::num::NonZeroUsize::new(1000).unwrap())
-                .layer(service_fn(ok)),
-        ),
-        variant(
-            "courier concurrency limit (adaptive)",
-            courier::concurrency::ConcurrencyLimitLayer::new().layer(service_fn(ok)),
-        ),
-        variant(
-            "courier preset + ratelimit (6 layers)",
+                .layer(service_fn(ok))
+        }),
+        variant("courier concurrency limit (adaptive)", move || {
+            courier::concurrency::ConcurrencyLimitLayer::new().layer(service_fn(ok))
+        }),
+        variant("courier preset + ratelimit (6 layers)", move || {
             CourierLayer::new()
                 .rate_limit(unlimited())
-                .layer(service_fn(ok)),
-        ),
-        variant(
-            "tower timeout",
-            tower::timeout::TimeoutLayer::new(per_call).layer(service_fn(ok)),
-        ),
-        variant(
-            "tower retry (peer policy)",
-            tower::retry::RetryLayer::new(PeerPolicy::default()).layer(service_fn(ok)),
-        ),
-        variant(
-            "tower rate_limit",
+                .layer(service_fn(ok))
+        }),
+        variant("tower timeout", move || {
+            tower::timeout::TimeoutLayer::new(per_call).layer(service_fn(ok))
+        }),
+        variant("tower retry (peer policy)", move || {
+            tower::retry::RetryLayer::new(PeerPolicy::default()).layer(service_fn(ok))
+        }),
+        variant("tower rate_limit", move || {
             tower::limit::RateLimitLayer::new(u64::MAX, Duration::from_secs(1))
-                .layer(service_fn(ok)),
-        ),
-        variant(PEER_STACK, peer::stack(service_fn(ok), None)),
-        variant(
-            PEER_STACK_GOVERNOR,
-            peer::stack(service_fn(ok), Some(governor_unlimited())),
-        ),
-        variant(
-            "failsafe per host",
-            peer::FailsafeLayer::default().layer(service_fn(ok)),
-        ),
-        variant(
-            "governor per host",
-            peer::GovernorLayer::new(governor_unlimited()).layer(service_fn(ok)),
-        ),
-        variant(
-            "http-cache-tower (no validator)",
-            peer::cache_layer().layer(service_fn(ok)),
-        ),
-        variant(
-            "floor deadline (extension only)",
-            floors::deadline_only(Duration::from_secs(90), service_fn(ok)),
-        ),
-        variant(
-            "floor retry (head kept, one record)",
-            floors::AttemptsFloor::new(service_fn(ok)),
-        ),
-        variant(
-            "floor breaker (shared state)",
-            floors::Floor::new(service_fn(ok)),
-        ),
-        variant(
-            "floor breaker (per host)",
-            floors::FloorPerHost::new(service_fn(ok)),
-        ),
-        variant(
-            "floor bucket (per host)",
-            floors::FloorPerHost::with_clock(service_fn(ok)),
-        ),
-        variant(
-            "floor cache (lookup, status)",
-            floors::LookupFloor::new(service_fn(ok)),
-        ),
-        variant(
-            "tower-resilience circuit breaker",
+                .layer(service_fn(ok))
+        }),
+        variant(PEER_STACK, move || peer::stack(service_fn(ok), None)),
+        variant(PEER_STACK_GOVERNOR, move || {
+            peer::stack(service_fn(ok), Some(governor_unlimited()))
+        }),
+        variant("failsafe per host", move || {
+            peer::FailsafeLayer::default().layer(service_fn(ok))
+        }),
+        variant("governor per host", move || {
+            peer::GovernorLayer::new(governor_unlimited()).layer(service_fn(ok))
+        }),
+        variant("http-cache-tower (no validator)", move || {
+            peer::cache_layer().layer(service_fn(ok))
+        }),
+        variant("floor deadline (extension only)", move || {
+            floors::deadline_only(Duration::from_secs(90), service_fn(ok))
+        }),
+        variant("floor retry (head kept, one record)", move || {
+            floors::AttemptsFloor::new(service_fn(ok))
+        }),
+        variant("floor breaker (shared state)", move || {
+            floors::Floor::new(service_fn(ok))
+        }),
+        variant("floor breaker (per host)", move || {
+            floors::FloorPerHost::new(service_fn(ok))
+        }),
+        variant("floor bucket (per host)", move || {
+            floors::FloorPerHost::with_clock(service_fn(ok))
+        }),
+        variant("floor cache (lookup, status)", move || {
+            floors::LookupFloor::new(service_fn(ok))
+        }),
+        variant("tower-resilience circuit breaker", move || {
             tower_resilience_circuitbreaker::CircuitBreakerLayer::builder()
                 .build()
                 .expect("the default config is valid")
-                .layer(service_fn(ok)),
-        ),
+                .layer(service_fn(ok))
+        }),
     ];
-    out.push({
+    out.push(Variant::lazy("failsafe circuit breaker", || {
         use failsafe::futures::CircuitBreaker as _;
         let breaker = failsafe::Config::new().build();
         let mut svc = service_fn(ok);
         let uri: Uri = URI.parse().expect("a valid uri");
-        Variant {
-            name: "failsafe circuit breaker",
-            call: Box::new(move || {
-                let mut cx = Context::from_waker(Waker::noop());
-                if !matches!(svc.poll_ready(&mut cx), Poll::Ready(Ok(()))) {
-                    return false;
-                }
-                let fut = pin!(breaker.call(svc.call(request(&uri))));
-                match fut.poll(&mut cx) {
-                    Poll::Ready(Ok(response)) => body_to_end(response.into_body(), &mut cx),
-                    _ => false,
-                }
-            }),
-        }
-    });
+        Box::new(move || {
+            let mut cx = Context::from_waker(Waker::noop());
+            if !matches!(svc.poll_ready(&mut cx), Poll::Ready(Ok(()))) {
+                return false;
+            }
+            let fut = pin!(breaker.call(svc.call(request(&uri))));
+            match fut.poll(&mut cx) {
+                Poll::Ready(Ok(response)) => body_to_end(response.into_body(), &mut cx),
+                _ => false,
+            }
+        })
+    }));
     out.extend([
-        variant(
-            "courier breaker (global)",
-            CircuitBreakerLayer::new().global().layer(service_fn(ok)),
-        ),
-        variant(
-            "courier ratelimit (global)",
-            unlimited().global().layer(service_fn(ok)),
-        ),
-        {
+        variant("courier breaker (global)", move || {
+            CircuitBreakerLayer::new().global().layer(service_fn(ok))
+        }),
+        variant("courier ratelimit (global)", move || {
+            unlimited().global().layer(service_fn(ok))
+        }),
+        Variant::lazy("courier ratelimit (2 hosts in turn)", || {
             let mut svc = unlimited().layer(service_fn(ok));
             let uris: [Uri; 2] = [
                 URI.parse().expect("a valid uri"),
@@ -509,70 +503,56 @@ pub fn variants() -> Vec<Variant> {
                     .expect("a valid uri"),
             ];
             let mut turn = 0;
-            Variant {
-                name: "courier ratelimit (2 hosts in turn)",
-                call: Box::new(move || {
-                    turn ^= 1;
-                    one(&mut svc, &uris[turn])
-                }),
-            }
-        },
-        primed(
-            "courier cache (hit)",
-            EtagCacheLayer::new().layer(service_fn(fresh)),
-        ),
-        primed(
-            "http-cache-tower (hit)",
-            peer::cache_layer().layer(service_fn(fresh)),
-        ),
-        primed(
-            "courier cache (304 revalidated)",
-            EtagCacheLayer::new().layer(service_fn(validated)),
-        ),
-        yielding(YIELD_BASE, YieldOnce),
-        yielding(
-            "courier deadline, inner yields once",
-            DeadlineLayer::new(Duration::from_secs(90)).layer(YieldOnce),
-        ),
-        yielding(
-            "courier attempt_timeout, inner yields once",
-            AttemptTimeoutLayer::new(per_call).layer(YieldOnce),
-        ),
-        yielding(
-            "tower timeout, inner yields once",
-            tower::timeout::TimeoutLayer::new(per_call).layer(YieldOnce),
-        ),
+            Box::new(move || {
+                turn ^= 1;
+                one(&mut svc, &uris[turn])
+            })
+        }),
+        primed("courier cache (hit)", move || {
+            EtagCacheLayer::new().layer(service_fn(fresh))
+        }),
+        primed("http-cache-tower (hit)", move || {
+            peer::cache_layer().layer(service_fn(fresh))
+        }),
+        primed("courier cache (304 revalidated)", move || {
+            EtagCacheLayer::new().layer(service_fn(validated))
+        }),
+        yielding(YIELD_BASE, move || YieldOnce),
+        yielding("courier deadline, inner yields once", move || {
+            DeadlineLayer::new(Duration::from_secs(90)).layer(YieldOnce)
+        }),
+        yielding("courier attempt_timeout, inner yields once", move || {
+            AttemptTimeoutLayer::new(per_call).layer(YieldOnce)
+        }),
+        yielding("tower timeout, inner yields once", move || {
+            tower::timeout::TimeoutLayer::new(per_call).layer(YieldOnce)
+        }),
     ]);
-    out.push({
+    out.push(Variant::lazy(URL_PARSED, || {
         let mut svc = service_fn(ok);
-        Variant {
-            name: URL_PARSED,
-            call: Box::new(move || {
-                let Ok(mut url) = courier::client::Url::parse(std::hint::black_box(URI)) else {
-                    return false;
-                };
-                if !matches!(url.scheme(), "http" | "https") {
-                    return false;
-                }
-                url.set_fragment(None);
-                let Ok(uri) = Uri::try_from(url.as_str()) else {
-                    return false;
-                };
-                one(&mut svc, &uri)
-            }),
-        }
-    });
+        Box::new(move || {
+            let Ok(mut url) = courier::client::Url::parse(std::hint::black_box(URI)) else {
+                return false;
+            };
+            if !matches!(url.scheme(), "http" | "https") {
+                return false;
+            }
+            url.set_fragment(None);
+            let Ok(uri) = Uri::try_from(url.as_str()) else {
+                return false;
+            };
+            one(&mut svc, &uri)
+        })
+    }));
     // Last, so that the variants above keep their indices from build to build.
     out.extend([
-        variant(
-            PRESET_WITHOUT_CACHE,
-            CourierLayer::new().cache(None).layer(service_fn(ok)),
-        ),
-        variant(
-            PEER_STACK_WITHOUT_CACHE,
-            peer::stack_without_cache(service_fn(ok)),
-        ),
-        variant(MISS_FLOOR, floors::MissFloor::new(service_fn(ok))),
+        variant(PRESET_WITHOUT_CACHE, move || {
+            CourierLayer::new().cache(None).layer(service_fn(ok))
+        }),
+        variant(PEER_STACK_WITHOUT_CACHE, move || {
+            peer::stack_without_cache(service_fn(ok))
+        }),
+        variant(MISS_FLOOR, move || floors::MissFloor::new(service_fn(ok))),
     ]);
     out
 }
@@ -625,12 +605,14 @@ mod tests {
             .build()
             .unwrap();
         let _rt = rt.enter();
-        let mut variants = variants();
+        let variants = variants();
         assert_eq!(variants[0].name, BARE);
-        assert_eq!(variants.len(), 45);
-        for v in &mut variants {
+        assert_eq!(variants.len(), 46);
+        for v in variants {
+            let name = v.name;
+            let mut call = v.build();
             for _ in 0..1000 {
-                assert!((v.call)(), "{} left the happy path", v.name);
+                assert!(call(), "{name} left the happy path");
             }
         }
     }
