@@ -4,10 +4,11 @@
 //!
 //! Each variant runs twice, a few calls then many more, and the difference in instructions is
 //! divided by the extra calls: first-call costs cancel out. A happy-path variant is counted
-//! inside `measured_calls` alone, out of line, and each count is the least of three
-//! processes (`least_count`): so a variant's count stays put when others are added beside
-//! it. Heap allocations are the calls into `malloc`, read from `callgrind_annotate`'s caller
-//! tree.
+//! inside `measured_calls` alone, out of line, in a process that builds that variant alone
+//! (the others' state would shape the heap its calls allocate from), and each count is the
+//! least of three processes (`least_count`): so a variant's count stays put when others are
+//! added beside it. Heap allocations are the calls into `malloc`, read from
+//! `callgrind_annotate`'s caller tree.
 
 use crate::happy;
 use crate::server::{BODY, LoopbackServer};
@@ -80,8 +81,8 @@ pub fn happy_calls(which: usize, iters: u64) {
 /// The function whose instructions a happy-path count is made of ([`MEASURED`]): `iters`
 /// calls of `call`, and how many answered. Kept out of line, so that callgrind counts inside
 /// it alone (`--toggle-collect`), not the start-up of the process, whose cost moves by
-/// millions of instructions from one run to the next (hash seeds, the other variants built
-/// beside this one, threads started), nor another thread.
+/// millions of instructions from one run to the next (hash seeds, the runtime and the variant
+/// built, threads started), nor another thread.
 #[inline(never)]
 fn measured_calls(call: &mut dyn FnMut() -> bool, iters: u64) -> u64 {
     let mut ok = 0u64;
