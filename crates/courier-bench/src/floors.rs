@@ -315,6 +315,17 @@ where
     }
 }
 
+/// The hash of a request's method and URI's parts, the key of the cache floors' maps.
+#[inline(always)]
+fn key_of<B>(hasher: &foldhash::fast::FixedState, req: &Request<B>) -> u64 {
+    hasher.hash_one((
+        req.method(),
+        req.uri().scheme(),
+        req.uri().authority(),
+        req.uri().path_and_query().map(|p| p.as_str()),
+    ))
+}
+
 /// The cache's floor on a miss: hash the method and the URI's parts, probe a concurrent map
 /// (papaya, foldhash) holding other entries, find nothing, forward; on the answer, look at
 /// whether it could be stored (`ETag`, `Cache-Control`) and put the `CacheStatus` extension
@@ -360,12 +371,7 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let key = self.hasher.hash_one((
-            req.method(),
-            req.uri().scheme(),
-            req.uri().authority(),
-            req.uri().path_and_query().map(|p| p.as_str()),
-        ));
+        let key = key_of(&self.hasher, &req);
         let found = self.map.pin().get(&key).cloned();
         drop(std::hint::black_box(found));
         LookupFuture {
@@ -461,12 +467,7 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let key = self.hasher.hash_one((
-            req.method(),
-            req.uri().scheme(),
-            req.uri().authority(),
-            req.uri().path_and_query().map(|p| p.as_str()),
-        ));
+        let key = key_of(&self.hasher, &req);
         let headers = req.headers();
         let storable = !headers.contains_key(CACHE_CONTROL) && !headers.contains_key(AUTHORIZATION);
         let map = self.map.pin();

@@ -996,6 +996,16 @@ impl Service<Request<String>> for Tagged {
     }
 }
 
+/// One GET through `svc`, made ready first.
+async fn call_once(svc: &mut Retry<Tagged>) -> Response<String> {
+    svc.ready()
+        .await
+        .expect("ready")
+        .call(get(URL))
+        .await
+        .expect("an answer")
+}
+
 #[tokio::test(start_paused = true)]
 async fn calls_that_do_not_retry_clone_the_service_once_in_all_and_a_retry_once_more() {
     let clones = Arc::new(AtomicUsize::new(0));
@@ -1008,13 +1018,7 @@ async fn calls_that_do_not_retry_clone_the_service_once_in_all_and_a_retry_once_
     };
     let mut svc = Retry::new(upstream, layer());
     for _ in 0..5 {
-        let res = svc
-            .ready()
-            .await
-            .expect("ready")
-            .call(get(URL))
-            .await
-            .expect("an answer");
+        let res = call_once(&mut svc).await;
         assert_eq!(res.status(), StatusCode::OK);
     }
     // The spare, made at the first call; none per call.
@@ -1023,13 +1027,7 @@ async fn calls_that_do_not_retry_clone_the_service_once_in_all_and_a_retry_once_
     // A call that retries clones the spare once for all its later attempts.
     svc.get_mut().failures = 7;
     calls.store(5, Ordering::SeqCst);
-    let res = svc
-        .ready()
-        .await
-        .expect("ready")
-        .call(get(URL))
-        .await
-        .expect("an answer");
+    let res = call_once(&mut svc).await;
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(attempts(&res).count(), 3);
     // A new spare after `get_mut`, and one clone of it for the retries.
@@ -1046,22 +1044,11 @@ async fn a_service_changed_through_get_mut_takes_the_next_calls_retries() {
     };
     let calls = Arc::clone(&upstream.calls);
     let mut svc = Retry::new(upstream, layer());
-    svc.ready()
-        .await
-        .expect("ready")
-        .call(get(URL))
-        .await
-        .expect("an answer");
+    call_once(&mut svc).await;
     svc.get_mut().tag = "after";
     svc.get_mut().failures = 2;
     calls.store(0, Ordering::SeqCst);
-    let res = svc
-        .ready()
-        .await
-        .expect("ready")
-        .call(get(URL))
-        .await
-        .expect("an answer");
+    let res = call_once(&mut svc).await;
     assert_eq!(res.status(), StatusCode::OK);
     assert_eq!(attempts(&res).count(), 3);
     // The third attempt went to a clone of the service as `get_mut` left it.
