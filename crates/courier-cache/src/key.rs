@@ -204,20 +204,24 @@ fn word(bytes: &[u8], at: usize) -> u64 {
     u64::from_ne_bytes(w)
 }
 
-/// Whether `needle` occurs in `bytes`, checked a word at a time.
+/// Whether `needle` occurs in `bytes`, checked a word at a time; the last word overlaps the
+/// one before it rather than leave a tail to check byte by byte.
 fn has_byte(bytes: &[u8], needle: u8) -> bool {
+    let len = bytes.len();
+    if len < 8 {
+        return bytes.contains(&needle);
+    }
     let pattern = u64::from_ne_bytes([needle; 8]);
+    // A zero byte in `w` (exact for whether there is one).
+    let zero_in = |w: u64| w.wrapping_sub(LO) & !w & HI != 0;
     let mut at = 0;
-    while at + 8 <= bytes.len() {
-        let w = word(bytes, at) ^ pattern;
-        if w.wrapping_sub(LO) & !w & HI != 0 {
+    while at + 8 < len {
+        if zero_in(word(bytes, at) ^ pattern) {
             return true;
         }
         at += 8;
     }
-    bytes[at..]
-        .iter()
-        .fold(false, |found, &b| found | (b == needle))
+    zero_in(word(bytes, len - 8) ^ pattern)
 }
 
 /// Copies `src` into `dst` (of the same length), ASCII-lowercased, a word at a time.
