@@ -14,6 +14,7 @@ use http::{HeaderMap, HeaderValue, StatusCode, Version};
 use smallvec::SmallVec;
 use std::fmt;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 use tokio::time::Instant;
 
@@ -442,6 +443,42 @@ pub(crate) type EntryList = SmallVec<[Arc<Entry>; 1]>;
 pub struct Variants {
     entries: EntryList,
     weight: u64,
+    /// Whether the URI is a pass: an answer to a request that selected none of the entries was
+    /// not stored, and for a while such requests go upstream on their own rather than wait for
+    /// each other. Kept by the in-memory store only.
+    pass: Option<Pass>,
+}
+
+/// Until when a URI is a pass, and, when it holds no entry, its place in its store's count.
+#[derive(Debug, Clone)]
+struct Pass {
+    until: Instant,
+    /// Held for its `Drop`.
+    _alone: Option<PassCount>,
+}
+
+/// One more pass holding no entry in a store's count, for as long as it lives: the store
+/// counts such keys apart from those holding responses.
+#[derive(Debug)]
+struct PassCount(Arc<AtomicUsize>);
+
+impl PassCount {
+    fn new(count: &Arc<AtomicUsize>) -> Self {
+        count.fetch_add(1, Ordering::Relaxed);
+        Self(count.clone())
+    }
+}
+
+impl Clone for PassCount {
+    fn clone(&self) -> Self {
+        Self::new(&self.0)
+    }
+}
+
+impl Drop for PassCount {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Variants {
@@ -452,7 +489,40 @@ impl Variants {
 
     pub(crate) fn from_list(entries: EntryList) -> Self {
         let weight = entries.iter().map(|e| e.weight).sum();
-        Self { entries, weight }
+        Self {
+            entries,
+            weight,
+            pass: None,
+        }
+    }
+
+    /// These entries, and the URI a pass until `until`; without entries, it counts in `count`
+    /// for as long as it lives.
+    pub(crate) fn with_pass(&self, until: Instant, count: &Arc<AtomicUsize>) -> Self {
+        Self {
+            entries: self.entries.clone(),
+            weight: self.weight,
+            pass: Some(Pass {
+                until,
+                _alone: self.entries.is_empty().then(|| PassCount::new(count)),
+            }),
+        }
+    }
+
+    /// Until when the URI is a pass, if it is one.
+    pub(crate) fn pass_until(&self) -> Option<Instant> {
+        self.pass.as_ref().map(|p| p.until)
+    }
+
+    /// Whether the URI is a pass at `now`.
+    #[inline]
+    pub(crate) fn passes_at(&self, now: Instant) -> bool {
+        self.pass.as_ref().is_some_and(|p| now < p.until)
+    }
+
+    /// Whether this is a pass and nothing else: no entry.
+    pub(crate) fn is_pass_only(&self) -> bool {
+        self.entries.is_empty() && self.pass.is_some()
     }
 
     /// The stored entries, oldest first.

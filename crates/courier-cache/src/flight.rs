@@ -1,7 +1,8 @@
 //! Single-flight: one upstream request at a time for each stored entry being revalidated and
 //! for each key missing from the store; the other requests wait for its result. A missing key
-//! whose answer the cache did not store is remembered for a while (a pass), so that requests
-//! for it go on their own rather than wait for answers that cannot serve them.
+//! whose answer the cache did not store is remembered for a while (a pass, kept in the
+//! in-memory store beside the entries: see [`Shared::passes`](crate::layer::Shared::passes)),
+//! so that requests for it go on their own rather than wait for answers that cannot serve them.
 
 use crate::entry::Entry;
 use crate::key::UriKey;
@@ -13,18 +14,13 @@ use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::sync::oneshot;
-use tokio::time::Instant;
 
 /// How long a missing key whose answer was not stored is remembered: 60 s. Meanwhile its GETs
 /// go upstream at once, each on its own, as they would with no cache; a pass only stops them
 /// from waiting, and an answer one of them brings that may be stored is stored all the same
-/// (then they are hits). A crowd for such a key waits for its first request once a minute, not
-/// at every request.
+/// (then they are hits, and the pass ends). A crowd for such a key waits for its first request
+/// once a minute, not at every request.
 pub(crate) const PASS_MEMORY: Duration = Duration::from_secs(60);
-
-/// At most this many passes are held (about 100 bytes each): beyond, expired ones are swept out,
-/// and while none has expired a key whose answer is not stored is not remembered.
-const MAX_PASSES: usize = 1024;
 
 /// The answer of a flight's leader, read on by its followers while they wait: its body ends,
 /// and the entry is stored, whether or not the leader's caller reads it then.
@@ -51,7 +47,7 @@ impl FlightKey {
     }
 }
 
-/// The flights under way, with the followers waiting for each, oldest first, and the passes.
+/// The flights under way, with the followers waiting for each, oldest first.
 pub(crate) struct Flights {
     inner: Mutex<Table>,
     /// Hashes key texts when the store gave no hash of its own.
@@ -60,10 +56,6 @@ pub(crate) struct Flights {
 
 struct Table {
     flights: Waiters,
-    /// How many entries of `flights` are passes.
-    passes: usize,
-    /// The earliest time expired passes are swept out again, once [`MAX_PASSES`] are held.
-    sweep_at: Option<Instant>,
 }
 
 /// Each flight (hashed quickly: addresses and key texts are ours).
@@ -80,9 +72,6 @@ struct Flight {
     unshared: bool,
     /// A miss's key (its parts, held by reference count): only a request for this key joins.
     key: Option<UriKey>,
-    /// A pass, not a flight: the key's last answer was not stored, and until then its GETs go
-    /// upstream on their own.
-    pass_until: Option<Instant>,
 }
 
 /// Room for this many flights from the start. A smaller table marks most removals as
@@ -97,8 +86,6 @@ impl Default for Flights {
                     INITIAL_FLIGHTS,
                     foldhash::fast::RandomState::default(),
                 ),
-                passes: 0,
-                sweep_at: None,
             }),
             hasher: foldhash::fast::RandomState::default(),
         }
@@ -107,10 +94,8 @@ impl Default for Flights {
 
 impl fmt::Debug for Flights {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let table = self.lock();
         f.debug_struct("Flights")
-            .field("in_flight", &(table.flights.len() - table.passes))
-            .field("passes", &table.passes)
+            .field("in_flight", &self.lock().flights.len())
             .finish()
     }
 }
@@ -123,7 +108,7 @@ pub(crate) enum Role {
     /// "go yourself".
     Follower(oneshot::Receiver<Handoff>, Option<Arc<dyn Drive>>),
     /// Go upstream outside the flight: its leader's answer is under way with no one to share
-    /// it, or the key is a pass.
+    /// it.
     Alone,
 }
 
@@ -145,33 +130,17 @@ impl Flights {
 
     /// Joins the flight `key`, or starts one. `entry`, the entry a revalidation is for, is held
     /// by the flight so that its address cannot be reused while the flight lasts.
-    /// `uri` is a miss's key. A pass that has not expired by `now` sends the request on its own.
+    /// `uri` is a miss's key.
     pub(crate) fn join(
         self: &Arc<Self>,
         key: FlightKey,
         entry: Option<&Arc<Entry>>,
         uri: Option<&UriKey>,
-        now: Instant,
     ) -> Role {
         let mut table = self.lock();
-        let Table {
-            flights, passes, ..
-        } = &mut *table;
-        match flights.entry(key) {
+        match table.flights.entry(key) {
             Slot::Occupied(mut slot) => {
                 let flight = slot.get_mut();
-                if let Some(until) = flight.pass_until {
-                    if now < until {
-                        return Role::Alone;
-                    }
-                    // Remembered long enough: this request asks again, and others wait for it.
-                    *passes -= 1;
-                    *flight = Flight {
-                        key: uri.cloned(),
-                        ..Flight::default()
-                    };
-                    return Role::Leader(self.guard(key, entry.cloned()));
-                }
                 if flight.unshared || flight.key.as_ref() != uri {
                     return Role::Alone;
                 }
@@ -226,66 +195,22 @@ impl Flights {
     /// How many flights are open.
     #[cfg(test)]
     pub(crate) fn len(&self) -> usize {
-        let table = self.lock();
-        table.flights.len() - table.passes
-    }
-
-    /// How many passes are held.
-    #[cfg(test)]
-    pub(crate) fn passes(&self) -> usize {
-        self.lock().passes
+        self.lock().flights.len()
     }
 }
 
 impl Table {
-    /// The flight `key`, if it is one (not a pass).
+    /// The flight `key`.
     fn flight(&mut self, key: &FlightKey) -> Option<&mut Flight> {
-        self.flights.get_mut(key).filter(|f| f.pass_until.is_none())
+        self.flights.get_mut(key)
     }
 
     /// Ends the flight `key`: its followers.
     fn end(&mut self, key: &FlightKey) -> VecDeque<oneshot::Sender<Handoff>> {
-        match self.flight(key) {
-            Some(_) => self.flights.remove(key).map(|f| f.followers),
-            None => None,
-        }
-        .unwrap_or_default()
-    }
-
-    /// Ends the flight `key` and remembers it as a pass from `now`, room permitting: its
-    /// followers.
-    fn pass(&mut self, key: &FlightKey, now: Instant) -> VecDeque<oneshot::Sender<Handoff>> {
-        if self.passes >= MAX_PASSES {
-            self.sweep(now);
-        }
-        let until = now.checked_add(PASS_MEMORY);
-        let room = self.passes < MAX_PASSES;
-        match (self.flight(key), until) {
-            (Some(flight), Some(until)) if room => {
-                flight.answer = None;
-                flight.unshared = false;
-                flight.pass_until = Some(until);
-                let followers = std::mem::take(&mut flight.followers);
-                self.passes += 1;
-                followers
-            }
-            _ => self.end(key),
-        }
-    }
-
-    /// Removes the passes expired by `now`, at most once in an eighth of [`PASS_MEMORY`].
-    fn sweep(&mut self, now: Instant) {
-        if self.sweep_at.is_some_and(|at| now < at) {
-            return;
-        }
         self.flights
-            .retain(|_, f| f.pass_until.is_none_or(|until| now < until));
-        self.passes = self
-            .flights
-            .values()
-            .filter(|f| f.pass_until.is_some())
-            .count();
-        self.sweep_at = now.checked_add(PASS_MEMORY / 8);
+            .remove(key)
+            .map(|f| f.followers)
+            .unwrap_or_default()
     }
 }
 
@@ -335,18 +260,6 @@ impl FlightGuard {
     /// Sends every follower on its own.
     pub(crate) fn release(mut self) {
         drop(self.end());
-    }
-
-    /// Sends every follower on its own, and remembers the missing key as a pass from `now`
-    /// for [`PASS_MEMORY`]: its answer was not stored. A revalidation is only released.
-    pub(crate) fn pass(mut self, now: Instant) {
-        self.armed = false;
-        let followers = match self.key {
-            FlightKey::Miss { .. } => self.flights.lock().pass(&self.key, now),
-            FlightKey::Revalidation(_) => self.flights.lock().end(&self.key),
-        };
-        // The senders are dropped with the lock released.
-        drop(followers);
     }
 
     /// Ends the flight: its followers, and the guard disarmed.
@@ -457,7 +370,7 @@ mod tests {
     }
 
     fn join(flights: &Arc<Flights>, e: &Arc<Entry>) -> Role {
-        flights.join(FlightKey::revalidation(e), Some(e), None, Instant::now())
+        flights.join(FlightKey::revalidation(e), Some(e), None)
     }
 
     fn follower(role: Role) -> oneshot::Receiver<Handoff> {
@@ -495,7 +408,7 @@ mod tests {
         let guard = flights.lead(key, None).expect("no flight yet");
         assert!(flights.lead(key, None).is_none(), "one at a time");
         let followers: Vec<_> = (0..3)
-            .map(|_| follower(flights.join(key, None, None, Instant::now())))
+            .map(|_| follower(flights.join(key, None, None)))
             .collect();
         guard.release();
         for rx in followers {
@@ -548,27 +461,21 @@ mod tests {
         let uri = http::Uri::from_static("http://h/x");
         let uri = UriKey::new(&uri, &HeaderMap::new());
         let key = flights.miss_key(&uri, 0, None);
-        let Role::Leader(guard) = flights.join(key, None, Some(&uri), Instant::now()) else {
+        let Role::Leader(guard) = flights.join(key, None, Some(&uri)) else {
             panic!("the first request leads")
         };
         assert!(guard.publisher().is_none(), "no one waits: nothing shared");
-        assert!(matches!(
-            flights.join(key, None, Some(&uri), Instant::now()),
-            Role::Alone
-        ));
+        assert!(matches!(flights.join(key, None, Some(&uri)), Role::Alone));
         guard.release();
         assert!(
-            matches!(
-                flights.join(key, None, Some(&uri), Instant::now()),
-                Role::Leader(_)
-            ),
+            matches!(flights.join(key, None, Some(&uri)), Role::Leader(_)),
             "a new flight once the answer has ended"
         );
 
-        let Role::Leader(guard) = flights.join(key, None, Some(&uri), Instant::now()) else {
+        let Role::Leader(guard) = flights.join(key, None, Some(&uri)) else {
             panic!("leads")
         };
-        let rx = follower(flights.join(key, None, Some(&uri), Instant::now()));
+        let rx = follower(flights.join(key, None, Some(&uri)));
         assert!(guard.publisher().is_some(), "someone waits: shared");
         drop(rx);
     }
@@ -585,82 +492,14 @@ mod tests {
         let first = flights.miss_key(&a, 0, Some(7));
         let other = flights.miss_key(&b, 0, Some(7));
         assert!(first == other, "one hash");
-        let Role::Leader(_guard) = flights.join(first, None, Some(&a), Instant::now()) else {
+        let Role::Leader(_guard) = flights.join(first, None, Some(&a)) else {
             panic!("leads")
         };
-        let second = flights.join(other, None, Some(&b), Instant::now());
+        let second = flights.join(other, None, Some(&b));
         assert!(matches!(second, Role::Alone), "not a follower of /a");
-        let third = flights.join(first, None, Some(&a), Instant::now());
+        let third = flights.join(first, None, Some(&a));
         assert!(matches!(third, Role::Follower(..)), "a follower of /a");
         assert_eq!(flights.len(), 1);
-    }
-
-    fn miss(hash: u64) -> FlightKey {
-        FlightKey::Miss {
-            hash,
-            credentials: 0,
-        }
-    }
-
-    #[tokio::test]
-    async fn a_passed_key_sends_its_requests_on_their_own_until_the_pass_expires() {
-        let flights = Arc::new(Flights::default());
-        let t0 = Instant::now();
-        let Role::Leader(guard) = flights.join(miss(1), None, None, t0) else {
-            panic!("the first request leads")
-        };
-        let waiting = follower(flights.join(miss(1), None, None, t0));
-        guard.pass(t0);
-        assert!(waiting.await.is_err(), "the follower asks on its own");
-        assert_eq!((flights.len(), flights.passes()), (0, 1));
-        let before = t0 + PASS_MEMORY - Duration::from_millis(1);
-        assert!(matches!(
-            flights.join(miss(1), None, None, before),
-            Role::Alone
-        ));
-        let Role::Leader(guard) = flights.join(miss(1), None, None, t0 + PASS_MEMORY) else {
-            panic!("an expired pass is a flight again")
-        };
-        assert_eq!((flights.len(), flights.passes()), (1, 0));
-        guard.release();
-        assert_eq!((flights.len(), flights.passes()), (0, 0));
-    }
-
-    #[tokio::test]
-    async fn a_revalidation_is_never_a_pass() {
-        let flights = Arc::new(Flights::default());
-        let e = entry();
-        let Role::Leader(guard) = join(&flights, &e) else {
-            panic!("leads")
-        };
-        guard.pass(Instant::now());
-        assert_eq!((flights.len(), flights.passes()), (0, 0));
-    }
-
-    #[tokio::test]
-    async fn passes_are_bounded_and_expired_ones_make_room() {
-        let flights = Arc::new(Flights::default());
-        let t0 = Instant::now();
-        let over = MAX_PASSES as u64 + 10;
-        for hash in 0..over {
-            let Role::Leader(guard) = flights.join(miss(hash), None, None, t0) else {
-                panic!("leads")
-            };
-            guard.pass(t0);
-        }
-        assert_eq!((flights.len(), flights.passes()), (0, MAX_PASSES));
-        let extra = miss(over - 1);
-        assert!(
-            matches!(flights.join(extra, None, None, t0), Role::Leader(_)),
-            "a key past the bound is not remembered"
-        );
-        // Once they have expired, the next pass sweeps them out.
-        let later = t0 + PASS_MEMORY;
-        let Role::Leader(guard) = flights.join(miss(over), None, None, later) else {
-            panic!("leads")
-        };
-        guard.pass(later);
-        assert_eq!((flights.len(), flights.passes()), (0, 1));
     }
 
     #[tokio::test]

@@ -5,7 +5,7 @@ use courier_core::{SystemClock, WallClock};
 use http::{HeaderName, StatusCode, header};
 use std::any::Any;
 use std::fmt;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tower_layer::Layer;
 
@@ -59,7 +59,13 @@ pub(crate) struct Shared {
     pub(crate) invalidate_locations: bool,
     pub(crate) single_flight: Option<Duration>,
     pub(crate) flights: Arc<Flights>,
+    /// Where passes are kept when the store is not in memory (made at the first one).
+    pub(crate) passes_apart: OnceLock<MemoryStore>,
 }
+
+/// The room for passes kept apart from a store that is not in memory: about 1 200 of them
+/// (some 200 bytes each, as the in-memory store counts them).
+pub(crate) const PASSES_APART_CAPACITY: u64 = 256 * 1024;
 
 // === impl EtagCacheLayer ===
 
@@ -84,6 +90,7 @@ impl EtagCacheLayer {
                 invalidate_locations: true,
                 single_flight: Some(DEFAULT_SINGLE_FLIGHT_WAIT),
                 flights: Arc::default(),
+                passes_apart: OnceLock::new(),
             }),
         }
     }
@@ -101,6 +108,7 @@ impl EtagCacheLayer {
             shared.memory = Some(memory);
         }
         shared.flights = Arc::default();
+        shared.passes_apart = OnceLock::new();
         Self {
             shared: Arc::new(shared),
         }

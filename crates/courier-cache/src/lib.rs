@@ -223,11 +223,14 @@
 //!   cancelled before its answer comes (its future dropped), the waiter that came first sends
 //!   its request in its place and the others wait for that one.
 //! - A miss whose answer the cache did not store, and that was no server error (a 5xx says
-//!   nothing of the key), is remembered for a minute (a pass, at most 1 024 keys at once):
-//!   meanwhile the key's GETs go upstream at once, none waiting for another, as without a cache.
-//!   Waiting would cost each waiter a round trip for an answer that cannot serve it; under load,
-//!   with many callers asking for one such key, it was the tail of their latency. An answer one
-//!   of them brings that may be stored is stored all the same, and serves those that come after.
+//!   nothing of the key), is remembered for a minute (a pass): meanwhile the key's GETs go
+//!   upstream at once, none waiting for another, as without a cache. Waiting would cost each
+//!   waiter a round trip for an answer that cannot serve it; under load, with many callers
+//!   asking for one such key, it was the tail of their latency. An answer one of them brings
+//!   that may be stored is stored all the same, ends the pass, and serves those that come
+//!   after. Passes are kept in the [`MemoryStore`] beside the entries, bounded and evicted with
+//!   them (see its docs), so that one look-up answers for both; beside a store that is not in
+//!   memory, in a small one of their own (256 KiB, about 1 200 passes).
 //! - No waiter waits longer than the bound (10 s by default: a slow first request delays the
 //!   others by at most that) or past its request's deadline ([`CallContext`](courier_core::CallContext)):
 //!   then it sends its own request, so none is stranded.

@@ -190,9 +190,7 @@ impl Pending {
         match (self, result) {
             (Self::Bypass, _) => Some(CacheStatus::Bypass),
             (Self::Lookup(lookup), Ok(response)) if lookup.passes(response) => {
-                if let Some(flight) = lookup.flight.take() {
-                    flight.pass(lookup.request_time);
-                }
+                lookup.pass_flight();
                 Some(CacheStatus::Miss)
             }
             _ => None,
@@ -228,16 +226,13 @@ impl Pending {
                 // An answer that is no server error: when not stored, it says the key's answers
                 // are not stored, and later requests for the key need not wait for each other.
                 let answered = matches!(&result, Ok(r) if !r.status().is_server_error());
-                let sent = lookup.request_time;
                 let completion = lookup.complete(result, resendable);
                 // Whatever the answer did not hand the flight to (an entry to store, a 304
                 // merged), its followers ask on their own.
-                if let Some(flight) = lookup.flight.take() {
-                    if answered {
-                        flight.pass(sent);
-                    } else {
-                        flight.release();
-                    }
+                if answered {
+                    lookup.pass_flight();
+                } else if let Some(flight) = lookup.flight.take() {
+                    flight.release();
                 }
                 completion
             }
@@ -317,6 +312,19 @@ fn says_nothing(headers: &HeaderMap) -> bool {
 }
 
 impl Lookup {
+    /// Ends the flight this request leads, if any, and sends its followers on their own; a
+    /// missing key's is first remembered as a pass (its answer was not stored), so that the
+    /// requests that come meanwhile go on their own too.
+    fn pass_flight(&mut self) {
+        if let Some(flight) = self.flight.take() {
+            if flight.is_miss() {
+                self.shared
+                    .remember_pass(&self.key, self.key_hash, self.request_time);
+            }
+            flight.release();
+        }
+    }
+
     /// Whether `response` is a full answer that selected no stored entry and has nothing to
     /// store: what [`full`](Self::full) would pass on, marked `Miss`, without looking further.
     #[inline]

@@ -4,12 +4,12 @@
 
 use crate::body::CacheBody;
 use crate::entry::{Entry, EntryList, MAX_VARIANTS, Variants};
-use crate::flight::{FlightKey, Role};
+use crate::flight::{FlightKey, PASS_MEMORY, Role};
 use crate::future::{Follower, Looking, Resend, ResponseFuture, State};
 use crate::key::{KeyText, Parts, UriKey};
-use crate::layer::{EtagCacheLayer, Shared};
+use crate::layer::{EtagCacheLayer, PASSES_APART_CAPACITY, Shared};
 use crate::response::{Completion, Lookup, Pending, cached_response};
-use crate::store::{CacheStore, StoreFuture};
+use crate::store::{CacheStore, MemoryStore, StoreFuture};
 use courier_core::CallContext;
 use courier_core::body::RetryBody;
 use courier_core::cache_control::CacheControl;
@@ -285,7 +285,11 @@ impl Route {
             credentials,
             head,
         } = self;
-        let entry = variants.and_then(|v| v.select(credentials, req.headers()).cloned());
+        // A pass alone has no entry to select.
+        let entry = variants
+            .as_deref()
+            .filter(|v| !v.is_empty())
+            .and_then(|v| v.select(credentials, req.headers()).cloned());
         let now = Instant::now();
         // The caller's fields, for `Vary`, taken before the conditionals are added (they are put
         // back when needed: see `Lookup::sent_headers`).
@@ -379,17 +383,22 @@ impl Route {
             return revalidate_in_background(inner, req, lookup, &stale, now);
         }
         // Concurrent revalidations of one entry, and concurrent requests for one missing key
-        // whose answer may be stored (a GET that is no question of the caller's own), go
-        // upstream once.
+        // whose answer may be stored (a GET that is no question of the caller's own, for a key
+        // that is no pass), go upstream once.
         let role = match (&entry, shared.single_flight) {
             (Some(entry), Some(max_wait)) if added_conditionals => {
                 let key = FlightKey::revalidation(entry);
-                Some((shared.flights.join(key, Some(entry), None, now), max_wait))
+                Some((shared.flights.join(key, Some(entry), None), max_wait))
             }
-            (_, Some(max_wait)) if !added_conditionals && !head && !fields.conditional => {
+            (_, Some(max_wait))
+                if !added_conditionals
+                    && !head
+                    && !fields.conditional
+                    && !shared.passes_at(variants.as_deref(), &key, now) =>
+            {
                 let flights = &shared.flights;
                 let flight = flights.miss_key(&key, credentials, key_hash);
-                Some((flights.join(flight, None, Some(&key), now), max_wait))
+                Some((flights.join(flight, None, Some(&key)), max_wait))
             }
             _ => None,
         };
@@ -564,7 +573,18 @@ struct RequestFields {
 }
 
 impl RequestFields {
+    /// Many calls carry no field of their own here (the client adds its defaults below): they
+    /// are told without a call.
+    #[inline(always)]
     fn scan(headers: &HeaderMap, credential_headers: &[HeaderName]) -> Self {
+        if headers.is_empty() {
+            return Self::default();
+        }
+        Self::scan_names(headers, credential_headers)
+    }
+
+    #[inline(never)]
+    fn scan_names(headers: &HeaderMap, credential_headers: &[HeaderName]) -> Self {
         let mut fields = Self::default();
         for name in headers.keys() {
             if name == header::RANGE {
@@ -588,6 +608,48 @@ impl RequestFields {
 // === impl Shared ===
 
 impl Shared {
+    /// Where passes are kept: in the in-memory store, so that one look-up answers for a key's
+    /// entries and its pass; beside a store that is not in memory, in a small in-memory store
+    /// of their own.
+    pub(crate) fn passes(&self) -> &MemoryStore {
+        match &self.memory {
+            Some(memory) => memory,
+            None => self
+                .passes_apart
+                .get_or_init(|| MemoryStore::new(PASSES_APART_CAPACITY)),
+        }
+    }
+
+    /// Remembers `key`, whose answer was not stored, as a pass from `now` for
+    /// [`PASS_MEMORY`]. `hash` is the key's hash in the in-memory store, when the lookup
+    /// computed it already.
+    pub(crate) fn remember_pass(&self, key: &UriKey, hash: Option<u64>, now: Instant) {
+        let Some(until) = now.checked_add(PASS_MEMORY) else {
+            return;
+        };
+        let passes = self.passes();
+        let parts = key.parts();
+        let hash = hash.unwrap_or_else(|| passes.hash_parts(parts));
+        passes.remember_pass(hash, parts, until);
+    }
+
+    /// Whether `key` is a pass at `now`: as its `variants` from the in-memory store say, or
+    /// as the passes kept apart from any other store say.
+    #[inline(always)]
+    fn passes_at(&self, variants: Option<&Variants>, key: &UriKey, now: Instant) -> bool {
+        match &self.memory {
+            Some(_) => variants.is_some_and(|v| v.passes_at(now)),
+            None => self.passes_apart_at(key, now),
+        }
+    }
+
+    /// Whether `key` is a pass at `now` among the passes kept apart from a store that is not
+    /// in memory.
+    #[inline(never)]
+    fn passes_apart_at(&self, key: &UriKey, now: Instant) -> bool {
+        (self.passes().get_key(key.parts()).0).is_some_and(|v| v.passes_at(now))
+    }
+
     /// A fingerprint of the request's credentials; 0 when it has none.
     ///
     /// Seeded per layer at random, so fingerprints cannot be chosen from outside to collide.

@@ -1,7 +1,7 @@
 //! Where entries live: the [`CacheStore`] seam and the bounded in-memory [`MemoryStore`].
 
 use crate::entry::Variants;
-use crate::key::{KeyHasher, Parts};
+use crate::key::{KeyHasher, KeyText, Parts};
 use quick_cache::sync::Cache;
 use quick_cache::{Equivalent, Lifecycle, Weighter};
 use std::cell::RefCell;
@@ -10,9 +10,16 @@ use std::future::{Future, ready};
 use std::hash::{BuildHasher, Hash, Hasher};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::time::Instant;
 
 /// Bookkeeping bytes counted per URI on top of its key and entries.
 const KEY_OVERHEAD: u64 = 64;
+
+/// Bytes counted for a URI that is only a pass, on top of [`KEY_OVERHEAD`] and its key: its
+/// variants, which an entry's own overhead counts otherwise (about 80 bytes and the
+/// allocator's share).
+const PASS_OVERHEAD: u64 = 96;
 
 /// The future of a [`CacheStore`] operation.
 pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -59,7 +66,14 @@ pub trait CacheStore: fmt::Debug + Send + Sync + 'static {
 /// entry), evicting by S3-FIFO (the `quick_cache` crate) when full.
 ///
 /// Bodies are held as `Bytes`, so a hit hands out the stored buffer without copying it.
-/// Clones share the same store. Its own `get`, `insert` and `remove` work at once; those of
+/// Clones share the same store.
+///
+/// The cache also keeps here, for a minute, the URIs whose last answer it did not store (a
+/// *pass*: meanwhile their requests go upstream on their own, without waiting for each other),
+/// so that one look-up answers for both. A pass weighs its key and a fixed overhead in
+/// [`weight`](CacheStore::weight) and is evicted like any entry; it is no key of
+/// [`len`](CacheStore::len), [`get`](Self::get) does not return it, and storing responses for
+/// the URI ends it. Its own `get`, `insert` and `remove` work at once; those of
 /// [`CacheStore`] wrap them in ready futures.
 #[derive(Clone)]
 pub struct MemoryStore {
@@ -69,6 +83,9 @@ pub struct MemoryStore {
     /// The heaviest value a shard takes (with a margin under quick_cache's own limit, a share
     /// of one shard): heavier, it would refuse the value and drop what the key held.
     max_value_weight: u64,
+    /// How many keys hold a pass and no entry: held, or in the hands of a look-up that found
+    /// one just before it was replaced.
+    passes_alone: Arc<AtomicUsize>,
 }
 
 impl MemoryStore {
@@ -103,6 +120,7 @@ impl MemoryStore {
             )),
             hasher: foldhash::fast::RandomState::default(),
             max_value_weight: capacity / shards as u64 / 10 * 9,
+            passes_alone: Arc::default(),
         }
     }
 
@@ -116,7 +134,12 @@ impl MemoryStore {
         let mut hasher = KeyHasher::new(self.hasher.build_hasher());
         parts.hash(&mut hasher);
         let hash = hasher.finish();
-        (self.cache.get(&ByParts { hash, parts }), hash)
+        let by = ByParts {
+            hash,
+            parts,
+            pass_by_hash: true,
+        };
+        (self.cache.get(&by), hash)
     }
 
     /// The hash of the key made of `parts`: the hash of its text.
@@ -135,7 +158,7 @@ impl MemoryStore {
     ) -> Option<(Arc<str>, Arc<Variants>)> {
         let stored = RefCell::new(None);
         let found = self.cache.get(&KeepingText {
-            by: ByParts { hash, parts },
+            by: ByParts::strict(hash, parts),
             stored: &stored,
         })?;
         // Set by the comparison that found the entry.
@@ -143,11 +166,25 @@ impl MemoryStore {
         Some((text, found))
     }
 
+    /// Makes the key made of `parts`, whose hash is `hash`, a pass until `until`, keeping the
+    /// variants it holds.
+    pub(crate) fn remember_pass(&self, hash: u64, parts: Parts<'_>, until: Instant) {
+        let (text, variants) = match self.get_hashed(hash, parts) {
+            Some((text, variants)) => (text, variants.with_pass(until, &self.passes_alone)),
+            None => (
+                Arc::from(KeyText::from_parts(parts).as_str()),
+                Variants::default().with_pass(until, &self.passes_alone),
+            ),
+        };
+        self.insert_hashed(hash, text, Arc::new(variants));
+    }
+
     /// Stores `variants` under `text`, whose hash is `hash`.
     pub(crate) fn insert_hashed(&self, hash: u64, text: Arc<str>, variants: Arc<Variants>) {
         debug_assert_eq!(hash, self.hash_text(&text));
         if let Some(variants) = self.admissible(&text, variants) {
-            self.cache.insert(StoreKey { hash, text }, variants);
+            self.cache
+                .insert(StoreKey::new(hash, text, &variants), variants);
         }
     }
 
@@ -172,9 +209,25 @@ impl MemoryStore {
         Some(Arc::new(Variants::new(entries[skip..].to_vec())))
     }
 
-    /// Removes the variants of the key made of `parts`, whose hash is `hash`.
+    /// Removes the variants of the key made of `parts`, whose hash is `hash` (its pass stays);
+    /// returns whether it held responses.
     pub(crate) fn remove_hashed(&self, hash: u64, parts: Parts<'_>) -> bool {
-        self.cache.remove(&ByParts { hash, parts }).is_some()
+        let Some((text, variants)) = self.get_hashed(hash, parts) else {
+            return false;
+        };
+        if variants.is_pass_only() {
+            return false;
+        }
+        match variants.pass_until() {
+            Some(until) => {
+                let pass = Variants::default().with_pass(until, &self.passes_alone);
+                self.insert_hashed(hash, text, Arc::new(pass));
+            }
+            None => {
+                self.cache.remove(&ByParts::strict(hash, parts));
+            }
+        }
+        true
     }
 
     /// The capacity in bytes.
@@ -185,7 +238,9 @@ impl MemoryStore {
     /// The variants stored for `key`, at once ([`CacheStore::get`] without the future).
     pub fn get(&self, key: &str) -> Option<Arc<Variants>> {
         let hash = self.hash_text(key);
-        self.cache.get(&ByText { hash, text: key })
+        self.cache
+            .get(&ByText { hash, text: key })
+            .filter(|v| !v.is_pass_only())
     }
 
     /// Stores `variants` under `key`, at once ([`CacheStore::insert`] without the future).
@@ -194,21 +249,21 @@ impl MemoryStore {
         let Some(variants) = self.admissible(&key, variants) else {
             return;
         };
-        self.cache.insert(
-            StoreKey {
-                hash,
-                text: Arc::from(key),
-            },
-            variants,
-        );
+        self.cache
+            .insert(StoreKey::new(hash, Arc::from(key), &variants), variants);
     }
 
     /// Removes `key`, at once ([`CacheStore::remove`] without the future); returns whether it
-    /// was there.
+    /// held responses.
     pub fn remove(&self, key: &str) -> bool {
         let hash = self.hash_text(key);
-        self.cache.remove(&ByText { hash, text: key }).is_some()
+        held_responses(self.cache.remove(&ByText { hash, text: key }))
     }
+}
+
+/// Whether what was removed held responses (not a pass alone).
+fn held_responses(removed: Option<(StoreKey, Arc<Variants>)>) -> bool {
+    removed.is_some_and(|(_, v)| !v.is_pass_only())
 }
 
 impl Default for MemoryStore {
@@ -221,7 +276,7 @@ impl Default for MemoryStore {
 impl fmt::Debug for MemoryStore {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("MemoryStore")
-            .field("len", &self.cache.len())
+            .field("len", &CacheStore::len(self))
             .field("weight", &self.cache.weight())
             .field("capacity", &self.cache.capacity())
             .finish()
@@ -246,8 +301,12 @@ impl CacheStore for MemoryStore {
         self.cache.weight()
     }
 
+    /// The keys holding responses: a key that is only a pass is not one. Exact whenever no
+    /// look-up is under way; meanwhile a pass just replaced may still be counted out.
     fn len(&self) -> usize {
-        self.cache.len()
+        self.cache
+            .len()
+            .saturating_sub(self.passes_alone.load(Ordering::Relaxed))
     }
 }
 
@@ -255,12 +314,35 @@ impl CacheStore for MemoryStore {
 
 /// A key as the in-memory store holds it: its text, and the hash of that text. Two keys are
 /// equal only when their texts are.
-#[derive(Clone, PartialEq, Eq)]
+#[derive(Clone)]
 struct StoreKey {
     hash: u64,
     /// Shared, so that replacing a key's variants reuses its text.
     text: Arc<str>,
+    /// The key holds a pass and no entry: the cache's look-up takes it by its hash alone. Two
+    /// keys whose (seeded, 64-bit) hashes collide may then share a pass, which serves nothing:
+    /// it only sends a request upstream on its own while it lasts. Every write compares whole
+    /// keys.
+    pass_only: bool,
 }
+
+impl StoreKey {
+    fn new(hash: u64, text: Arc<str>, variants: &Variants) -> Self {
+        Self {
+            hash,
+            text,
+            pass_only: variants.is_pass_only(),
+        }
+    }
+}
+
+impl PartialEq for StoreKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.text == other.text
+    }
+}
+
+impl Eq for StoreKey {}
 
 impl Hash for StoreKey {
     fn hash<H: Hasher>(&self, state: &mut H) {
@@ -290,6 +372,19 @@ impl Equivalent<StoreKey> for ByText<'_> {
 struct ByParts<'a> {
     hash: u64,
     parts: Parts<'a>,
+    /// Whether a key that only holds a pass is taken by its hash alone.
+    pass_by_hash: bool,
+}
+
+impl<'a> ByParts<'a> {
+    /// A lookup that compares every key it takes.
+    fn strict(hash: u64, parts: Parts<'a>) -> Self {
+        Self {
+            hash,
+            parts,
+            pass_by_hash: false,
+        }
+    }
 }
 
 impl Hash for ByParts<'_> {
@@ -300,7 +395,8 @@ impl Hash for ByParts<'_> {
 
 impl Equivalent<StoreKey> for ByParts<'_> {
     fn equivalent(&self, key: &StoreKey) -> bool {
-        self.hash == key.hash && self.parts.is_text(&key.text)
+        self.hash == key.hash
+            && ((self.pass_by_hash && key.pass_only) || self.parts.is_text(&key.text))
     }
 }
 
@@ -366,7 +462,8 @@ struct ByWeight;
 
 impl Weighter<StoreKey, Arc<Variants>> for ByWeight {
     fn weight(&self, key: &StoreKey, val: &Arc<Variants>) -> u64 {
-        KEY_OVERHEAD + key.text.len() as u64 + val.weight()
+        let pass = if val.is_pass_only() { PASS_OVERHEAD } else { 0 };
+        KEY_OVERHEAD + key.text.len() as u64 + val.weight() + pass
     }
 }
 
@@ -395,6 +492,7 @@ mod tests {
     use crate::key::UriKey;
     use http::{HeaderMap, Uri};
     use proptest::prelude::*;
+    use std::time::Duration;
 
     fn key(uri: &str) -> UriKey {
         UriKey::new(&uri.parse::<Uri>().unwrap(), &HeaderMap::new())
@@ -416,6 +514,7 @@ mod tests {
         let forged = StoreKey {
             hash: store.hash_text(wanted),
             text: Arc::from("http://a.example/x"),
+            pass_only: false,
         };
         let other = variants();
         store.cache.insert(forged, other.clone());
@@ -513,6 +612,137 @@ mod tests {
         );
         assert!(store.remove_hashed(hash, key.parts()));
         assert_eq!(store.len(), 0);
+    }
+
+    fn one_entry() -> Arc<Variants> {
+        let now = Instant::now();
+        let entry = crate::entry::Entry::new(
+            http::StatusCode::OK,
+            http::Version::HTTP_11,
+            HeaderMap::new(),
+            bytes::Bytes::from_static(b"x"),
+            0,
+            Vec::new(),
+            crate::entry::Timing {
+                request_time: now,
+                response_time: now,
+                response_wall: std::time::UNIX_EPOCH,
+            },
+        );
+        Arc::new(Variants::new(vec![Arc::new(entry)]))
+    }
+
+    fn remember_pass(store: &MemoryStore, uri: &str, until: Instant) {
+        let key = key(uri);
+        store.remember_pass(store.hash_parts(key.parts()), key.parts(), until);
+    }
+
+    #[test]
+    fn a_pass_is_found_by_the_cache_alone_and_counts_as_no_key() {
+        let store = MemoryStore::new(1 << 20);
+        let now = Instant::now();
+        let until = now + Duration::from_secs(60);
+        remember_pass(&store, "http://a.example/x", until);
+        let found = by_parts(&store, "http://a.example/x").expect("the pass is held");
+        assert!(found.is_pass_only());
+        assert!(found.passes_at(now));
+        assert!(!found.passes_at(until), "it ends at `until`");
+        drop(found);
+        assert!(
+            store.get("http://a.example/x").is_none(),
+            "no variants to hand out"
+        );
+        assert_eq!(CacheStore::len(&store), 0);
+        assert!(CacheStore::is_empty(&store));
+        assert!(store.weight() > 0, "its memory is counted");
+        assert!(!store.remove("http://a.example/x"), "it held no responses");
+        assert_eq!(store.weight(), 0);
+    }
+
+    #[test]
+    fn a_pass_taken_by_its_hash_alone_never_serves_nor_takes_another_uri_s_answers() {
+        let store = MemoryStore::new(1 << 20);
+        let now = Instant::now();
+        let wanted = "http://b.example/y";
+        let hash = store.hash_text(wanted);
+        // Another URI's pass, under exactly the hash the wanted URI has.
+        let pass =
+            Variants::default().with_pass(now + Duration::from_secs(60), &store.passes_alone);
+        store.cache.insert(
+            StoreKey::new(hash, Arc::from("http://a.example/x"), &pass),
+            Arc::new(pass),
+        );
+        let found = by_parts(&store, wanted).expect("taken by its hash");
+        assert!(found.is_pass_only() && found.passes_at(now));
+        let key = key(wanted);
+        assert!(
+            store.get_hashed(hash, key.parts()).is_none(),
+            "writes compare whole keys"
+        );
+        assert!(!store.remove_hashed(hash, key.parts()));
+
+        // The wanted URI's answer is stored beside the pass, under its own text.
+        let own = one_entry();
+        store.insert_hashed(hash, Arc::from(wanted), own.clone());
+        assert_eq!(store.cache.len(), 2);
+        // The routing look-up may take the colliding pass (then the request goes upstream on
+        // its own) or the URI's own entries, never another URI's.
+        let found = by_parts(&store, wanted).unwrap();
+        assert!(found.is_pass_only() || Arc::ptr_eq(&found, &own));
+        assert!(Arc::ptr_eq(&store.get(wanted).unwrap(), &own));
+        assert!(Arc::ptr_eq(
+            &store.get_hashed(hash, key.parts()).unwrap().1,
+            &own
+        ));
+        assert!(store.get("http://a.example/x").is_none());
+    }
+
+    #[test]
+    fn a_pass_keeps_the_entries_and_storing_ends_it() {
+        let store = MemoryStore::new(1 << 20);
+        let now = Instant::now();
+        let stored = one_entry();
+        store.insert("http://a.example/x".to_owned(), stored.clone());
+        remember_pass(&store, "http://a.example/x", now + Duration::from_secs(60));
+        let found = store.get("http://a.example/x").expect("the entries stay");
+        assert_eq!(found.entries().len(), 1);
+        assert!(found.passes_at(now));
+        assert_eq!(CacheStore::len(&store), 1);
+
+        // Its responses removed, the pass stays, and the key no longer counts.
+        let key = key("http://a.example/x");
+        let hash = store.hash_parts(key.parts());
+        assert!(store.remove_hashed(hash, key.parts()));
+        assert!(
+            !store.remove_hashed(hash, key.parts()),
+            "nothing more to remove"
+        );
+        assert!(
+            by_parts(&store, "http://a.example/x")
+                .unwrap()
+                .passes_at(now)
+        );
+        assert_eq!(CacheStore::len(&store), 0);
+
+        // Responses stored for the URI end the pass.
+        store.insert("http://a.example/x".to_owned(), stored);
+        let found = by_parts(&store, "http://a.example/x").unwrap();
+        assert!(!found.passes_at(now));
+        assert_eq!(CacheStore::len(&store), 1);
+    }
+
+    #[test]
+    fn passes_are_bounded_by_the_capacity_and_never_counted_as_keys() {
+        let store = MemoryStore::new(16 * 1024);
+        let until = Instant::now() + Duration::from_secs(60);
+        for i in 0..2_000 {
+            remember_pass(&store, &format!("http://a.example/{i}"), until);
+            assert!(store.weight() <= store.capacity());
+        }
+        assert!(store.cache.len() < 2_000, "evicted like entries");
+        assert_eq!(CacheStore::len(&store), 0);
+        store.insert("http://a.example/kept".to_owned(), one_entry());
+        assert_eq!(CacheStore::len(&store), 1);
     }
 
     #[test]

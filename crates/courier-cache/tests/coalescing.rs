@@ -6,7 +6,7 @@
 mod common;
 
 use common::*;
-use courier_cache::CacheBody;
+use courier_cache::{CacheBody, CacheStore, MemoryStore, StoreFuture, Variants};
 use courier_core::{BoxError, CacheStatus, CallContext};
 use courier_testkit::body::ScriptedBody;
 use http::{Request, Response};
@@ -337,6 +337,44 @@ async fn a_key_whose_answer_is_not_stored_sends_its_requests_on_their_own_for_a_
     tokio::time::sleep(Duration::from_secs(1)).await;
     assert_eq!(crowd_ends(&svc).await, (1, CROWD - 1));
     assert_eq!(origin.calls(), 4 * CROWD);
+}
+
+/// A store the cache does not know to be in memory: looked up through its futures, with the
+/// passes kept apart from it.
+#[derive(Debug)]
+struct Elsewhere(MemoryStore);
+
+impl CacheStore for Elsewhere {
+    fn get<'a>(&'a self, key: &'a str) -> StoreFuture<'a, Option<Arc<Variants>>> {
+        CacheStore::get(&self.0, key)
+    }
+
+    fn insert(&self, key: String, variants: Arc<Variants>) -> StoreFuture<'_, ()> {
+        CacheStore::insert(&self.0, key, variants)
+    }
+
+    fn remove<'a>(&'a self, key: &'a str) -> StoreFuture<'a, bool> {
+        CacheStore::remove(&self.0, key)
+    }
+
+    fn weight(&self) -> u64 {
+        self.0.weight()
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn beside_a_store_not_in_memory_a_key_not_stored_is_a_pass_too() {
+    let origin = Origin::new(&[("cache-control", "no-store")]);
+    let svc = cache(&origin, layer().store(Elsewhere(MemoryStore::new(1 << 20))));
+    assert_eq!(crowd_ends(&svc).await, (1, CROWD - 1));
+    assert_eq!(crowd_ends(&svc).await, (CROWD, 0));
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert_eq!(crowd_ends(&svc).await, (1, CROWD - 1));
+    assert_eq!(origin.calls(), 3 * CROWD);
 }
 
 #[tokio::test(start_paused = true)]
