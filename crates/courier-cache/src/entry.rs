@@ -536,6 +536,7 @@ impl Variants {
     }
 
     /// Whether there is no entry.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.entries.is_empty()
     }

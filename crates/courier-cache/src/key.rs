@@ -350,7 +350,11 @@ impl<H: Hasher> KeyHasher<H> {
 
     pub(crate) fn finish(mut self) -> u64 {
         self.state.write(&self.buf[..self.len]);
-        self.state.write_usize(self.total);
+        // A key in one chunk is hashed with its length already; a longer one has its length
+        // added, as its chunks do not say it.
+        if self.total != self.len {
+            self.state.write_usize(self.total);
+        }
         self.state.finish()
     }
 }
