@@ -66,15 +66,15 @@ pub trait CacheStore: fmt::Debug + Send + Sync + 'static {
 /// entry), evicting by S3-FIFO (the `quick_cache` crate) when full.
 ///
 /// Bodies are held as `Bytes`, so a hit hands out the stored buffer without copying it.
-/// Clones share the same store.
+/// Clones share the same store. Its own `get`, `insert` and `remove` work at once; those of
+/// [`CacheStore`] wrap them in ready futures.
 ///
 /// The cache also keeps here, for a minute, the URIs whose last answer it did not store (a
 /// *pass*: meanwhile their requests go upstream on their own, without waiting for each other),
 /// so that one look-up answers for both. A pass weighs its key and a fixed overhead in
 /// [`weight`](CacheStore::weight) and is evicted like any entry; it is no key of
 /// [`len`](CacheStore::len), [`get`](Self::get) does not return it, and storing responses for
-/// the URI ends it. Its own `get`, `insert` and `remove` work at once; those of
-/// [`CacheStore`] wrap them in ready futures.
+/// the URI ends it.
 #[derive(Clone)]
 pub struct MemoryStore {
     cache: Arc<Cache<StoreKey, Arc<Variants>, ByWeight, PassThrough, LogEvictions>>,
@@ -302,7 +302,8 @@ impl CacheStore for MemoryStore {
     }
 
     /// The keys holding responses: a key that is only a pass is not one. Exact whenever no
-    /// look-up is under way; meanwhile a pass just replaced may still be counted out.
+    /// look-up is under way; meanwhile a pass that was just replaced, still in a look-up's
+    /// hands, may make it one lower.
     fn len(&self) -> usize {
         self.cache
             .len()
