@@ -173,10 +173,15 @@ impl MemoryStore {
             Some((text, variants)) => (text, variants.with_pass(until, &self.passes_alone)),
             None => (
                 Arc::from(KeyText::from_parts(parts).as_str()),
-                Variants::default().with_pass(until, &self.passes_alone),
+                self.pass_alone(until),
             ),
         };
         self.insert_hashed(hash, text, Arc::new(variants));
+    }
+
+    /// Variants that are a pass until `until` and hold no entry, counted apart from `len`.
+    fn pass_alone(&self, until: Instant) -> Variants {
+        Variants::default().with_pass(until, &self.passes_alone)
     }
 
     /// Stores `variants` under `text`, whose hash is `hash`.
@@ -219,10 +224,7 @@ impl MemoryStore {
             return false;
         }
         match variants.pass_until() {
-            Some(until) => {
-                let pass = Variants::default().with_pass(until, &self.passes_alone);
-                self.insert_hashed(hash, text, Arc::new(pass));
-            }
+            Some(until) => self.insert_hashed(hash, text, Arc::new(self.pass_alone(until))),
             None => {
                 self.cache.remove(&ByParts::strict(hash, parts));
             }
