@@ -76,6 +76,10 @@ enum Client {
     /// The preset over hyper-util without its cache, the case of most users: in the latency
     /// table beside the preset, so that what the cache does to the tail shows.
     HyperPresetNoCache,
+    /// The floor of the preset without its cache ([`courier_bench::floors::preset_floor`])
+    /// over hyper-util: what any stack keeping the preset's contracts over the peers' costs
+    /// at least.
+    HyperFloor,
     ReqwestRaw,
     ReqwestPreset,
     ReqwestMiddleware,
@@ -120,6 +124,7 @@ impl Client {
             Self::Courier => "courier::Client over hyper-util (get(url).send(), bytes())",
             Self::HyperPresetNoPacing => "courier preset over hyper-util, adaptive pacing off",
             Self::HyperPresetNoCache => "courier preset over hyper-util, no cache",
+            Self::HyperFloor => "the preset's floor over hyper-util, no cache",
             Self::ReqwestRaw => "reqwest (raw)",
             Self::ReqwestPreset => "courier preset over reqwest",
             Self::ReqwestMiddleware => "reqwest-middleware + reqwest-retry",
@@ -136,6 +141,7 @@ impl Client {
             | Self::Courier
             | Self::HyperPresetNoPacing
             | Self::HyperPresetNoCache
+            | Self::HyperFloor
             | Self::HyperPeer
             | Self::HyperLayer(_) => Self::HyperRaw,
             _ => Self::ReqwestRaw,
@@ -232,6 +238,10 @@ async fn sequential(clients: Clients, client: Client, n: usize) -> (usize, Vec<D
                 }
                 times.push(sent.elapsed());
             }
+        }
+        Client::HyperFloor => {
+            let floor = courier_bench::floors::preset_floor(clients.hyper.clone());
+            return through(floor, &clients.uri, n).await;
         }
         Client::HyperPeer => return through(clients.hyper_peer.clone(), &clients.uri, n).await,
         Client::ReqwestPeer => return through(clients.reqwest_peer.clone(), &clients.uri, n).await,
@@ -393,6 +403,7 @@ fn main() {
             Client::Courier,
             Client::HyperPresetNoPacing,
             Client::HyperPresetNoCache,
+            Client::HyperFloor,
             Client::ReqwestRaw,
             Client::ReqwestPreset,
             Client::ReqwestMiddleware,

@@ -32,9 +32,10 @@ type Body = Full<Bytes>;
 /// least a client of `courier::Client`'s shape adds), the preset as `oneshot` with each
 /// request's URI made from the URL string as `courier::Client` makes it (what building the
 /// request costs), `courier::Client` (the preset's
-/// defaults over hyper-util, called with a URL string: `get`, `send`, `bytes`), and the same
-/// features built from peers.
-pub const LOOPBACK_VARIANTS: [&str; 18] = [
+/// defaults over hyper-util, called with a URL string: `get`, `send`, `bytes`), the same
+/// features built from peers, and the floor of the preset without its cache
+/// ([`crate::floors::preset_floor`]).
+pub const LOOPBACK_VARIANTS: [&str; 19] = [
     "raw",
     "bare",
     "bare_no_ua",
@@ -53,6 +54,7 @@ pub const LOOPBACK_VARIANTS: [&str; 18] = [
     "peer",
     "preset_no_cache",
     "peer_no_cache",
+    "floor_no_cache",
 ];
 
 /// Runs happy-path variant `which` (an index into [`happy::variants`]) `iters` times.
@@ -260,6 +262,7 @@ pub fn loopback_calls(variant: &str, n: usize, tasks: usize) {
         let peer = (variant == "peer").then(|| crate::peer::stack(raw.clone(), None));
         let peer_no_cache =
             (variant == "peer_no_cache").then(|| crate::peer::stack_without_cache(raw.clone()));
+        let floor = (variant == "floor_no_cache").then(|| crate::floors::preset_floor(raw.clone()));
         let client = (variant == "client").then(courier::Client::new);
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..tasks {
@@ -270,6 +273,10 @@ pub fn loopback_calls(variant: &str, n: usize, tasks: usize) {
             }
             if let Some(peer) = &peer_no_cache {
                 set.spawn(calls(peer.clone(), uri, per_task));
+                continue;
+            }
+            if let Some(floor) = &floor {
+                set.spawn(calls(floor.clone(), uri, per_task));
                 continue;
             }
             match (&stack, &peer) {

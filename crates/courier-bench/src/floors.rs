@@ -10,6 +10,7 @@
 //! | breaker (per host) | [`FloorPerHost`]: the same, after telling that the request goes to the previous call's host |
 //! | rate limiter, adaptive pacing | [`FloorPerHost::with_clock`]: the per-host floor plus a clock read and one compare-and-swap (a GCRA decision) |
 //! | cache (miss) | [`LookupFloor`]: hash the method and URI, probe a concurrent map, forward, put `CacheStatus` on the answer |
+//! | the preset without its cache | [`preset_floor`]: the deadline's, retry's, the breaker's and the bucket's floors and tower's `Timeout`, stacked in the preset's order |
 
 use courier::core::extensions::{AttemptOutcome, AttemptRecord, Attempts, Decision, Reason};
 use courier::core::{BoxError, CacheStatus, CallContext, HostKey, Verdict};
@@ -37,6 +38,29 @@ pub fn deadline_only<S, B>(
     })
     .layer(inner)
 }
+
+/// The preset without its cache, at its floor: the floors of what it keeps over the peer
+/// stack without theirs, stacked in the preset's order, with the preset's budgets. The call's
+/// context with its deadline ([`deadline_only`]); the head kept and one record on the answer
+/// ([`AttemptsFloor`]); the breaker's state per host ([`FloorPerHost`]); pacing's decision per
+/// host ([`FloorPerHost::with_clock`]); tower's `Timeout` for the attempt.
+///
+/// It is below the preset's true floor, so that a goal it misses is below that floor too: no
+/// timer bounds the call or its body, no copy of the body is kept for a retry, no retry budget
+/// is paid into, no verdict is read from the answer, and there is no concurrency limit.
+pub fn preset_floor<S, B>(
+    inner: S,
+) -> tower::util::MapRequest<PresetFloorBelow<S>, impl FnMut(Request<B>) -> Request<B> + Clone> {
+    let attempt = tower::timeout::Timeout::new(inner, courier::preset::DEFAULT_ATTEMPT_TIMEOUT);
+    deadline_only(
+        courier::preset::DEFAULT_DEADLINE,
+        AttemptsFloor::new(FloorPerHost::new(FloorPerHost::with_clock(attempt))),
+    )
+}
+
+/// The levels of [`preset_floor`] below the deadline's.
+pub type PresetFloorBelow<S> =
+    AttemptsFloor<FloorPerHost<FloorPerHost<tower::timeout::Timeout<S>>>>;
 
 /// Retry's floor: what any retry layer keeping the contract does on a call that ends after
 /// its first attempt. It keeps the request's head for a later attempt (method, URI, headers),
@@ -192,8 +216,9 @@ where
 /// [`Floor`] per host: first tell that the request goes to the previous call's host (scheme
 /// and authority, as courier's per-host layers do) and that no eviction ran since. The miss
 /// path, taken once here, stands in for the map. With [`with_clock`](Self::with_clock), a
-/// clock read and one compare-and-swap on the host's state too: a bucket's decision.
-#[derive(Debug)]
+/// clock read and one compare-and-swap on the host's state too: a bucket's decision. A clone
+/// shares the hosts' states and keeps its own last host.
+#[derive(Debug, Clone)]
 pub struct FloorPerHost<S> {
     inner: S,
     generation: Arc<AtomicU64>,
@@ -509,5 +534,53 @@ where
         std::hint::black_box((storable, this.uri.take(), *this.requested));
         res.extensions_mut().insert(CacheStatus::Miss);
         Poll::Ready(Ok(res))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use courier::core::extensions::Attempts;
+    use http_body_util::Full;
+    use tower::ServiceExt;
+
+    type Body = Full<bytes::Bytes>;
+
+    fn get() -> Request<Body> {
+        Request::get("http://upstream.example/v1/items")
+            .body(Body::default())
+            .unwrap()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_preset_floor_keeps_the_contracts_it_stands_for() {
+        let start = tokio::time::Instant::now();
+        let upstream = tower::service_fn(move |req: Request<Body>| async move {
+            // The call's context reaches the transport with the preset's deadline.
+            let deadline = CallContext::deadline_in(req.extensions());
+            assert_eq!(deadline, Some(start + courier::preset::DEFAULT_DEADLINE));
+            Ok::<_, BoxError>(Response::new(Body::default()))
+        });
+        let res = preset_floor(upstream).oneshot(get()).await.unwrap();
+        // One record of the one attempt on the answer.
+        let attempts = res.extensions().get::<Attempts>().expect("a record");
+        assert_eq!(attempts.count(), 1);
+        assert_eq!(attempts.last().unwrap().reason, Reason::FinalStatus);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_preset_floor_bounds_an_attempt_and_keeps_a_host_apart() {
+        let hang = tower::service_fn(|_: Request<Body>| async {
+            std::future::pending::<Result<Response<Body>, BoxError>>().await
+        });
+        let mut floor = preset_floor(hang);
+        let start = tokio::time::Instant::now();
+        let err = floor.ready().await.unwrap().call(get()).await.unwrap_err();
+        assert!(err.is::<tower::timeout::error::Elapsed>(), "{err}");
+        assert_eq!(start.elapsed(), courier::preset::DEFAULT_ATTEMPT_TIMEOUT);
+        // A clone keeps its own last host and shares the hosts' states: the failure above
+        // counted against the host, so the next call is refused as an open circuit's.
+        let err = floor.clone().oneshot(get()).await.unwrap_err();
+        assert_eq!(err.to_string(), "open");
     }
 }

@@ -248,6 +248,7 @@ pub fn floor_of(variant: &str) -> Option<&'static str> {
         "courier breaker (global)" => "floor breaker (shared state)",
         "courier ratelimit" | "courier adaptive pacing (healthy host)" => "floor bucket (per host)",
         "courier cache (miss)" => MISS_FLOOR,
+        PRESET_WITHOUT_CACHE => PRESET_FLOOR,
         _ => return None,
     })
 }
@@ -260,6 +261,9 @@ pub const PEER_STACK_GOVERNOR: &str = "peer stack + governor (6 features)";
 
 /// The cache's floor on a miss that keeps the whole contract ([`floors::MissFloor`]).
 pub const MISS_FLOOR: &str = "floor cache (miss, flight probed, URI kept)";
+
+/// The preset without its cache at its floor ([`floors::preset_floor`]).
+pub const PRESET_FLOOR: &str = "floor stack (the preset's contracts, no cache)";
 
 /// The preset without its cache, most users' case.
 pub const PRESET_WITHOUT_CACHE: &str = "courier preset without its cache (4 layers)";
@@ -553,6 +557,7 @@ pub fn variants() -> Vec<Variant> {
             peer::stack_without_cache(service_fn(ok))
         }),
         variant(MISS_FLOOR, move || floors::MissFloor::new(service_fn(ok))),
+        variant(PRESET_FLOOR, move || floors::preset_floor(service_fn(ok))),
     ]);
     out
 }
@@ -607,7 +612,7 @@ mod tests {
         let _rt = rt.enter();
         let variants = variants();
         assert_eq!(variants[0].name, BARE);
-        assert_eq!(variants.len(), 46);
+        assert_eq!(variants.len(), 47);
         for v in variants {
             let name = v.name;
             let mut call = v.build();
