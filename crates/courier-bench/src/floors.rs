@@ -10,7 +10,7 @@
 //! | breaker (per host) | [`FloorPerHost`]: the same, after telling that the request goes to the previous call's host |
 //! | rate limiter, adaptive pacing | [`FloorPerHost::with_clock`]: the per-host floor plus a clock read and one compare-and-swap (a GCRA decision) |
 //! | cache (miss) | [`LookupFloor`]: hash the method and URI, probe a concurrent map, forward, put `CacheStatus` on the answer |
-//! | the preset without its cache | [`preset_floor`]: the deadline's, retry's, the breaker's and the bucket's floors and tower's `Timeout`, stacked in the preset's order |
+//! | the preset without its cache | [`preset_floor`]: the deadline's, retry's, the breaker's and pacing's floors and tower's `Timeout`, stacked in the preset's order |
 
 use courier::core::extensions::{AttemptOutcome, AttemptRecord, Attempts, Decision, Reason};
 use courier::core::{BoxError, CacheStatus, CallContext, HostKey, Verdict};
