@@ -240,6 +240,8 @@ async fn sequential(clients: Clients, client: Client, n: usize) -> (usize, Vec<D
             }
         }
         Client::HyperFloor => {
+            // Built per task: each task's hosts' states are its own, which keeps the floor
+            // below the preset, whose states every task shares.
             let floor = courier_bench::floors::preset_floor(clients.hyper.clone());
             return through(floor, &clients.uri, n).await;
         }

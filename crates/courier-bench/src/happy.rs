@@ -263,7 +263,7 @@ pub const PEER_STACK_GOVERNOR: &str = "peer stack + governor (6 features)";
 pub const MISS_FLOOR: &str = "floor cache (miss, flight probed, URI kept)";
 
 /// The preset without its cache at its floor ([`floors::preset_floor`]).
-pub const PRESET_FLOOR: &str = "floor stack (the preset's contracts, no cache)";
+const PRESET_FLOOR: &str = "floor stack (the preset's contracts, no cache)";
 
 /// The preset without its cache, most users' case.
 pub const PRESET_WITHOUT_CACHE: &str = "courier preset without its cache (4 layers)";
