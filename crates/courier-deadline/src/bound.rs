@@ -30,7 +30,8 @@ pub(crate) enum Cause {
 ///
 /// The `Sleep` is created on the first `Pending` (a call whose inner future is ready at once never
 /// touches the timer) and boxed so that it can move from the response future into the body: a
-/// call creates at most one.
+/// bound creates at most one. A bound that ends with the headers does not use this one: the
+/// response future keeps that timer in place (see [`ResponseFuture`](crate::ResponseFuture)).
 pub(crate) struct Bound {
     at: Instant,
     start: Instant,

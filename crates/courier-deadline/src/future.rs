@@ -11,7 +11,7 @@ use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll, ready};
 use tokio::task::futures::TaskLocalFuture;
-use tokio::time::Instant;
+use tokio::time::{Instant, Sleep};
 
 pin_project! {
     /// The response future of [`Deadline`](crate::Deadline) and
@@ -19,7 +19,8 @@ pin_project! {
     ///
     /// Polls the inner future first; while it is pending, waits on the call's one timer. When
     /// the response arrives in time its body is wrapped in a [`DeadlineBody`] that inherits the
-    /// timer (when the layer bounds the body).
+    /// timer (when the layer bounds the body). A bound that ends with the headers keeps its
+    /// timer in this future, which allocates nothing for it.
     #[must_use = "futures do nothing unless polled"]
     pub struct ResponseFuture<F> {
         // `None` when the bound had passed before the call: nothing was sent.
@@ -27,6 +28,10 @@ pin_project! {
         inner: Option<F>,
         // `None` once the future has completed, and from the start in a pass-through service.
         bound: Option<Bound>,
+        // The timer of a bound that ends with the headers, armed on the first `Pending`. One
+        // that goes on into the body is the bound's own, boxed so that it can move there.
+        #[pin]
+        head_timer: Option<Sleep>,
         bound_body: bool,
         // `false` when the layers below end the wait for the headers by the deadline.
         watch_headers: bool,
@@ -40,6 +45,7 @@ impl<F> ResponseFuture<F> {
         Self {
             inner: Some(inner),
             bound: Some(bound),
+            head_timer: None,
             bound_body,
             watch_headers: true,
         }
@@ -56,6 +62,7 @@ impl<F> ResponseFuture<F> {
         Self {
             inner: Some(inner),
             bound: None,
+            head_timer: None,
             bound_body: false,
             watch_headers: false,
         }
@@ -66,6 +73,7 @@ impl<F> ResponseFuture<F> {
         Self {
             inner: None,
             bound: Some(bound),
+            head_timer: None,
             bound_body: false,
             watch_headers: true,
         }
@@ -86,7 +94,12 @@ where
             let bound = this.bound.take().expect("polled after completion");
             return Poll::Ready(Err(bound.error()));
         };
-        match inner.poll(cx) {
+        let polled = inner.poll(cx);
+        if polled.is_ready() && this.head_timer.is_some() {
+            // Out of the timer wheel now: the layers above may keep this future a while.
+            this.head_timer.set(None);
+        }
+        match polled {
             Poll::Ready(Ok(res)) => {
                 let bound = this.bound.take();
                 let Some(mut bound) = bound.filter(|_| *this.bound_body) else {
@@ -128,7 +141,16 @@ where
             Poll::Pending => {}
         }
         let bound = this.bound.as_mut().expect("polled after completion");
-        ready!(bound.poll_passed(cx));
+        if *this.bound_body {
+            ready!(bound.poll_passed(cx));
+        } else {
+            if this.head_timer.is_none() {
+                this.head_timer
+                    .set(Some(tokio::time::sleep_until(bound.at())));
+            }
+            let timer = this.head_timer.as_mut().as_pin_mut();
+            ready!(timer.expect("armed just above").poll(cx));
+        }
         let bound = this.bound.take().expect("the bound was just polled");
         // The layers below are dropped here, not with this future, so that what they did (the
         // retry layer's attempts) comes back with the error.

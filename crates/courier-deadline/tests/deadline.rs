@@ -568,6 +568,43 @@ async fn body_timer_is_released_at_the_end_of_the_body() {
     );
 }
 
+/// Counts the wakes of the task that holds it.
+struct Wakes(AtomicUsize);
+
+impl std::task::Wake for Wakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, Ordering::SeqCst);
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_attempts_timer_leaves_the_wheel_with_its_answer() {
+    // The attempt's timer waits for the headers only. Once they came, a caller that keeps the
+    // finished future (a layer above often does, until its own future ends) is not woken when
+    // the attempt's time would have run out.
+    let wakes = Arc::new(Wakes(AtomicUsize::new(0)));
+    let waker = std::task::Waker::from(Arc::clone(&wakes));
+    let mut cx = Context::from_waker(&waker);
+    let mut svc = AttemptTimeoutLayer::new(ms(3000)).layer(Upstream::new(ms(10), 200));
+    let mut fut = std::pin::pin!(svc.call(Request::new(())));
+    assert!(
+        fut.as_mut().poll(&mut cx).is_pending(),
+        "the timer is armed"
+    );
+    tokio::time::advance(ms(10)).await;
+    match fut.as_mut().poll(&mut cx) {
+        Poll::Ready(Ok(res)) => assert_eq!(res.status(), 200),
+        other => panic!("the answer came in time: {:?}", other.map(|r| r.err())),
+    }
+    let woken = wakes.0.load(Ordering::SeqCst);
+    tokio::time::advance(ms(5000)).await;
+    assert_eq!(
+        wakes.0.load(Ordering::SeqCst),
+        woken,
+        "no wake from a finished attempt"
+    );
+}
+
 #[tokio::test(start_paused = true)]
 async fn headers_bounded_below_leaves_the_wait_to_the_attempt_timeout() {
     // The attempt timeout below ends the wait at the deadline; the deadline layer reports it
@@ -598,11 +635,12 @@ async fn headers_bounded_below_leaves_the_wait_to_the_attempt_timeout() {
     assert_eq!(start.elapsed(), ms(1000), "the body is bounded as before");
 
     // Alone, the layer arms no timer for the headers: that is what the option says.
-    let mut fut = DeadlineLayer::new(ms(1000))
+    let fut = DeadlineLayer::new(ms(1000))
         .headers_bounded_below(true)
         .layer(Upstream::new(ms(5000), 200))
         .oneshot(Request::new(()));
-    let pending = tokio::time::timeout(ms(2000), &mut fut).await;
+    let mut fut = std::pin::pin!(fut);
+    let pending = tokio::time::timeout(ms(2000), fut.as_mut()).await;
     assert!(pending.is_err(), "still waiting past the deadline");
     assert_eq!(fut.await.unwrap().status(), 200);
 }
