@@ -242,7 +242,9 @@ async fn sequential(clients: Clients, client: Client, n: usize) -> (usize, Vec<D
         Client::HyperFloor => {
             // Built per task: each task's hosts' states are its own, which keeps the floor
             // below the preset, whose states every task shares.
-            let floor = courier_bench::floors::preset_floor(clients.hyper.clone());
+            let floor = courier_bench::floors::preset_floor(
+                courier_bench::floors::with_user_agent(clients.hyper.clone()),
+            );
             return through(floor, &clients.uri, n).await;
         }
         Client::HyperPeer => return through(clients.hyper_peer.clone(), &clients.uri, n).await,
@@ -538,6 +540,7 @@ fn main() {
         Client::HyperRaw,
         Client::HyperPreset,
         Client::HyperPresetNoCache,
+        Client::HyperFloor,
         Client::Courier,
         Client::HyperPeer,
     ]

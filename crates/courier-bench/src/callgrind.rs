@@ -262,7 +262,8 @@ pub fn loopback_calls(variant: &str, n: usize, tasks: usize) {
         let peer = (variant == "peer").then(|| crate::peer::stack(raw.clone(), None));
         let peer_no_cache =
             (variant == "peer_no_cache").then(|| crate::peer::stack_without_cache(raw.clone()));
-        let floor = (variant == "floor_no_cache").then(|| crate::floors::preset_floor(raw.clone()));
+        let floor = (variant == "floor_no_cache")
+            .then(|| crate::floors::preset_floor(crate::floors::with_user_agent(raw.clone())));
         let client = (variant == "client").then(courier::Client::new);
         let mut set = tokio::task::JoinSet::new();
         for _ in 0..tasks {

@@ -10,7 +10,8 @@
 //! | breaker (per host) | [`FloorPerHost`]: the same, after telling that the request goes to the previous call's host |
 //! | rate limiter, adaptive pacing | [`FloorPerHost::with_clock`]: the per-host floor plus a clock read and one compare-and-swap (a GCRA decision) |
 //! | cache (miss) | [`LookupFloor`]: hash the method and URI, probe a concurrent map, forward, put `CacheStatus` on the answer |
-//! | the preset without its cache | [`preset_floor`]: the deadline's, retry's, the breaker's and pacing's floors and tower's `Timeout`, stacked in the preset's order |
+//! | the preset without its cache | [`preset_floor`]: the call's entry ([`DeadlineFloor`]: the context and the body under the deadline), retry's, the breaker's and pacing's floors and tower's `Timeout`, stacked in the preset's order |
+//! | the preset's transport | [`with_user_agent`]: the `User-Agent` the preset's hyper and reqwest transports send |
 
 use courier::core::extensions::{AttemptOutcome, AttemptRecord, Attempts, Decision, Reason};
 use courier::core::{BoxError, CacheStatus, CallContext, HostKey, Verdict};
@@ -41,24 +42,152 @@ pub fn deadline_only<S, B>(
 
 /// The preset without its cache, at its floor: the floors of what it keeps over the peer
 /// stack without theirs, stacked in the preset's order, with the preset's budgets. The call's
-/// context with its deadline ([`deadline_only`]); the head kept and one record on the answer
-/// ([`AttemptsFloor`]); the breaker's state per host ([`FloorPerHost`]); pacing's decision per
-/// host ([`FloorPerHost::with_clock`]); tower's `Timeout` for the attempt.
+/// context with its deadline, and the body read under it ([`DeadlineFloor`]); the head kept
+/// and one record on the answer ([`AttemptsFloor`]); the breaker's state per host
+/// ([`FloorPerHost`]); pacing's decision per host ([`FloorPerHost::with_clock`]); tower's
+/// `Timeout` for the attempt. Over a network transport, put the preset's `User-Agent` on the
+/// transport with [`with_user_agent`], as the preset's transports do.
 ///
 /// It is below the preset's true floor, so that a goal it misses is below that floor too: no
-/// timer bounds the call or its body, no copy of the body is kept for a retry, no retry budget
-/// is paid into, no verdict is read from the answer, and there is no concurrency limit.
-pub fn preset_floor<S, B>(
-    inner: S,
-) -> tower::util::MapRequest<PresetFloorBelow<S>, impl FnMut(Request<B>) -> Request<B> + Clone> {
+/// copy of the body is kept for a retry, no retry budget is paid into, no verdict is read
+/// from the answer, there is no concurrency limit, and the attempt's bound does not shrink to
+/// the time the deadline leaves.
+pub fn preset_floor<S>(inner: S) -> DeadlineFloor<PresetFloorBelow<S>> {
     let attempt = tower::timeout::Timeout::new(inner, courier::preset::DEFAULT_ATTEMPT_TIMEOUT);
-    deadline_only(
+    DeadlineFloor::new(
         courier::preset::DEFAULT_DEADLINE,
         AttemptsFloor::new(FloorPerHost::new(FloorPerHost::with_clock(attempt))),
     )
 }
 
-/// The levels of [`preset_floor`] below the deadline's.
+/// The preset's `User-Agent` on every request that has none, as its hyper and reqwest
+/// transports put it (RFC 9110 asks it of a client; many APIs refuse a request without one).
+pub fn with_user_agent<S, B>(
+    inner: S,
+) -> tower::util::MapRequest<S, impl FnMut(Request<B>) -> Request<B> + Clone> {
+    let value = http::HeaderValue::from_static(courier::transport::DEFAULT_USER_AGENT);
+    MapRequestLayer::new(move |mut req: Request<B>| {
+        req.headers_mut()
+            .entry(http::header::USER_AGENT)
+            .or_insert_with(|| value.clone());
+        req
+    })
+    .layer(inner)
+}
+
+/// The deadline's floor with its whole contract on the happy path: the call's context with its
+/// deadline, and the answer's body read under that deadline. The body's timer is armed only
+/// when a read has to wait, and kept in place, so a body that came with its head costs no
+/// timer and no allocation; a frame that is ready is handed on without reading the clock. The
+/// price, which the preset does not pay, is a body that is not `Unpin`: its reader pins it.
+#[derive(Debug, Clone)]
+pub struct DeadlineFloor<S> {
+    inner: S,
+    budget: Duration,
+}
+
+impl<S> DeadlineFloor<S> {
+    /// The floor with `budget` per call over `inner`.
+    pub fn new(budget: Duration, inner: S) -> Self {
+        Self { inner, budget }
+    }
+}
+
+impl<S, B, RB> Service<Request<B>> for DeadlineFloor<S>
+where
+    S: Service<Request<B>, Response = Response<RB>>,
+{
+    type Response = Response<DeadlineFloorBody<RB>>;
+    type Error = S::Error;
+    type Future = DeadlineFloorFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), S::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
+        let at = CallContext::get_or_insert(&mut req).shrink_deadline_after(self.budget);
+        DeadlineFloorFuture {
+            fut: self.inner.call(req),
+            at,
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`DeadlineFloor`].
+    #[derive(Debug)]
+    pub struct DeadlineFloorFuture<F> {
+        #[pin]
+        fut: F,
+        at: tokio::time::Instant,
+    }
+}
+
+impl<F, RB, E> Future for DeadlineFloorFuture<F>
+where
+    F: Future<Output = Result<Response<RB>, E>>,
+{
+    type Output = Result<Response<DeadlineFloorBody<RB>>, E>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let res = ready!(this.fut.poll(cx))?;
+        let at = *this.at;
+        Poll::Ready(Ok(res.map(|inner| DeadlineFloorBody {
+            inner,
+            at,
+            timer: None,
+        })))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The body of [`DeadlineFloor`]: fails once the call's deadline passes while it waits.
+    #[derive(Debug)]
+    pub struct DeadlineFloorBody<B> {
+        #[pin]
+        inner: B,
+        at: tokio::time::Instant,
+        #[pin]
+        timer: Option<tokio::time::Sleep>,
+    }
+}
+
+impl<B> http_body::Body for DeadlineFloorBody<B>
+where
+    B: http_body::Body,
+    B::Error: Into<BoxError>,
+{
+    type Data = B::Data;
+    type Error = BoxError;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, BoxError>>> {
+        let mut this = self.project();
+        if let Poll::Ready(frame) = this.inner.poll_frame(cx) {
+            return Poll::Ready(frame.map(|f| f.map_err(Into::into)));
+        }
+        if this.timer.is_none() {
+            this.timer.set(Some(tokio::time::sleep_until(*this.at)));
+        }
+        let timer = this.timer.as_pin_mut().expect("armed just above");
+        ready!(timer.poll(cx));
+        Poll::Ready(Some(Err("deadline exceeded".into())))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// The levels of [`preset_floor`] below its [`DeadlineFloor`].
 pub type PresetFloorBelow<S> =
     AttemptsFloor<FloorPerHost<FloorPerHost<tower::timeout::Timeout<S>>>>;
 
@@ -566,6 +695,32 @@ mod tests {
         let attempts = res.extensions().get::<Attempts>().expect("a record");
         assert_eq!(attempts.count(), 1);
         assert_eq!(attempts.last().unwrap().reason, Reason::FinalStatus);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_preset_floor_reads_the_body_under_the_deadline() {
+        // Over the preset's transport floor: the request carries the preset's User-Agent, and
+        // an answer whose body stalls fails at the call's deadline, not later.
+        let upstream = tower::service_fn(|req: Request<Body>| async move {
+            let agent = req.headers().get(http::header::USER_AGENT);
+            assert_eq!(agent.unwrap(), courier::transport::DEFAULT_USER_AGENT);
+            let body =
+                courier_testkit::body::ScriptedBody::<std::convert::Infallible>::chunks(["x"])
+                    .stall();
+            Ok::<_, BoxError>(Response::new(body))
+        });
+        let start = tokio::time::Instant::now();
+        let res = preset_floor(with_user_agent(upstream))
+            .oneshot(get())
+            .await
+            .unwrap();
+        // The body keeps its timer in place: it is read where it is pinned.
+        let mut body = std::pin::pin!(res.into_body());
+        let frame = http_body_util::BodyExt::frame(&mut body).await.unwrap();
+        assert_eq!(frame.unwrap().into_data().unwrap(), "x");
+        let err = http_body_util::BodyExt::frame(&mut body).await.unwrap();
+        assert_eq!(err.unwrap_err().to_string(), "deadline exceeded");
+        assert_eq!(start.elapsed(), courier::preset::DEFAULT_DEADLINE);
     }
 
     #[tokio::test(start_paused = true)]
