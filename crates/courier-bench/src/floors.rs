@@ -5,12 +5,13 @@
 //! | --- | --- |
 //! | deadline | [`deadline_only`]: put the call's context (host and deadline) on the request, no timer |
 //! | attempt timeout | tower's `Timeout`: read the clock and build a timer per call |
-//! | retry | [`AttemptsFloor`]: keep the request's head, read the clock, put the one-record `Attempts` extension on the response |
+//! | retry | [`AttemptsFloor`]: keep the request's head, pay into a budget, read the clock, judge the answer (gRPC's status too), put the one-record `Attempts` extension on the response |
 //! | breaker (global) | [`Floor`] over one shared state: read it, hand the future a reference, read it again with the outcome |
 //! | breaker (per host) | [`FloorPerHost`]: the same, after telling that the request goes to the previous call's host |
 //! | rate limiter, adaptive pacing | [`FloorPerHost::with_clock`]: the per-host floor plus a clock read and one compare-and-swap (a GCRA decision) |
+//! | concurrency limit (the preset's, fixed) | [`BulkheadFloor`]: the per-host floor plus one atomic add each way, the attempt counted out when its body ends |
 //! | cache (miss) | [`LookupFloor`]: hash the method and URI, probe a concurrent map, forward, put `CacheStatus` on the answer |
-//! | the preset without its cache | [`preset_floor`]: the call's entry ([`DeadlineFloor`]: the context and the body under the deadline), retry's, the breaker's and pacing's floors and tower's `Timeout`, stacked in the preset's order |
+//! | the preset without its cache | [`preset_floor`]: the call's entry ([`DeadlineFloor`]: the context and the body under the deadline), retry's, the breaker's, pacing's and the concurrency limit's floors and tower's `Timeout`, stacked in the preset's order |
 //! | the preset's transport | [`with_user_agent`]: the `User-Agent` the preset's hyper and reqwest transports send |
 
 use courier::core::extensions::{AttemptOutcome, AttemptRecord, Attempts, Decision, Reason};
@@ -21,7 +22,7 @@ use std::future::Future;
 use std::hash::BuildHasher;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll, ready};
 use std::time::Duration;
 use tower::util::MapRequestLayer;
@@ -41,22 +42,25 @@ pub fn deadline_only<S, B>(
 }
 
 /// The preset without its cache, at its floor: the floors of what it keeps over the peer
-/// stack without theirs, stacked in the preset's order, with the preset's budgets. The call's
-/// context with its deadline, and the body read under it ([`DeadlineFloor`]); the head kept
-/// and one record on the answer ([`AttemptsFloor`]); the breaker's state per host
-/// ([`FloorPerHost`]); pacing's decision per host ([`FloorPerHost::with_clock`]); tower's
-/// `Timeout` for the attempt. Over a network transport, put the preset's `User-Agent` on the
-/// transport with [`with_user_agent`], as the preset's transports do.
+/// stack without theirs, stacked in the preset's order, with the preset's budgets and limit.
+/// The call's context with its deadline, and the body read under it ([`DeadlineFloor`]); the
+/// head kept, the retry budget paid, the answer judged and one record put on it
+/// ([`AttemptsFloor`]); the breaker's state per host ([`FloorPerHost`]); pacing's decision
+/// per host ([`FloorPerHost::with_clock`]); the attempts in flight per host
+/// ([`BulkheadFloor`]); tower's `Timeout` for the attempt. Over a network transport, put the
+/// preset's `User-Agent` on the transport with [`with_user_agent`], as the preset's
+/// transports do.
 ///
 /// It is below the preset's true floor, so that a goal it misses is below that floor too: no
-/// copy of the body is kept for a retry, no retry budget is paid into, no verdict is read
-/// from the answer, there is no concurrency limit, and the attempt's bound does not shrink to
-/// the time the deadline leaves.
+/// copy of the body is kept for a retry, the attempt's bound does not shrink to the time the
+/// deadline leaves, each per-host level keeps its own last host, and the body's timer is kept
+/// in place (the preset's body is `Unpin`, this one is not).
 pub fn preset_floor<S>(inner: S) -> DeadlineFloor<PresetFloorBelow<S>> {
     let attempt = tower::timeout::Timeout::new(inner, courier::preset::DEFAULT_ATTEMPT_TIMEOUT);
+    let bulkhead = BulkheadFloor::new(courier::preset::DEFAULT_CONCURRENCY_LIMIT.get(), attempt);
     DeadlineFloor::new(
         courier::preset::DEFAULT_DEADLINE,
-        AttemptsFloor::new(FloorPerHost::new(FloorPerHost::with_clock(attempt))),
+        AttemptsFloor::new(FloorPerHost::new(FloorPerHost::with_clock(bulkhead))),
     )
 }
 
@@ -189,21 +193,26 @@ where
 
 /// The levels of [`preset_floor`] below its [`DeadlineFloor`].
 pub type PresetFloorBelow<S> =
-    AttemptsFloor<FloorPerHost<FloorPerHost<tower::timeout::Timeout<S>>>>;
+    AttemptsFloor<FloorPerHost<FloorPerHost<BulkheadFloor<tower::timeout::Timeout<S>>>>>;
 
 /// Retry's floor: what any retry layer keeping the contract does on a call that ends after
 /// its first attempt. It keeps the request's head for a later attempt (method, URI, headers),
-/// reads the clock before and after, checks the method and the status, and puts the
-/// one-record `Attempts` extension on the response.
+/// pays the call into a retry budget shared by its clones (one atomic add), reads the clock
+/// before and after, checks the method, judges the answer (its status, or a trailers-only gRPC
+/// answer's `grpc-status`), and puts the one-record `Attempts` extension on the response.
 #[derive(Debug, Clone)]
 pub struct AttemptsFloor<S> {
     inner: S,
+    budget: Arc<AtomicU64>,
 }
 
 impl<S> AttemptsFloor<S> {
     /// The floor over `inner`.
     pub fn new(inner: S) -> Self {
-        Self { inner }
+        Self {
+            inner,
+            budget: Arc::new(AtomicU64::new(0)),
+        }
     }
 }
 
@@ -223,6 +232,7 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
+        self.budget.fetch_add(1, Ordering::Relaxed);
         let head = req.method().is_idempotent().then(|| {
             (
                 req.method().clone(),
@@ -258,12 +268,16 @@ where
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
         let this = self.project();
         let mut res = ready!(this.fut.poll(cx))?;
-        let retryable = this.head.is_some() && res.status().is_server_error();
+        let failed = match courier::core::grpc::status_in_headers(res.headers()) {
+            Some(code) => code != courier::core::grpc::GrpcCode::OK,
+            None => res.status().is_server_error(),
+        };
+        let retryable = this.head.is_some() && failed;
         let mut attempts = Attempts::new();
         attempts.push(AttemptRecord {
             attempt: 1,
             outcome: AttemptOutcome::Status(res.status()),
-            verdict: if res.status().is_server_error() {
+            verdict: if failed {
                 Verdict::transient()
             } else {
                 Verdict::success()
@@ -294,6 +308,8 @@ pub struct Entry {
     state: AtomicU64,
     /// The theoretical arrival time in nanoseconds (the clocked floor).
     tat: AtomicU64,
+    /// Calls in flight (the bulkhead's floor).
+    in_flight: AtomicUsize,
 }
 
 impl Entry {
@@ -302,7 +318,44 @@ impl Entry {
             key,
             state: AtomicU64::new(0),
             tat: AtomicU64::new(0),
+            in_flight: AtomicUsize::new(0),
         }
+    }
+}
+
+/// How the per-host floors find a host's state: they tell that the request goes to the
+/// previous call's host (scheme and authority, as courier's per-host layers do) and that no
+/// eviction ran since. The miss path, taken once here, stands in for the map. A clone shares
+/// the hosts' states and keeps its own last host.
+#[derive(Debug, Clone)]
+struct Hosts {
+    generation: Arc<AtomicU64>,
+    last: Option<(u64, Arc<Entry>)>,
+}
+
+impl Hosts {
+    fn new() -> Self {
+        Self {
+            generation: Arc::new(AtomicU64::new(0)),
+            last: None,
+        }
+    }
+
+    #[inline]
+    fn entry<B>(&mut self, req: &Request<B>) -> Arc<Entry> {
+        let generation = self.generation.load(Ordering::Acquire);
+        match &self.last {
+            Some((g, e)) if *g == generation && e.key.matches(req.uri()) == Some(true) => e.clone(),
+            _ => self.lookup(req, generation),
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn lookup<B>(&mut self, req: &Request<B>, generation: u64) -> Arc<Entry> {
+        let entry = Arc::new(Entry::new(HostKey::from_parts(req.uri(), req.headers())));
+        self.last = Some((generation, entry.clone()));
+        entry
     }
 }
 
@@ -342,16 +395,13 @@ where
     }
 }
 
-/// [`Floor`] per host: first tell that the request goes to the previous call's host (scheme
-/// and authority, as courier's per-host layers do) and that no eviction ran since. The miss
-/// path, taken once here, stands in for the map. With [`with_clock`](Self::with_clock), a
-/// clock read and one compare-and-swap on the host's state too: a bucket's decision. A clone
-/// shares the hosts' states and keeps its own last host.
+/// [`Floor`] per host: first find the host's state (see `Hosts`). With
+/// [`with_clock`](Self::with_clock), a clock read and one compare-and-swap on the host's state
+/// too: a bucket's decision. A clone shares the hosts' states and keeps its own last host.
 #[derive(Debug, Clone)]
 pub struct FloorPerHost<S> {
     inner: S,
-    generation: Arc<AtomicU64>,
-    last: Option<(u64, Arc<Entry>)>,
+    hosts: Hosts,
     clocked: Option<tokio::time::Instant>,
 }
 
@@ -360,8 +410,7 @@ impl<S> FloorPerHost<S> {
     pub fn new(inner: S) -> Self {
         Self {
             inner,
-            generation: Arc::new(AtomicU64::new(0)),
-            last: None,
+            hosts: Hosts::new(),
             clocked: None,
         }
     }
@@ -372,14 +421,6 @@ impl<S> FloorPerHost<S> {
             clocked: Some(tokio::time::Instant::now()),
             ..Self::new(inner)
         }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn lookup<B>(&mut self, req: &Request<B>, generation: u64) -> Arc<Entry> {
-        let entry = Arc::new(Entry::new(HostKey::from_parts(req.uri(), req.headers())));
-        self.last = Some((generation, entry.clone()));
-        entry
     }
 }
 
@@ -396,11 +437,7 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let generation = self.generation.load(Ordering::Acquire);
-        let entry = match &self.last {
-            Some((g, e)) if *g == generation && e.key.matches(req.uri()) == Some(true) => e.clone(),
-            _ => self.lookup(&req, generation),
-        };
+        let entry = self.hosts.entry(&req);
         if let Some(base) = self.clocked {
             // GCRA: allowed when the theoretical arrival time, one interval on, stays within
             // the burst's tolerance of now. One attempt: a lost race is a refusal in a real
@@ -466,6 +503,130 @@ where
             entry.state.fetch_add(1, Ordering::AcqRel);
         }
         Poll::Ready(out)
+    }
+}
+
+/// The concurrency limit's floor, as the preset sets it (a fixed number of attempts in flight
+/// per host, no queue): find the host's state, count the attempt in (one atomic add, compared
+/// with the limit), and count it out when the answer's body ends or is dropped, or at once
+/// when the answer has no body to read or the call failed.
+#[derive(Debug, Clone)]
+pub struct BulkheadFloor<S> {
+    inner: S,
+    hosts: Hosts,
+    limit: usize,
+}
+
+impl<S> BulkheadFloor<S> {
+    /// At most `limit` attempts in flight per host over `inner`.
+    pub fn new(limit: usize, inner: S) -> Self {
+        Self {
+            inner,
+            hosts: Hosts::new(),
+            limit,
+        }
+    }
+}
+
+impl<S, B, RB> Service<Request<B>> for BulkheadFloor<S>
+where
+    S: Service<Request<B>, Response = Response<RB>, Error = BoxError>,
+    RB: http_body::Body,
+{
+    type Response = Response<BulkheadBody<RB>>;
+    type Error = BoxError;
+    type Future = BulkheadFuture<S::Future>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let entry = self.hosts.entry(&req);
+        if entry.in_flight.fetch_add(1, Ordering::AcqRel) >= self.limit {
+            entry.in_flight.fetch_sub(1, Ordering::AcqRel);
+            return BulkheadFuture {
+                fut: None,
+                slot: None,
+            };
+        }
+        BulkheadFuture {
+            fut: Some(self.inner.call(req)),
+            slot: Some(InFlight(entry)),
+        }
+    }
+}
+
+/// One attempt counted in flight on its host, counted out when dropped.
+#[derive(Debug)]
+pub struct InFlight(Arc<Entry>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.in_flight.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The future of [`BulkheadFloor`].
+    #[derive(Debug)]
+    pub struct BulkheadFuture<F> {
+        #[pin]
+        fut: Option<F>,
+        slot: Option<InFlight>,
+    }
+}
+
+impl<F, RB> Future for BulkheadFuture<F>
+where
+    F: Future<Output = Result<Response<RB>, BoxError>>,
+    RB: http_body::Body,
+{
+    type Output = Result<Response<BulkheadBody<RB>>, BoxError>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.project();
+        let Some(fut) = this.fut.as_pin_mut() else {
+            return Poll::Ready(Err("too many in flight".into()));
+        };
+        let res = ready!(fut.poll(cx))?;
+        let slot = this.slot.take().filter(|_| !res.body().is_end_stream());
+        Poll::Ready(Ok(res.map(|inner| BulkheadBody { inner, slot })))
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// The body of [`BulkheadFloor`]: holds its attempt's slot until it ends.
+    #[derive(Debug)]
+    pub struct BulkheadBody<B> {
+        #[pin]
+        inner: B,
+        slot: Option<InFlight>,
+    }
+}
+
+impl<B: http_body::Body> http_body::Body for BulkheadBody<B> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<B::Data>, B::Error>>> {
+        let this = self.project();
+        let frame = ready!(this.inner.poll_frame(cx));
+        if !matches!(frame, Some(Ok(_))) {
+            *this.slot = None;
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
     }
 }
 
@@ -721,6 +882,43 @@ mod tests {
         let err = http_body_util::BodyExt::frame(&mut body).await.unwrap();
         assert_eq!(err.unwrap_err().to_string(), "deadline exceeded");
         assert_eq!(start.elapsed(), courier::preset::DEFAULT_DEADLINE);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_bulkhead_floor_holds_an_attempt_until_its_body_ends() {
+        let upstream = tower::service_fn(|_: Request<Body>| async {
+            let body =
+                courier_testkit::body::ScriptedBody::<std::convert::Infallible>::chunks(["x"]);
+            Ok::<_, BoxError>(Response::new(body))
+        });
+        let mut floor = BulkheadFloor::new(1, upstream);
+        let held = floor.ready().await.unwrap().call(get()).await.unwrap();
+        let err = floor.ready().await.unwrap().call(get()).await.unwrap_err();
+        assert_eq!(err.to_string(), "too many in flight");
+        // Read to its end, the body gives the attempt's place back.
+        http_body_util::BodyExt::collect(held.into_body())
+            .await
+            .unwrap();
+        let next = floor.ready().await.unwrap().call(get()).await.unwrap();
+        // Dropped unread, too.
+        drop(next);
+        floor.ready().await.unwrap().call(get()).await.unwrap();
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_retry_floor_judges_a_grpc_answer_by_its_status() {
+        let upstream = tower::service_fn(|_: Request<Body>| async {
+            let res = Response::builder()
+                .header(http::header::CONTENT_TYPE, "application/grpc")
+                .header("grpc-status", "14")
+                .body(Body::default())
+                .unwrap();
+            Ok::<_, BoxError>(res)
+        });
+        let res = AttemptsFloor::new(upstream).oneshot(get()).await.unwrap();
+        let record = res.extensions().get::<Attempts>().unwrap().last().unwrap();
+        assert_eq!(record.verdict, Verdict::transient());
+        assert_eq!(record.reason, Reason::AttemptsExhausted);
     }
 
     #[tokio::test(start_paused = true)]
