@@ -1,18 +1,24 @@
 //! The state shared by the layer, every service it makes, their clones and the handle: one
 //! [`Limiter`] per key, in a map bounded by `max_keys`.
 //!
-//! A limiter's whole accounting (the calls in flight, the limit, the queue, what the algorithm
-//! learned) is behind one mutex, taken once to admit a call, once to give its permit back and
-//! once per answer to learn from it; a queued call takes it again each time it is polled. No
-//! atomic counts a permit, so no interleaving can lose one: a permit is given back by `Drop`
-//! ([`Permit`]), and a queued call that is dropped leaves the queue, or gives back the permit
-//! it was handed meanwhile ([`Limiter::cancel`]).
+//! With a queue, a limiter's whole accounting (the calls in flight, the limit, the queue, what
+//! the algorithm learned) is behind one mutex, taken once to admit a call, once to give its
+//! permit back and once per answer to learn from it; a queued call takes it again each time it
+//! is polled. No atomic counts a permit, so no interleaving can lose one: a permit is given
+//! back by `Drop` ([`Permit`]), and a queued call that is dropped leaves the queue, or gives
+//! back the permit it was handed meanwhile ([`Limiter::cancel`]).
+//!
+//! Without a queue (`max_queue` 0, the default) there is nothing to hand a permit to, so the
+//! calls in flight and the limit are two atomics ([`Direct`]): a call is admitted by one
+//! compare-and-swap below the limit and gives its permit back by one subtraction, and the
+//! mutex is taken only to learn from an answer. Every caller of a host goes through its
+//! limiter, so that lock was held by every worker thread twice per call.
 
 use crate::algorithm::Controller;
 use crate::config::{Config, Limit};
 use courier_core::ConcurrencyLimited;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::Duration;
@@ -47,11 +53,21 @@ struct State {
     controller: Option<Controller>,
 }
 
+/// The count of a limiter without a queue: the calls in flight and the limit, outside the
+/// mutex (the algorithm, when there is one, stays in it and stores each new limit here).
+#[derive(Debug)]
+struct Direct {
+    in_flight: AtomicUsize,
+    limit: AtomicUsize,
+}
+
 /// The limit of one key.
 #[derive(Debug)]
 pub(crate) struct Limiter<K> {
     pub(crate) key: K,
     state: Mutex<State>,
+    /// `Some` without a queue: the count, and `state`'s own count is unused.
+    direct: Option<Direct>,
     max_queue: usize,
     /// The eviction epoch this limiter was last used in.
     last_used: AtomicU64,
@@ -80,6 +96,10 @@ impl<K: crate::LimitKey> Limiter<K> {
                 next_ticket: 0,
                 controller,
             }),
+            direct: (config.max_queue == 0).then(|| Direct {
+                in_flight: AtomicUsize::new(0),
+                limit: AtomicUsize::new(limit),
+            }),
             max_queue: config.max_queue,
             last_used: AtomicU64::new(epoch),
         }
@@ -92,6 +112,21 @@ impl<K: crate::LimitKey> Limiter<K> {
 
     /// Asks for a permit; `may_queue` is false when the call may not wait at all.
     pub(crate) fn admit(&self, may_queue: bool) -> Admission {
+        if let Some(d) = &self.direct {
+            let limit = d.limit.load(Ordering::Acquire);
+            let admitted = d
+                .in_flight
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < limit).then_some(n + 1)
+                });
+            return match admitted {
+                Ok(before) => {
+                    self.in_flight.up();
+                    Admission::Now(before)
+                }
+                Err(n) => Admission::Refused(ConcurrencyLimited::new(n, limit)),
+            };
+        }
         let mut s = self.lock();
         if s.in_flight < s.limit && s.queue.is_empty() {
             let before = s.in_flight;
@@ -146,6 +181,11 @@ impl<K: crate::LimitKey> Limiter<K> {
 
     /// Gives a permit back.
     pub(crate) fn release(&self) {
+        if let Some(d) = &self.direct {
+            d.in_flight.fetch_sub(1, Ordering::AcqRel);
+            self.in_flight.down();
+            return;
+        }
         let mut s = self.lock();
         s.in_flight -= 1;
         self.grant(s);
@@ -163,7 +203,10 @@ impl<K: crate::LimitKey> Limiter<K> {
         {
             s.limit = limit;
             crate::telemetry::limit(&self.key, limit);
-            self.grant(s);
+            match &self.direct {
+                Some(d) => d.limit.store(limit, Ordering::Release),
+                None => self.grant(s),
+            }
         }
     }
 
@@ -192,11 +235,18 @@ impl<K: crate::LimitKey> Limiter<K> {
 
     /// The calls in flight, the limit and the calls queued.
     pub(crate) fn status(&self) -> (usize, usize, usize) {
+        if let Some(d) = &self.direct {
+            let limit = d.limit.load(Ordering::Acquire);
+            return (d.in_flight.load(Ordering::Acquire), limit, 0);
+        }
         let s = self.lock();
         (s.in_flight, s.limit, s.queue.len())
     }
 
     fn is_idle(&self) -> bool {
+        if let Some(d) = &self.direct {
+            return d.in_flight.load(Ordering::Acquire) == 0;
+        }
         let s = self.lock();
         s.in_flight == 0 && s.queue.is_empty()
     }

@@ -72,13 +72,27 @@ impl InFlight {
         }
     }
 
-    /// The calls in flight to the key are now `n`.
+    /// The calls in flight to the key are now `n` (with the limiter's lock held).
     #[inline]
     pub(crate) fn set(&self, n: usize) {
         #[cfg(feature = "metrics")]
         self.gauge.set(n as f64);
         #[cfg(not(feature = "metrics"))]
         let _ = n;
+    }
+
+    /// One call more in flight (counted without a lock: the steps commute).
+    #[inline]
+    pub(crate) fn up(&self) {
+        #[cfg(feature = "metrics")]
+        self.gauge.increment(1.0);
+    }
+
+    /// One call fewer in flight.
+    #[inline]
+    pub(crate) fn down(&self) {
+        #[cfg(feature = "metrics")]
+        self.gauge.decrement(1.0);
     }
 }
 

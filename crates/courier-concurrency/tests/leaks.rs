@@ -64,6 +64,26 @@ struct Seen {
     dropped_in_call: AtomicUsize,
     body_dropped_midway: AtomicUsize,
     answered: AtomicUsize,
+    /// Calls inside the inner service now, per host, and the most seen at once on any host.
+    in_call: [AtomicUsize; HOSTS.len()],
+    peak: AtomicUsize,
+}
+
+/// One call inside the inner service, counted out when its future ends or is dropped.
+struct InCall(Arc<Seen>, usize);
+
+impl InCall {
+    fn enter(seen: &Arc<Seen>, host: usize) -> Self {
+        let now = seen.in_call[host].fetch_add(1, Ordering::SeqCst) + 1;
+        seen.peak.fetch_max(now, Ordering::SeqCst);
+        Self(seen.clone(), host)
+    }
+}
+
+impl Drop for InCall {
+    fn drop(&mut self) {
+        self.0.in_call[self.1].fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// Sends `plans` through `layer` from `tasks` tasks at once; the answers are dropped at the
@@ -72,27 +92,32 @@ async fn run<K>(layer: ConcurrencyLimitLayer<K>, plans: Vec<Plan>, tasks: usize)
 where
     K: courier_core::KeyFn + Clone,
 {
-    let inner = service_fn(|req: Request<Plan>| async move {
-        let plan = *req.body();
-        tokio::time::sleep(Duration::from_millis(plan.delay)).await;
-        if plan.fails {
-            return Err::<Response<ScriptedBody<io::Error>>, io::Error>(io::Error::other(
-                "upstream failed",
-            ));
+    let seen = Arc::new(Seen::default());
+    let counted = seen.clone();
+    let inner = service_fn(move |req: Request<Plan>| {
+        let counted = counted.clone();
+        async move {
+            let plan = *req.body();
+            let _in_call = InCall::enter(&counted, plan.host);
+            tokio::time::sleep(Duration::from_millis(plan.delay)).await;
+            if plan.fails {
+                return Err::<Response<ScriptedBody<io::Error>>, io::Error>(io::Error::other(
+                    "upstream failed",
+                ));
+            }
+            let mut body = ScriptedBody::chunks((0..plan.frames).map(|_| Bytes::from_static(b"x")))
+                .gap(Duration::from_millis(plan.delay / 4 + 1));
+            if plan.body_fails {
+                body = body.error(io::Error::other("body failed"));
+            }
+            Ok(Response::new(body))
         }
-        let mut body = ScriptedBody::chunks((0..plan.frames).map(|_| Bytes::from_static(b"x")))
-            .gap(Duration::from_millis(plan.delay / 4 + 1));
-        if plan.body_fails {
-            body = body.error(io::Error::other("body failed"));
-        }
-        Ok(Response::new(body))
     });
     let svc = layer.layer(inner);
     let chunks: Vec<Vec<Plan>> = plans
         .chunks(plans.len().div_ceil(tasks))
         .map(<[Plan]>::to_vec)
         .collect();
-    let seen = Arc::new(Seen::default());
     let handles: Vec<_> = chunks
         .into_iter()
         .map(|plans| {
@@ -217,18 +242,25 @@ async fn ten_thousand_calls_dropped_anywhere_leave_nothing_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn calls_racing_on_two_threads_leave_nothing_in_flight() {
-    let layer = ConcurrencyLimitLayer::new()
+    // With a queue (its accounting under the lock), and without one (counted by atomics).
+    let queued = ConcurrencyLimitLayer::new()
         .fixed(NonZeroUsize::new(2).unwrap())
         .max_queue(4)
         .max_wait(Duration::from_millis(5));
-    let probe = layer.clone();
-    let mut plans = plans(5, 2_000);
-    for p in &mut plans {
-        p.delay %= 3;
-        p.give_up = p.give_up.map(|ms| ms % 4);
-        p.deadline = p.deadline.map(|ms| ms % 5);
+    let unqueued = ConcurrencyLimitLayer::new().fixed(NonZeroUsize::new(2).unwrap());
+    for (seed, layer) in [(5, queued), (6, unqueued)] {
+        let probe = layer.clone();
+        let mut plans = plans(seed, 2_000);
+        for p in &mut plans {
+            p.delay %= 3;
+            p.give_up = p.give_up.map(|ms| ms % 4);
+            p.deadline = p.deadline.map(|ms| ms % 5);
+        }
+        let seen = run(layer, plans, 32).await;
+        assert_idle(&probe);
+        assert!(seen.answered.load(Ordering::Relaxed) > 0, "{seen:?}");
+        assert!(seen.refused.load(Ordering::Relaxed) > 0, "{seen:?}");
+        let peak = seen.peak.load(Ordering::SeqCst);
+        assert!(peak <= 2, "{seed}: {peak} calls at once on one host");
     }
-    let seen = run(layer, plans, 32).await;
-    assert_idle(&probe);
-    assert!(seen.answered.load(Ordering::Relaxed) > 0, "{seen:?}");
 }
