@@ -155,13 +155,14 @@
 //!
 //! # Hot path
 //!
-//! A call admitted at once takes its key's mutex twice (admit, give back) and, with an
-//! adaptive limit, once more to learn from the answer, and reads the clock at the call and
-//! at its answer. The limiter
-//! of the previous call is kept by the service, so a run of calls to one key skips the key
-//! and the map (a `papaya` map). Permits are counted under that mutex, never by atomics, so no
-//! interleaving of calls, drops and grants can lose one; the property tests drop calls at
-//! every await point.
+//! Without a queue (the default) a call admitted at once takes no lock: one compare-and-swap
+//! below its key's limit admits it, one subtraction gives its permit back, and an adaptive
+//! limit takes its key's mutex once more to learn from the answer and reads the clock at the
+//! call and at its answer (a loom model checks the count in every interleaving). With a
+//! queue, the calls in flight are counted under that mutex, taken twice per call, so that no
+//! interleaving of calls, drops and grants can lose a permit; the property tests drop calls
+//! at every await point, with and without a queue. The limiter of the previous call is kept
+//! by the service, so a run of calls to one key skips the key and the map (a `papaya` map).
 //!
 //! # Errors
 //!
@@ -178,6 +179,7 @@
 mod algorithm;
 pub mod body;
 mod config;
+mod direct;
 pub mod future;
 mod handle;
 mod layer;

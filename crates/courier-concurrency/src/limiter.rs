@@ -9,16 +9,17 @@
 //! back the permit it was handed meanwhile ([`Limiter::cancel`]).
 //!
 //! Without a queue (`max_queue` 0, the default) there is nothing to hand a permit to, so the
-//! calls in flight and the limit are two atomics ([`Direct`]): a call is admitted by one
+//! calls in flight and the limit are two atomics (`Direct`): a call is admitted by one
 //! compare-and-swap below the limit and gives its permit back by one subtraction, and the
 //! mutex is taken only to learn from an answer. Every caller of a host goes through its
 //! limiter, so that lock was held by every worker thread twice per call.
 
 use crate::algorithm::Controller;
 use crate::config::{Config, Limit};
+use crate::direct::Direct;
 use courier_core::ConcurrencyLimited;
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::Waker;
 use std::time::Duration;
@@ -53,20 +54,13 @@ struct State {
     controller: Option<Controller>,
 }
 
-/// The count of a limiter without a queue: the calls in flight and the limit, outside the
-/// mutex (the algorithm, when there is one, stays in it and stores each new limit here).
-#[derive(Debug)]
-struct Direct {
-    in_flight: AtomicUsize,
-    limit: AtomicUsize,
-}
-
 /// The limit of one key.
 #[derive(Debug)]
 pub(crate) struct Limiter<K> {
     pub(crate) key: K,
     state: Mutex<State>,
-    /// `Some` without a queue: the count, and `state`'s own count is unused.
+    /// `Some` without a queue: the count, and `state`'s own count is unused (the algorithm,
+    /// when there is one, stays in `state` and stores each new limit here).
     direct: Option<Direct>,
     max_queue: usize,
     /// The eviction epoch this limiter was last used in.
@@ -96,10 +90,7 @@ impl<K: crate::LimitKey> Limiter<K> {
                 next_ticket: 0,
                 controller,
             }),
-            direct: (config.max_queue == 0).then(|| Direct {
-                in_flight: AtomicUsize::new(0),
-                limit: AtomicUsize::new(limit),
-            }),
+            direct: (config.max_queue == 0).then(|| Direct::new(limit)),
             max_queue: config.max_queue,
             last_used: AtomicU64::new(epoch),
         }
@@ -113,18 +104,14 @@ impl<K: crate::LimitKey> Limiter<K> {
     /// Asks for a permit; `may_queue` is false when the call may not wait at all.
     pub(crate) fn admit(&self, may_queue: bool) -> Admission {
         if let Some(d) = &self.direct {
-            let limit = d.limit.load(Ordering::Acquire);
-            let admitted = d
-                .in_flight
-                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
-                    (n < limit).then_some(n + 1)
-                });
-            return match admitted {
+            return match d.admit() {
                 Ok(before) => {
                     self.in_flight.up();
                     Admission::Now(before)
                 }
-                Err(n) => Admission::Refused(ConcurrencyLimited::new(n, limit)),
+                Err((in_flight, limit)) => {
+                    Admission::Refused(ConcurrencyLimited::new(in_flight, limit))
+                }
             };
         }
         let mut s = self.lock();
@@ -182,7 +169,7 @@ impl<K: crate::LimitKey> Limiter<K> {
     /// Gives a permit back.
     pub(crate) fn release(&self) {
         if let Some(d) = &self.direct {
-            d.in_flight.fetch_sub(1, Ordering::AcqRel);
+            d.release();
             self.in_flight.down();
             return;
         }
@@ -204,7 +191,7 @@ impl<K: crate::LimitKey> Limiter<K> {
             s.limit = limit;
             crate::telemetry::limit(&self.key, limit);
             match &self.direct {
-                Some(d) => d.limit.store(limit, Ordering::Release),
+                Some(d) => d.set_limit(limit),
                 None => self.grant(s),
             }
         }
@@ -236,8 +223,8 @@ impl<K: crate::LimitKey> Limiter<K> {
     /// The calls in flight, the limit and the calls queued.
     pub(crate) fn status(&self) -> (usize, usize, usize) {
         if let Some(d) = &self.direct {
-            let limit = d.limit.load(Ordering::Acquire);
-            return (d.in_flight.load(Ordering::Acquire), limit, 0);
+            let (in_flight, limit) = d.status();
+            return (in_flight, limit, 0);
         }
         let s = self.lock();
         (s.in_flight, s.limit, s.queue.len())
@@ -245,7 +232,7 @@ impl<K: crate::LimitKey> Limiter<K> {
 
     fn is_idle(&self) -> bool {
         if let Some(d) = &self.direct {
-            return d.in_flight.load(Ordering::Acquire) == 0;
+            return d.status().0 == 0;
         }
         let s = self.lock();
         s.in_flight == 0 && s.queue.is_empty()
