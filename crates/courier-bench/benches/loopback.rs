@@ -1,5 +1,6 @@
 //! End to end over 127.0.0.1: requests per second of the raw clients, of the preset over
-//! them, of reqwest-middleware with reqwest-retry, and of the same features built from peers
+//! them, of the preset's floor over them (`courier_bench::floors::preset_floor`), of
+//! reqwest-middleware with reqwest-retry, and of the same features built from peers
 //! (`courier_bench::peer`) over them, sequential and with 16 concurrent tasks; the medians are
 //! drawn in `docs/bench/loopback.svg`. Every run checks that the server saw one request per
 //! call.
@@ -21,7 +22,7 @@
 //! `COURIER_BENCH_CONC` per concurrent run (default 8000, split over 16 tasks).
 //!
 //! Then latency with 256 tasks in flight, raw hyper-util against the preset (with its cache
-//! and without), `courier::Client` and the peer stack over it: p50 and p99 of every request of
+//! and without), its floor, `courier::Client` and the peer stack over it: p50 and p99 of every request of
 //! three runs each (`COURIER_BENCH_LAT` requests per run, default 51 200: 200 per task, as
 //! fewer leave a run's p99 to a few stalls of the machine), each run's p99, its spread between
 //! runs and its ratio to raw's in the same round. The latency table is made twice: with the
@@ -83,6 +84,9 @@ enum Client {
     ReqwestRaw,
     ReqwestPreset,
     ReqwestMiddleware,
+    /// The same floor over reqwest, through courier's adapter (which sends the preset's
+    /// `User-Agent`).
+    ReqwestFloor,
     /// The same features built from peers ([`courier_bench::peer`]) over the hyper-util client.
     HyperPeer,
     /// The same over reqwest, through courier's adapter (the preset's transport).
@@ -128,6 +132,7 @@ impl Client {
             Self::ReqwestRaw => "reqwest (raw)",
             Self::ReqwestPreset => "courier preset over reqwest",
             Self::ReqwestMiddleware => "reqwest-middleware + reqwest-retry",
+            Self::ReqwestFloor => "the preset's floor over reqwest, no cache",
             Self::HyperPeer => "peer stack over hyper-util",
             Self::ReqwestPeer => "peer stack over reqwest (same adapter)",
             Self::HyperLayer(i) => HYPER_LAYERS[i],
@@ -249,6 +254,12 @@ async fn sequential(clients: Clients, client: Client, n: usize) -> (usize, Vec<D
         }
         Client::HyperPeer => return through(clients.hyper_peer.clone(), &clients.uri, n).await,
         Client::ReqwestPeer => return through(clients.reqwest_peer.clone(), &clients.uri, n).await,
+        Client::ReqwestFloor => {
+            // Built per task, as the floor over hyper-util is.
+            let floor =
+                courier_bench::floors::preset_floor(ReqwestService::new(clients.reqwest.clone()));
+            return through(floor, &clients.uri, n).await;
+        }
         Client::ReqwestPreset => {
             return through(clients.reqwest_preset.clone(), &clients.uri, n).await;
         }
@@ -411,6 +422,7 @@ fn main() {
             Client::ReqwestRaw,
             Client::ReqwestPreset,
             Client::ReqwestMiddleware,
+            Client::ReqwestFloor,
             Client::HyperPeer,
             Client::ReqwestPeer,
         ] {
