@@ -10,7 +10,8 @@
 //! SIGTERM stops reading and sending, in every input mode (a file, a pipe, a terminal); the
 //! requests in flight finish (within their deadline) and are reported; a second signal abandons
 //! them. When stdout closes (`courier batch FILE | head -1`), nothing more is sent, the requests
-//! in flight are dropped, and the summary says so. Exit status: 0 when every request reported
+//! in flight are dropped, and the summary says so (unless stderr closed with it, as in `2>&1 |
+//! head -1`: then the summary is lost, and nothing else is). Exit status: 0 when every request reported
 //! ended with a status below 400, 1 otherwise (a failed request, a line that is not a request,
 //! unreadable input), 2 for a usage error, 130 after Ctrl-C, 143 after SIGTERM.
 
@@ -19,7 +20,7 @@ mod report;
 mod tally;
 
 use std::collections::HashMap;
-use std::io::{self, IsTerminal};
+use std::io::{self, IsTerminal, Write as _};
 use std::path::PathBuf;
 use std::pin::Pin;
 use std::process::ExitCode;
@@ -120,7 +121,7 @@ pub(crate) fn run(args: BatchArgs) -> ExitCode {
     let transport = match args.client.transport() {
         Ok(transport) => transport,
         Err(message) => {
-            eprintln!("error: {message}");
+            say!("error: {message}");
             return USAGE_ERROR.into();
         }
     };
@@ -128,7 +129,7 @@ pub(crate) fn run(args: BatchArgs) -> ExitCode {
         Some(path) if path.as_os_str() != "-" => match std::fs::File::open(path) {
             Ok(file) => Some(file),
             Err(e) => {
-                eprintln!(
+                say!(
                     "error: cannot read {}: {e}; give a file of requests, or - for stdin",
                     path.display()
                 );
@@ -186,7 +187,7 @@ pub(crate) fn run(args: BatchArgs) -> ExitCode {
     let (layer, reload) = match built {
         Ok(built) => built,
         Err(message) => {
-            eprintln!("error: {message}");
+            say!("error: {message}");
             return USAGE_ERROR.into();
         }
     };
@@ -357,7 +358,8 @@ impl Batch {
         }
         self.progress.finish();
         summary.elapsed = started.elapsed();
-        eprint!("{summary}");
+        // The summary ends its own last line; lost, as `say!`'s lines are, when stderr is gone.
+        let _ = write!(io::stderr().lock(), "{summary}");
         summary.exit_code()
     }
 
@@ -494,8 +496,8 @@ impl Progress {
     /// Prints a line above the bar.
     fn note(&self, line: &str) {
         match &self.bar {
-            Some(bar) => bar.suspend(|| eprintln!("{line}")),
-            None => eprintln!("{line}"),
+            Some(bar) => bar.suspend(|| say!("{line}")),
+            None => say!("{line}"),
         }
     }
 

@@ -26,7 +26,7 @@ async fn demo() -> ExitCode {
     let server = match FaultServer::start().await {
         Ok(server) => server,
         Err(e) => {
-            eprintln!("error: cannot start the fault server on 127.0.0.1: {e}");
+            say!("error: cannot start the fault server on 127.0.0.1: {e}");
             return ExitCode::FAILURE;
         }
     };
@@ -40,7 +40,7 @@ async fn demo() -> ExitCode {
         {
             Ok(results) => results,
             Err(_) => {
-                eprintln!(
+                say!(
                     "error: the scenarios took longer than {} s; is the machine overloaded?",
                     TIME_LIMIT.as_secs()
                 );

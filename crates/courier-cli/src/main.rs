@@ -10,6 +10,15 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// `eprintln!` that cannot panic: when stderr is gone (`courier batch 2>&1 | head -1`, a
+/// closed terminal), the line is lost, not the run and its exit status.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 mod batch;
 mod client;
 mod config;
@@ -79,7 +88,7 @@ fn start_runtime(
     mut builder: tokio::runtime::Builder,
 ) -> Result<tokio::runtime::Runtime, ExitCode> {
     builder.enable_all().build().map_err(|e| {
-        eprintln!("error: cannot start the runtime: {e}");
+        say!("error: cannot start the runtime: {e}");
         ExitCode::FAILURE
     })
 }

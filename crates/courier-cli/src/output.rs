@@ -16,7 +16,7 @@ pub(crate) fn write_or_quit(out: &mut impl Write, bytes: &[u8]) -> Result<(), Ex
         Ok(()) => Ok(()),
         Err(e) if e.kind() == io::ErrorKind::BrokenPipe => Err(ExitCode::SUCCESS),
         Err(e) => {
-            eprintln!("error: cannot write to stdout: {e}");
+            say!("error: cannot write to stdout: {e}");
             Err(ExitCode::FAILURE)
         }
     }

@@ -93,7 +93,7 @@ async fn pages(args: PaginateArgs) -> ExitCode {
         match layer.and_then(|layer| Ok(args.client.transport()?.client::<Full<Bytes>>(layer))) {
             Ok(client) => client.boxed(),
             Err(message) => {
-                eprintln!("error: {message}");
+                say!("error: {message}");
                 return USAGE_ERROR.into();
             }
         };
@@ -189,7 +189,7 @@ where
             biased;
             stop = next_stop(&mut stops) => {
                 progress.clear();
-                eprintln!("{}", stop.outcome());
+                say!("{}", stop.outcome());
                 say_resume(resume(&pages));
                 return stop.exit_status().into();
             }
@@ -202,7 +202,7 @@ where
             Ok(page) => page,
             Err(e) => {
                 progress.clear();
-                eprintln!("error: {}", describe(&e));
+                say!("error: {}", describe(&e));
                 // A refused link or a loop would be refused again: no way to resume.
                 if !matches!(e, courier::Error::Pagination(_)) {
                     say_resume(resume(&pages));
@@ -212,7 +212,7 @@ where
         };
         if !page.status().is_success() {
             progress.clear();
-            eprintln!("error: {} answered {}", page.url(), page.status());
+            say!("error: {} answered {}", page.url(), page.status());
             say_resume(resume(&pages));
             return ExitCode::FAILURE;
         }
@@ -220,7 +220,7 @@ where
             Ok(items) => items,
             Err(e) => {
                 progress.clear();
-                eprintln!("error: {e}");
+                say!("error: {e}");
                 say_resume(Some(refetch(&page)));
                 return ExitCode::FAILURE;
             }
@@ -243,19 +243,19 @@ where
         return ExitCode::SUCCESS;
     };
     if bound == parse::PageBound::Default {
-        eprintln!(
+        say!(
             "stopped after {DEFAULT_MAX_PAGES} pages, the default bound; the listing may go on \
              (give --max-pages N, or --max-pages none); resume with: {command}"
         );
         return ExitCode::FAILURE;
     }
-    eprintln!("stopped at --max-pages; resume with: {command}");
+    say!("stopped at --max-pages; resume with: {command}");
     ExitCode::SUCCESS
 }
 
 fn say_resume(command: Option<String>) {
     if let Some(command) = command {
-        eprintln!("resume with: {command}");
+        say!("resume with: {command}");
     }
 }
 

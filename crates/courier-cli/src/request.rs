@@ -132,14 +132,14 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
     let source = match request_body(&args, max_data) {
         Ok(source) => source,
         Err(message) => {
-            eprintln!("error: {message}");
+            say!("error: {message}");
             return USAGE_ERROR.into();
         }
     };
     let transport = match args.client.transport() {
         Ok(transport) => transport,
         Err(message) => {
-            eprintln!("error: {message}");
+            say!("error: {message}");
             return USAGE_ERROR.into();
         }
     };
@@ -148,7 +148,7 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
         Some(path) => match crate::config::load(path, Some(&args.stack)) {
             Ok(config) => Some(config),
             Err(message) => {
-                eprintln!("error: {message}");
+                say!("error: {message}");
                 return USAGE_ERROR.into();
             }
         },
@@ -171,7 +171,7 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
             Some(path) => match File::options().create(true).append(true).open(path) {
                 Ok(file) => BoxMakeWriter::new(Mutex::new(file)),
                 Err(e) => {
-                    eprintln!(
+                    say!(
                         "error: cannot open the log file {}: {e}; pick a writable path",
                         path.display()
                     );
@@ -202,12 +202,12 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
             Ok(Ok(body)) => body,
             Ok(Err(message)) => {
                 sink.discard();
-                eprintln!("error: {message}");
+                say!("error: {message}");
                 return ExitCode::FAILURE;
             }
             Err(_) => {
                 sink.discard();
-                eprintln!(
+                say!(
                     "error: deadline exceeded: the call's budget of {} ms was spent reading \
                      the body; raise --deadline or send a body that ends",
                     deadline.as_millis()
@@ -231,7 +231,7 @@ pub(crate) fn run(args: RequestArgs) -> ExitCode {
         let layer = match layer {
             Ok(layer) => layer,
             Err(message) => {
-                eprintln!("error: {message}");
+                say!("error: {message}");
                 return USAGE_ERROR.into();
             }
         };
@@ -317,7 +317,7 @@ async fn send(
         Err(e) => {
             trace.print(None);
             sink.discard();
-            eprintln!("error: {}", describe(&courier::Error::from(e)));
+            say!("error: {}", describe(&courier::Error::from(e)));
             return ExitCode::FAILURE;
         }
     };
@@ -355,7 +355,7 @@ async fn send(
                     if received == 1 { "" } else { "s" }
                 )));
                 let kept = sink.abandon();
-                eprintln!(
+                say!(
                     "error: the response body broke off: {}; {kept}",
                     describe(&courier::Error::from(e))
                 );
@@ -383,7 +383,7 @@ async fn send(
         }
         None => String::new(),
     };
-    eprintln!("error: the server answered {status}{how}");
+    say!("error: the server answered {status}{how}");
     ExitCode::FAILURE
 }
 
@@ -448,7 +448,7 @@ impl Sink {
             });
         };
         let cannot = |e: io::Error, path: &Path| {
-            eprintln!(
+            say!(
                 "error: cannot write to {}: {e}; pick a writable path",
                 path.display()
             );
@@ -505,7 +505,7 @@ impl Sink {
                 drop(file);
                 let placed = synced.and_then(|()| {
                     std::fs::rename(&staging, &path).map_err(|e| {
-                        eprintln!("error: cannot write to {}: {e}", path.display());
+                        say!("error: cannot write to {}: {e}", path.display());
                         ExitCode::FAILURE
                     })
                 });
@@ -543,14 +543,14 @@ impl Sink {
 
 fn write_file(file: &mut File, path: &Path, bytes: &[u8]) -> Result<(), ExitCode> {
     file.write_all(bytes).map_err(|e| {
-        eprintln!("error: cannot write to {}: {e}", path.display());
+        say!("error: cannot write to {}: {e}", path.display());
         ExitCode::FAILURE
     })
 }
 
 fn sync_file(file: &File, path: &Path) -> Result<(), ExitCode> {
     file.sync_all().map_err(|e| {
-        eprintln!("error: cannot write to {}: {e}", path.display());
+        say!("error: cannot write to {}: {e}", path.display());
         ExitCode::FAILURE
     })
 }

@@ -27,7 +27,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         let server = match FaultServer::bind(addr).await {
             Ok(server) => server,
             Err(e) => {
-                eprintln!("error: cannot listen on {addr}: {e}; pick another --port (0 for any)");
+                say!("error: cannot listen on {addr}: {e}; pick another --port (0 for any)");
                 return ExitCode::FAILURE;
             }
         };
@@ -38,7 +38,7 @@ pub(crate) fn run(args: ServeArgs) -> ExitCode {
         drop(stdout);
         match tokio::signal::ctrl_c().await {
             Ok(()) => tracing::info!("interrupted; stopping"),
-            Err(e) => eprintln!("error: cannot wait for Ctrl-C: {e}; stopping"),
+            Err(e) => say!("error: cannot wait for Ctrl-C: {e}; stopping"),
         }
         server.shutdown().await;
         ExitCode::SUCCESS

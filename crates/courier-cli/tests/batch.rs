@@ -500,6 +500,56 @@ async fn a_closed_stdout_ends_a_batch_quietly() {
     );
 }
 
+/// As `courier batch 2>&1 | head -1` does: stdout and stderr are one pipe, closed after a line.
+/// The summary and the notes on stderr are lost with it; the batch still ends quietly.
+#[tokio::test]
+async fn a_closed_pipe_for_stdout_and_stderr_ends_a_batch_quietly() {
+    let server = FaultServer::start().await.unwrap();
+    server.set_plan(
+        "both",
+        vec![Step::ok().delay(Duration::from_millis(50)).times(1000)],
+    );
+    let total = 300;
+    let input = TempFile::with(
+        "both.txt",
+        lines_of(total, |i| server.url_for(&format!("/s/both?i={i}"))),
+    );
+    let (reader, writer) = std::io::pipe().unwrap();
+    let stderr = writer.try_clone().unwrap();
+    // The command, and the parent's ends of the pipe it holds, are dropped once it is spawned.
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_courier"))
+        .args(["batch", input.arg(), "--parallel", "64"])
+        .stdin(Stdio::null())
+        .stdout(writer)
+        .stderr(stderr)
+        .kill_on_drop(true)
+        .spawn()
+        .expect("the binary starts");
+    let first = tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let mut line = String::new();
+        std::io::BufReader::new(reader)
+            .read_line(&mut line)
+            .map(|_| line)
+    });
+    let first = tokio::time::timeout(PATIENCE, first)
+        .await
+        .expect("a line comes")
+        .unwrap()
+        .unwrap();
+    assert!(first.contains("\"status\":200"), "{first}");
+    let status = tokio::time::timeout(PATIENCE, child.wait())
+        .await
+        .expect("the batch ends")
+        .unwrap();
+    // 101 would be a panic: writing to the closed stderr.
+    assert_eq!(status.code(), Some(0), "exits as with stderr open");
+    assert!(
+        server.hits("both").len() < total,
+        "sending stopped once nobody read the results"
+    );
+}
+
 #[tokio::test]
 async fn a_huge_or_hostile_line_gets_a_bounded_error_line() {
     let url = format!("http://h/{}", "a".repeat(1_000_000));
