@@ -137,15 +137,17 @@ pub(crate) fn header_parts(name: &str, value: &str) -> Result<(HeaderName, Heade
         return Err(format!("{name} is set from -d; leave it out of -H"));
     }
     let value = HeaderValue::from_str(value.trim_matches([' ', '\t'])).map_err(|_| {
-        format!("the value of {name} holds a control character or a byte outside visible ASCII")
+        format!("the value of {name} holds a control character (below 0x20 but tab, or 0x7f)")
     })?;
     Ok((name, value))
 }
 
-/// A `User-Agent` for `-A`: visible ASCII; empty sends none, as curl's `-A ''` does.
+/// A `User-Agent` for `-A`, without control characters; empty sends none, as curl's `-A ''`
+/// does.
 pub(crate) fn user_agent(s: &str) -> Result<HeaderValue, String> {
-    HeaderValue::from_str(s)
-        .map_err(|_| "a User-Agent must be visible ASCII, without control characters".to_owned())
+    HeaderValue::from_str(s).map_err(|_| {
+        "a User-Agent may not hold a control character (below 0x20 but tab, or 0x7f)".to_owned()
+    })
 }
 
 /// Requests in flight at once for `batch`: 1 to [`MAX_PARALLEL`].
@@ -237,13 +239,14 @@ fn pem_file(s: &str, wanted: &str) -> Result<PemFile, String> {
     Ok(PemFile { path, pem })
 }
 
-/// An `Idempotency-Key` value: visible ASCII, not blank.
+/// An `Idempotency-Key` value: not blank, without control characters.
 pub(crate) fn idempotency_key(s: &str) -> Result<HeaderValue, String> {
     if s.trim().is_empty() {
         return Err("a blank key identifies nothing; give a unique string".to_owned());
     }
-    HeaderValue::from_str(s)
-        .map_err(|_| "a key must be visible ASCII, without control characters".to_owned())
+    HeaderValue::from_str(s).map_err(|_| {
+        "a key may not hold a control character (below 0x20 but tab, or 0x7f)".to_owned()
+    })
 }
 
 fn seconds_at_least(s: &str, zero_ok: bool) -> Result<Duration, String> {

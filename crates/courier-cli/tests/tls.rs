@@ -84,7 +84,7 @@ async fn user_agent_is_courier_unless_a_or_h_says_otherwise() {
     }
     let run = courier(&["request", "GET", &url, "-A", "bad\u{1}agent"]).await;
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains("visible ASCII"), "{run:?}");
+    assert!(run.stderr.contains("control character"), "{run:?}");
 }
 
 #[tokio::test]
