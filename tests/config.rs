@@ -640,23 +640,41 @@ fn bad_environment_overrides_name_the_variable_or_the_field() {
         ),
         (
             &[("COURIER_ROUTES__1__RETRY__ATTEMPTS", "0")],
-            "after the environment overrides: routes[1].retry.attempts: must be at least 1, got 0",
+            "routes[1].retry.attempts: must be at least 1, got 0 (set by \
+             COURIER_ROUTES__1__RETRY__ATTEMPTS)",
         ),
         (
             &[("COURIER_DEFAULT__RETRY__ATTEMPTS", "many")],
-            "after the environment overrides: default.retry.attempts: invalid type: string \
-             \"many\", expected u32",
+            "default.retry.attempts: invalid type: string \"many\", expected u32 (set by \
+             COURIER_DEFAULT__RETRY__ATTEMPTS)",
         ),
         (
             &[("COURIER_DEFAULT__DEADLINE", "30 sec")],
-            "after the environment overrides: default.deadline: \"30 sec\" has an unknown unit \
-             \" sec\": use ms, s, m or h",
+            "default.deadline: \"30 sec\" has an unknown unit \" sec\": use ms, s, m or h (set \
+             by COURIER_DEFAULT__DEADLINE)",
         ),
         (
             &[("COURIER_DEFAULT__TIMEOUT", "1s")],
-            "after the environment overrides: default.timeout: unknown field `timeout`, expected one \
-             of `name`, `match`, `deadline`, `attempt_timeout`, `retry`, `rate_limit`, \
-             `breaker`, `pacing`, `cache`, `concurrency`, `hedge`",
+            "default.timeout: unknown field `timeout`, expected one of `name`, `match`, \
+             `deadline`, `attempt_timeout`, `retry`, `rate_limit`, `breaker`, `pacing`, `cache`, \
+             `concurrency`, `hedge` (set by COURIER_DEFAULT__TIMEOUT)",
+        ),
+        (
+            &[("COURIER_DEFAULT__RETRY", r#"{"attempts": 0}"#)],
+            // The route without a retry of its own inherits it: no variable named that field.
+            "default.retry.attempts: must be at least 1, got 0 (set by COURIER_DEFAULT__RETRY)\n\
+             routes[1].retry.attempts: must be at least 1, got 0 (after the environment \
+             overrides)",
+        ),
+        (
+            // The table set whole last: its value is the one refused.
+            &[
+                ("COURIER_DEFAULT__RETRY__ATTEMPTS", "2"),
+                ("COURIER_DEFAULT__RETRY", r#"{"attempts": 0}"#),
+            ],
+            "default.retry.attempts: must be at least 1, got 0 (set by COURIER_DEFAULT__RETRY)\n\
+             routes[1].retry.attempts: must be at least 1, got 0 (after the environment \
+             overrides)",
         ),
     ];
     let mut wrong = Vec::new();
@@ -670,6 +688,11 @@ fn bad_environment_overrides_name_the_variable_or_the_field() {
         }
     }
     assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    // The field's path is the error's own, as a file's is.
+    let err = config
+        .env_overrides(vars(&[("COURIER_DEFAULT__RETRY__ATTEMPTS", "many")]))
+        .unwrap_err();
+    assert_eq!(err.errors()[0].path, "default.retry.attempts");
 }
 
 // === random mutations ===

@@ -1,7 +1,7 @@
 //! Reading and writing a configuration: the values written as text, the `false` that switches
 //! a section off, the path of a bad field, and environment overrides.
 
-use super::{Config, ConfigError, Dur, OrOff, RateSpec, StatusRange, Statuses};
+use super::{Config, ConfigError, Dur, FieldError, OrOff, RateSpec, StatusRange, Statuses};
 use serde::de::{self, Deserializer, IntoDeserializer, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 use std::fmt;
@@ -200,13 +200,17 @@ impl Config {
     ///
     /// # Errors
     ///
-    /// A [`ConfigError`] naming the variable and what is wrong with it.
+    /// A [`ConfigError`]: a variable that names no field, by its name; a value refused, by its
+    /// field's path (as a file's is) with the variable that set it
+    /// (`default.retry.attempts: must be at least 1, got 0 (set by
+    /// COURIER_DEFAULT__RETRY__ATTEMPTS)`).
     pub fn env_overrides(
         &self,
         vars: impl IntoIterator<Item = (String, String)>,
     ) -> Result<Config, ConfigError> {
         let mut tree = serde_json::to_value(self)
             .map_err(|e| ConfigError::one("", format!("the configuration: {e}")))?;
+        let mut applied = Vec::new();
         for (name, value) in vars {
             let Some(path) = name
                 .strip_prefix("COURIER_")
@@ -217,10 +221,42 @@ impl Config {
             let parsed = serde_json::from_str(&value)
                 .unwrap_or_else(|_| serde_json::Value::String(value.clone()));
             set(&mut tree, path, parsed).map_err(|why| ConfigError::one(name.clone(), why))?;
+            applied.push(name);
         }
-        Config::from_deserializer(tree)
-            .map_err(|e| ConfigError::one("", format!("after the environment overrides: {e}")))
+        Config::from_deserializer(tree).map_err(|e| {
+            // Each bad field keeps its path, and says which variable set it.
+            let errors = e.errors().iter().map(|field| {
+                let by = variable_for(&field.path, &applied).map_or_else(
+                    || "after the environment overrides".to_owned(),
+                    |v| format!("set by {v}"),
+                );
+                FieldError {
+                    path: field.path.clone(),
+                    message: format!("{} ({by})", field.message),
+                }
+            });
+            ConfigError::new(errors.collect())
+        })
     }
+}
+
+/// The variable among `applied` that set the field at `path` (`routes[1].retry.attempts`), or
+/// a table holding it (`COURIER_ROUTES__1__RETRY`).
+fn variable_for<'a>(path: &str, applied: &'a [String]) -> Option<&'a str> {
+    let parts = path.replace('[', ".").replace(']', "");
+    let parts: Vec<&str> = parts.split('.').filter(|p| !p.is_empty()).collect();
+    // The last one wrote the value the field holds.
+    applied
+        .iter()
+        .rfind(|name| {
+            let named: Vec<&str> = name["COURIER_".len()..].split("__").collect();
+            named.len() <= parts.len()
+                && named
+                    .iter()
+                    .zip(&parts)
+                    .all(|(n, p)| n.eq_ignore_ascii_case(p))
+        })
+        .map(String::as_str)
 }
 
 fn set(tree: &mut serde_json::Value, path: &str, value: serde_json::Value) -> Result<(), String> {
