@@ -457,18 +457,25 @@ async fn ctrl_c_at_a_terminal_stops_a_batch_reading_it() {
     assert_eq!(server.hits("typed").len(), 1);
 }
 
-#[tokio::test]
-async fn a_closed_stdout_ends_a_batch_quietly() {
+/// A fault server whose `/s/{tag}` answers 200 after 50 ms, and a batch file of 300 requests
+/// to it: more than a reader that stops after one line lets through.
+async fn slow_batch(tag: &str) -> (FaultServer, TempFile, usize) {
     let server = FaultServer::start().await.unwrap();
     server.set_plan(
-        "many",
+        tag,
         vec![Step::ok().delay(Duration::from_millis(50)).times(1000)],
     );
     let total = 300;
     let input = TempFile::with(
-        "closed.txt",
-        lines_of(total, |i| server.url_for(&format!("/s/many?i={i}"))),
+        &format!("{tag}.txt"),
+        lines_of(total, |i| server.url_for(&format!("/s/{tag}?i={i}"))),
     );
+    (server, input, total)
+}
+
+#[tokio::test]
+async fn a_closed_stdout_ends_a_batch_quietly() {
+    let (server, input, total) = slow_batch("many").await;
     let mut child = common::spawn(&["batch", input.arg(), "--parallel", "64"], Stdio::null());
     // As `| head -1` does: read one line, then close the pipe.
     let mut stdout = BufReader::new(child.stdout.take().unwrap());
@@ -504,16 +511,7 @@ async fn a_closed_stdout_ends_a_batch_quietly() {
 /// The summary and the notes on stderr are lost with it; the batch still ends quietly.
 #[tokio::test]
 async fn a_closed_pipe_for_stdout_and_stderr_ends_a_batch_quietly() {
-    let server = FaultServer::start().await.unwrap();
-    server.set_plan(
-        "both",
-        vec![Step::ok().delay(Duration::from_millis(50)).times(1000)],
-    );
-    let total = 300;
-    let input = TempFile::with(
-        "both.txt",
-        lines_of(total, |i| server.url_for(&format!("/s/both?i={i}"))),
-    );
+    let (server, input, total) = slow_batch("both").await;
     let (reader, writer) = std::io::pipe().unwrap();
     let stderr = writer.try_clone().unwrap();
     // The command, and the parent's ends of the pipe it holds, are dropped once it is spawned.
